@@ -1,0 +1,109 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Activation: apply the patches of `patches.py` to LLaMA-Factory, automatically or through `register()`.
+
+Automatic path: `llamafactory_agentic.pth` imports `_llamafactory_agentic_hook` at interpreter start-up; its finder
+calls `on_module_loaded` when one of the patched LLaMA-Factory modules has been executed. This covers
+`llamafactory-cli train`, the torchrun children of `FORCE_TORCHRUN=1` (they import `llamafactory.train.tuner`) and
+the training subprocess LLaMA-Board starts. Explicit path: `register()` imports the modules (patching those already
+imported) for notebooks or environments where `.pth` files are not processed.
+"""
+
+import importlib
+import os
+import sys
+from types import ModuleType
+
+from .patches import PATCHES, SUPPORTED_LLAMAFACTORY, PatchError
+
+
+DISABLE_ENV = "LLAMAFACTORY_AGENTIC_DISABLE"
+
+_applied: dict[str, str] = {}
+_version_checked = False
+
+
+def is_disabled() -> bool:
+    r"""True when `LLAMAFACTORY_AGENTIC_DISABLE` is set to a true value."""
+    return os.environ.get(DISABLE_ENV, "0").lower() in ("1", "true", "y", "yes")
+
+
+def llamafactory_version() -> str | None:
+    r"""Installed LLaMA-Factory version from the package metadata (None when it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("llamafactory")
+    except PackageNotFoundError:
+        return None
+
+
+def check_version() -> str:
+    r"""Return the LLaMA-Factory version, or raise `PatchError` if it is not a supported release."""
+    global _version_checked
+    found = llamafactory_version()
+    if found not in SUPPORTED_LLAMAFACTORY:
+        raise PatchError("llamafactory", "unsupported LLaMA-Factory release", found_version=found or "none")
+
+    _version_checked = True
+    return found
+
+
+def on_module_loaded(name: str, module: ModuleType) -> None:
+    r"""Apply the patch of module `name` (called by the start-up hook right after the module executed).
+
+    Raises:
+        PatchError: on an unsupported LLaMA-Factory version or a failed precondition.
+    """
+    if is_disabled() or name in _applied or name not in PATCHES:
+        return
+
+    if not _version_checked:
+        check_version()
+
+    _, patch = PATCHES[name]
+    patch(module)
+    _applied[name] = PATCHES[name][0]
+
+
+def register() -> list[str]:
+    r"""Import and patch every LLaMA-Factory module the plugin changes; return the active patch names.
+
+    Works whether or not the start-up hook is installed and whether or not LLaMA-Factory was imported before.
+
+    Raises:
+        PatchError: on an unsupported LLaMA-Factory version or a failed precondition.
+        RuntimeError: if `LLAMAFACTORY_AGENTIC_DISABLE` is set.
+    """
+    if is_disabled():
+        raise RuntimeError(f"llamafactory-agentic is disabled by {DISABLE_ENV}; unset it to register the plugin.")
+
+    check_version()
+    for name in PATCHES:
+        module = sys.modules.get(name) or importlib.import_module(name)
+        on_module_loaded(name, module)
+
+    return active_patches()
+
+
+def active_patches() -> list[str]:
+    r"""Names of the modules patched in this process, in patch order."""
+    return [name for name in PATCHES if name in _applied]
+
+
+def hook_installed() -> bool:
+    r"""True when the start-up hook's finder is on `sys.meta_path` (the `.pth` file was processed)."""
+    hook = sys.modules.get("_llamafactory_agentic_hook")
+    return bool(hook is not None and any(isinstance(f, hook.LlamaFactoryWatcher) for f in sys.meta_path))

@@ -1,0 +1,63 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+r"""Rewards over the model-written text of agentic trajectories (ALGORITHMS.md section 6).
+
+`build_model_view` turns a response into model-written text; `get_reward_function(name, math_mode)` returns a
+`RewardFunction` callable as `reward(model_text, ground_truth, metadata) -> float`.
+"""
+
+from .deep_research import (
+    exact_match_score,
+    extract_answer_span,
+    extract_boxed_answer,
+    f1_score,
+    normalize_answer,
+    normalize_ground_truths,
+    validate_format,
+)
+from .math_equivalence import math_verify_score
+from .model_view import RESULT_PLACEHOLDER, build_model_view
+from .registry import (
+    CallableReward,
+    DeepResearchReward,
+    RewardFunction,
+    RewardResult,
+    get_reward_function,
+    list_reward_functions,
+    load_callable,
+    register_reward_function,
+)
+
+
+__all__ = [
+    "RESULT_PLACEHOLDER",
+    "CallableReward",
+    "DeepResearchReward",
+    "RewardFunction",
+    "RewardResult",
+    "build_model_view",
+    "exact_match_score",
+    "extract_answer_span",
+    "extract_boxed_answer",
+    "f1_score",
+    "get_reward_function",
+    "list_reward_functions",
+    "load_callable",
+    "math_verify_score",
+    "normalize_answer",
+    "normalize_ground_truths",
+    "register_reward_function",
+    "validate_format",
+]

@@ -1,0 +1,249 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+r"""Reward functions by name: `f1` (reference), `em`, `math`, or a user function given as `module:function`.
+
+Spec: shared/specs/ALGORITHMS.md section 6; config keys `agentic_reward` and `agentic_reward_math`.
+"""
+
+import importlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .deep_research import exact_match_score, extract_answer_span, extract_boxed_answer, f1_score, validate_format
+from .math_equivalence import math_verify_score
+
+
+MATH_MODES = ("f1", "math_verify", "max")
+TOOL_BONUS = 0.1
+FORMAT_PENALTY = -1.0
+
+
+@dataclass
+class RewardResult:
+    r"""Outcome of one reward computation.
+
+    Attributes:
+        score: The scalar reward (reference range [-1, 1.1]).
+        correctness: Correctness in [0, 1] before the bonus (0 when the format gate or extraction failed).
+        answer: The extracted boxed answer, or None.
+        reason: Short human-readable reason (format failure, "correct", "wrong answer", ...).
+        format_ok: Whether the format gate and the extraction passed.
+    """
+
+    score: float
+    correctness: float = 0.0
+    answer: str | None = None
+    reason: str = ""
+    format_ok: bool = False
+
+
+class RewardFunction:
+    r"""A reward over the model view of one response.
+
+    Call as `reward(model_text, ground_truth, metadata) -> float`; `compute` returns the full `RewardResult`.
+    `metadata` carries at least `data_source` and `ability` (either may be missing or None).
+    """
+
+    name = "base"
+
+    def compute(self, model_text: str, ground_truth: Any, metadata: dict | None = None) -> RewardResult:
+        r"""Full result of the reward; subclasses implement it."""
+        raise NotImplementedError
+
+    def __call__(self, model_text: str, ground_truth: Any, metadata: dict | None = None) -> float:
+        r"""The scalar reward of `model_text` against `ground_truth` (str, list of str, or see `normalize_ground_truths`)."""
+        return self.compute(model_text, ground_truth, metadata).score
+
+
+class DeepResearchReward(RewardFunction):
+    r"""The reference deep-research reward with a choice of correctness measure.
+
+    1. Format gate (`validate_format`) -> -1 on failure.
+    2. Extraction: the last `\boxed` in the first `<answer>...</answer>` -> -1 on failure.
+    3. Correctness c: token F1 (`f1`), exact match (`em`) or math-verify equivalence (`math`, every row). For rows
+       with `metadata["ability"] == "math"`, `math_mode` overrides it: `f1` keeps c, `math_verify` uses the
+       math-verify result, `max` uses max(c, math-verify).
+    4. Score: c > 0 and the text contains both `</search>` and `</python>` -> c + 0.1; c > 0 -> c; else 0.
+
+    Source: ALGORITHMS.md section 6; RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/utils/reward_score/deep_research.py:317-351`.
+    """
+
+    def __init__(self, correctness: str = "f1", math_mode: str = "f1") -> None:
+        r"""Build the reward.
+
+        Args:
+            correctness: `f1`, `em` or `math`.
+            math_mode: `f1`, `math_verify` or `max` (`agentic_reward_math`).
+
+        Raises:
+            ValueError: unknown `correctness` or `math_mode`.
+        """
+        if correctness not in ("f1", "em", "math"):
+            raise ValueError(f"unknown correctness measure {correctness!r}; expected f1, em or math.")
+        if math_mode not in MATH_MODES:
+            raise ValueError(f"unknown math mode {math_mode!r}; expected one of {MATH_MODES}.")
+        self.correctness = correctness
+        self.math_mode = math_mode
+        self.name = correctness
+
+    def _correctness(self, answer: str, ground_truth: Any, metadata: dict) -> float:
+        if self.correctness == "math":
+            return math_verify_score(answer, ground_truth)
+        base = f1_score(answer, ground_truth) if self.correctness == "f1" else exact_match_score(answer, ground_truth)
+        if metadata.get("ability") != "math" or self.math_mode == "f1":
+            return base
+        verified = math_verify_score(answer, ground_truth)
+        return verified if self.math_mode == "math_verify" else max(base, verified)
+
+    def compute(self, model_text: str, ground_truth: Any, metadata: dict | None = None) -> RewardResult:
+        r"""Full result (score, correctness, extracted answer, reason) for one model view."""
+        metadata = metadata or {}
+        ok, reason = validate_format(model_text)
+        if not ok:
+            return RewardResult(score=FORMAT_PENALTY, reason=f"bad format: {reason}")
+        answer_span = extract_answer_span(model_text)
+        answer = extract_boxed_answer(answer_span) if answer_span is not None else None
+        if answer is None:
+            return RewardResult(score=FORMAT_PENALTY, reason="cannot extract a \\boxed answer")
+        correctness = float(self._correctness(answer, ground_truth, metadata))
+        if correctness > 0 and "</search>" in model_text and "</python>" in model_text:
+            return RewardResult(correctness + TOOL_BONUS, correctness, answer, "correct, used search and python", True)
+        if correctness > 0:
+            return RewardResult(correctness, correctness, answer, "correct", True)
+        return RewardResult(0.0, 0.0, answer, "wrong answer", True)
+
+
+class CallableReward(RewardFunction):
+    r"""A user reward function as a `RewardFunction`.
+
+    The function is called as `fn(model_text, ground_truth, metadata)` and returns a number, a dict with `score`, or a
+    `RewardResult`.
+    """
+
+    def __init__(self, fn: Callable, name: str) -> None:
+        r"""Wrap `fn` under `name`."""
+        self.fn = fn
+        self.name = name
+
+    def compute(self, model_text: str, ground_truth: Any, metadata: dict | None = None) -> RewardResult:
+        r"""Call the user function and check its result.
+
+        Raises:
+            TypeError: the function returned something that is not a finite number (or a dict/RewardResult with one).
+        """
+        value = self.fn(model_text, ground_truth, metadata or {})
+        if isinstance(value, RewardResult):
+            result = value
+        elif isinstance(value, dict):
+            if "score" not in value:
+                raise TypeError(f"reward function {self.name} returned a dict without 'score': {sorted(value)}.")
+            result = RewardResult(score=value["score"], reason=str(value.get("reason", "")))
+        else:
+            result = RewardResult(score=value)
+        if (
+            isinstance(result.score, bool)
+            or not isinstance(result.score, (int, float))
+            or not math.isfinite(result.score)
+        ):
+            raise TypeError(
+                f"reward function {self.name} returned a non-finite or non-numeric score {result.score!r}."
+            )
+        result.score = float(result.score)
+        return result
+
+
+_REWARD_FACTORIES: dict[str, Callable[[str], RewardFunction]] = {
+    "f1": lambda math_mode: DeepResearchReward("f1", math_mode),
+    "em": lambda math_mode: DeepResearchReward("em", math_mode),
+    "math": lambda math_mode: DeepResearchReward("math", math_mode),
+}
+
+
+def register_reward_function(name: str, overwrite: bool = False) -> Callable:
+    r"""Decorator registering a reward under `name` for `get_reward_function`.
+
+    The decorated object is either a `RewardFunction` subclass (instantiated without arguments on every lookup) or a
+    plain function `fn(model_text, ground_truth, metadata) -> float` (wrapped in `CallableReward`).
+
+    Raises:
+        ValueError: empty name, a name containing `:` (reserved for import paths), or a name already registered.
+    """
+    if not name or ":" in name:
+        raise ValueError(f"invalid reward name {name!r}.")
+
+    def decorator(obj: Callable) -> Callable:
+        if name in _REWARD_FACTORIES and not overwrite:
+            raise ValueError(f"reward {name!r} is already registered.")
+        if isinstance(obj, type) and issubclass(obj, RewardFunction):
+            _REWARD_FACTORIES[name] = lambda math_mode: obj()
+        else:
+            _REWARD_FACTORIES[name] = lambda math_mode: CallableReward(obj, name)
+        return obj
+
+    return decorator
+
+
+def list_reward_functions() -> list[str]:
+    r"""Sorted names of the registered rewards (import paths `module:function` work in addition)."""
+    return sorted(_REWARD_FACTORIES)
+
+
+def load_callable(path: str) -> Callable:
+    r"""Import `module:function` (the attribute part may be dotted, e.g. `pkg.mod:Class.method`).
+
+    Raises:
+        ValueError: `path` is not of the form `module:attribute`, the module cannot be imported, or the attribute is
+            missing or not callable.
+    """
+    module_name, sep, attribute = path.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"expected 'module:function', got {path!r}.")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"cannot import reward module {module_name!r}: {err}") from err
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise ValueError(f"{module_name!r} has no attribute {attribute!r}.")
+        target = getattr(target, part)
+    if not callable(target):
+        raise ValueError(f"{path!r} is not callable.")
+    return target
+
+
+def get_reward_function(name: str, math_mode: str = "f1") -> RewardFunction:
+    r"""The reward named by `agentic_reward`, with `agentic_reward_math` applied to built-in rewards.
+
+    Args:
+        name: `f1` (reference F1 reward), `em` (exact match, same gate and bonus), `math` (math-verify correctness on
+            every row, same gate and bonus), another registered name, or `module:function` (a user function
+            `fn(model_text, ground_truth, metadata) -> float`; `math_mode` does not apply to it).
+        math_mode: `f1`, `math_verify` or `max` for rows with `ability == "math"`.
+
+    Returns:
+        A `RewardFunction`.
+
+    Raises:
+        ValueError: unknown name or math mode, or an import path that cannot be loaded.
+    """
+    if math_mode not in MATH_MODES:
+        raise ValueError(f"unknown math mode {math_mode!r}; expected one of {MATH_MODES}.")
+    if ":" in name:
+        return CallableReward(load_callable(name), name)
+    if name not in _REWARD_FACTORIES:
+        raise ValueError(f"unknown reward {name!r}; registered: {list_reward_functions()} (or use 'module:function').")
+    return _REWARD_FACTORIES[name](math_mode)

@@ -1,0 +1,475 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The agentic rollout loop: multi-round generation with tool calls and entropy-gated branching.
+
+Implements spec section 3.4 (ARPO), 5.1 (AEPO pre-monitoring) and 5.2 (consecutive-branch penalty). Reference loop:
+RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/workers/rollout/vllm_rollout/vllm_rollout_with_tools.py:237-555`.
+"""
+
+import copy
+import itertools
+import math
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .branching import premonitor_initial_rollouts, round_entropy, should_branch
+from .engine import GenerationEngine, GenerationRequest, SamplingSettings
+from .trajectory import RolloutConfig, RolloutOutput, Trajectory
+
+
+_CALL_COUNTER = itertools.count()
+
+
+@dataclass
+class _FallbackToolCall:
+    r"""Same fields as `llamafactory_agentic.tools.ToolCall` (used only if the tools package cannot be imported)."""
+
+    tool: str
+    content: str
+    trajectory_id: str | None = None
+
+
+def _tool_call_class() -> type:
+    try:
+        from ..tools import ToolCall
+    except ImportError:
+        try:
+            from ..tools.base import ToolCall
+        except ImportError:
+            return _FallbackToolCall
+    return ToolCall
+
+
+def extract_tool_call(text: str, stop_string: str) -> tuple[str, str]:
+    r"""Tool name and call content of a round that ended on `stop_string` (e.g. `</search>`).
+
+    The content is the text between the last `<tag>` and the `</tag>` after it, whitespace-stripped (spec section 2);
+    without an opening tag it is empty.
+
+    Args:
+        text: Decoded text of the round (or of the whole response).
+        stop_string: The closing tag that ended the round.
+
+    Returns:
+        `(tool, content)`, e.g. `("search", "capital of France")`.
+    """
+    tool = stop_string.strip()[2:-1]
+    close = text.rfind(stop_string)
+    if close < 0:
+        return tool, ""
+    start = text.rfind(f"<{tool}>", 0, close)
+    if start < 0:
+        return tool, ""
+    return tool, text[start + len(tool) + 2 : close].strip()
+
+
+def observation_string(text: str) -> str:
+    r"""The inserted observation: `" <result>\n" + text + "\n</result>"` (spec section 2)."""
+    return " <result>\n" + text + "\n</result>"
+
+
+class AgenticRollout:
+    r"""Generates groups of tool-using trajectories for a batch of prompts.
+
+    Args:
+        engine: A `GenerationEngine` (`hf` or `vllm`).
+        executor: Tool executor with `execute(list[ToolCall]) -> list[ToolResult]` (never raises).
+        tokenizer: The policy's tokenizer (observation encoding, call extraction, |V|).
+        config: Resolved `RolloutConfig`.
+    """
+
+    def __init__(self, engine: GenerationEngine, executor: Any, tokenizer: Any, config: RolloutConfig) -> None:
+        self.engine = engine
+        self.executor = executor
+        self.tokenizer = tokenizer
+        self.config = config
+        self.log_vocab = math.log(len(tokenizer.get_vocab()))
+        self.rng = np.random.default_rng(config.seed)
+        self.last_state: dict | None = None
+
+    # ------------------------------------------------------------------ helpers
+    def _sampling(self, training: bool) -> SamplingSettings:
+        cfg = self.config
+        return SamplingSettings(
+            temperature=cfg.temperature if training else 0.0,
+            top_p=cfg.top_p,
+            top_k=cfg.top_k,
+            stop_strings=tuple(cfg.stop_strings),
+            eos_token_ids=(cfg.eos_token_id,),
+            entropy_source=cfg.entropy_source,
+            entropy_topk=cfg.entropy_topk,
+            entropy_tokens=cfg.entropy_tokens,
+        )
+
+    def encode_observation(self, text: str) -> list[int]:
+        r"""Token ids of `observation_string(text)`, encoded alone with `add_special_tokens=False`."""
+        return self.tokenizer.encode(observation_string(text), add_special_tokens=False)
+
+    def _new_global(self, state: dict, group: int, prompt: list[int], is_fill: bool) -> Trajectory:
+        members = state["groups"][group]
+        traj = Trajectory(
+            uid=f"{state['call']}-{group}-{len(members)}",
+            group_index=group,
+            prompt_ids=prompt,
+            is_fill=is_fill,
+            index=len(members),
+            engine_key=next(state["keys"]),
+        )
+        members.append(traj)
+        return traj
+
+    def _branch(self, state: dict, source: Trajectory) -> Trajectory:
+        members = state["groups"][source.group_index]
+        child = Trajectory(
+            uid=f"{state['call']}-{source.group_index}-{len(members)}",
+            group_index=source.group_index,
+            prompt_ids=source.prompt_ids,
+            response_ids=list(source.response_ids),
+            loss_mask=list(source.loss_mask),
+            parent=source.index,
+            branch_pos=len(source.response_ids),
+            num_tool_calls=source.num_tool_calls,
+            tool_calls=copy.deepcopy(source.tool_calls),
+            round_entropies=list(source.round_entropies),
+            entropy_base=source.entropy_base,
+            consecutive_branches=source.consecutive_branches,
+            index=len(members),
+            engine_key=next(state["keys"]),
+            parent_engine_key=source.engine_key,
+        )
+        members.append(child)
+        return child
+
+    def _finish(self, traj: Trajectory, reason: str, state: dict) -> None:
+        traj.finished = True
+        traj.finish_reason = reason
+        traj.truncated = reason == "length"
+        state["finished_keys"].append(traj.engine_key)
+
+    # ------------------------------------------------------------------ one round
+    def _round(self, active: list[Trajectory], state: dict, sampling: SamplingSettings) -> tuple[float, float]:
+        r"""Generate one round for `active`, run their tool calls and append observations. Returns (gen_s, tool_s)."""
+        cfg = self.config
+        budget = cfg.max_response_length
+        requests = [
+            GenerationRequest(
+                key=t.engine_key,
+                prompt_ids=t.prompt_ids,
+                response_ids=t.response_ids,
+                max_tokens=budget - len(t.response_ids),
+                parent_key=t.parent_engine_key,
+            )
+            for t in active
+        ]
+        t0 = time.perf_counter()
+        segments = self.engine.generate(requests, sampling)
+        gen_s = time.perf_counter() - t0
+        metrics = state["metrics"]
+        metrics["rounds"] += 1
+        pending: list[tuple[Trajectory, Any]] = []
+        for traj, seg in zip(active, segments):
+            traj.parent_engine_key = None
+            h_now = round_entropy(seg.entropy_terms, cfg.entropy_tokens, self.log_vocab)
+            traj.round_entropies.append(h_now)
+            if traj.entropy_base is None:
+                traj.entropy_base = h_now
+            traj.response_ids.extend(seg.token_ids)
+            traj.loss_mask.extend([1] * len(seg.token_ids))
+            traj.generated_tokens += len(seg.token_ids)
+            metrics["generated_tokens"] += len(seg.token_ids)
+            if seg.finish_reason == "stop":
+                if traj.num_tool_calls >= cfg.max_tool_calls:
+                    traj.response_ids.append(cfg.eos_token_id)
+                    traj.loss_mask.append(1)
+                    traj.hit_call_limit = True
+                    metrics["call_limit_hits"] += 1
+                    self._finish(traj, "call_limit", state)
+                    continue
+                traj.num_tool_calls += 1
+                text = self.tokenizer.decode(seg.token_ids, skip_special_tokens=False)
+                tool, content = extract_tool_call(text, seg.stop_string)
+                if not content and f"<{tool}>" not in text:
+                    full = self.tokenizer.decode(traj.response_ids, skip_special_tokens=False)
+                    tool, content = extract_tool_call(full, seg.stop_string)
+                record = {"tool": tool, "content": content, "pos": len(traj.response_ids)}
+                traj.tool_calls.append(record)
+                pending.append((traj, record))
+            elif seg.finish_reason == "eos":
+                self._finish(traj, "eos", state)
+            elif len(traj.response_ids) >= budget:
+                self._finish(traj, "length", state)
+
+        t1 = time.perf_counter()
+        real = [(t, r) for t, r in pending if r["content"]]
+        results = []
+        if real:
+            ToolCall = _tool_call_class()
+            calls = [ToolCall(tool=r["tool"], content=r["content"], trajectory_id=t.uid) for t, r in real]
+            results = self.executor.execute(calls)
+            if len(results) != len(calls):
+                raise RuntimeError(f"Tool executor returned {len(results)} results for {len(calls)} calls.")
+        result_iter = iter(results)
+        for traj, record in pending:
+            if record["content"]:
+                res = next(result_iter)
+                text, status = res.text, res.status
+                record.update(status=status, latency_s=float(res.latency_s), cached=bool(res.cached))
+            else:
+                text = f"Error: empty <{record['tool']}> call."
+                record.update(status="empty", latency_s=0.0, cached=False)
+                metrics["empty_calls"] += 1
+            obs = self.encode_observation(text)
+            record["obs_tokens"] = len(obs)
+            traj.response_ids.extend(obs)
+            traj.loss_mask.extend([0] * len(obs))
+            metrics["masked_tokens"] += len(obs)
+            metrics[f"tool_calls/{record['tool']}"] += 1
+        tool_s = time.perf_counter() - t1
+        for traj in active:
+            if not traj.finished and len(traj.response_ids) >= budget:
+                self._finish(traj, "length", state)
+        return gen_s, tool_s
+
+    # ------------------------------------------------------------------ branching
+    def _branch_phase(self, alive: list[Trajectory], state: dict, prompts: list[list[int]]) -> list[Trajectory]:
+        cfg = self.config
+        metrics = state["metrics"]
+        groups = state["groups"]
+        alive_ids = {id(t) for t in alive}
+        new: list[Trajectory] = []
+        created = [0] * len(prompts)
+        for g in range(len(prompts)):
+            members = groups[g]
+            for source in list(members):  # creation order; branches created this round are not sources yet
+                if id(source) not in alive_ids:
+                    continue
+                made, decided = 0, False
+                for _ in range(cfg.beam_size - 1):
+                    if len(members) >= cfg.group_size:
+                        break
+                    consecutive = (
+                        source.consecutive_branches
+                        if cfg.branch_penalty_scope == "lineage"
+                        else state["question_counters"][g]
+                    )
+                    delta_h = source.entropy_now - source.entropy_base
+                    u = float(self.rng.random()) if cfg.branch_rule == "stochastic" else None
+                    decision = should_branch(
+                        cfg.branch_rule,
+                        delta_h,
+                        consecutive,
+                        tau=cfg.branch_tau,
+                        beta=cfg.entropy_weight,
+                        alpha=cfg.branch_alpha,
+                        branch_penalty=cfg.branch_penalty,
+                        u=u,
+                    )
+                    decided = True
+                    state["decision_log"].append(
+                        {
+                            "round": metrics["rounds"],
+                            "group": g,
+                            "source": source.index,
+                            "delta_h": delta_h,
+                            "l": consecutive,
+                            "branched": bool(decision),
+                        }
+                    )
+                    metrics["decisions"] += 1
+                    metrics["delta_h_sum"] += delta_h
+                    if cfg.branch_penalty > 0 and consecutive > 0:
+                        metrics["penalised_decisions"] += 1
+                    if decision:
+                        child = self._branch(state, source)
+                        new.append(child)
+                        made += 1
+                        metrics["branches"] += 1
+                        state["branch_points"][source.num_tool_calls] += 1
+                if decided and cfg.branch_penalty_scope == "lineage":
+                    if made:
+                        source.consecutive_branches += 1
+                        for child in members[len(members) - made :]:
+                            child.consecutive_branches = source.consecutive_branches
+                    else:
+                        source.consecutive_branches = 0
+                created[g] += made
+        for g, prompt in enumerate(prompts):
+            has_alive = any(id(t) in alive_ids for t in groups[g])
+            if not has_alive and len(groups[g]) < cfg.group_size:
+                new.append(self._new_global(state, g, prompt, is_fill=True))
+                created[g] += 1
+                metrics["fills"] += 1
+        state["created_log"].append(list(created))
+        if cfg.branch_penalty_scope == "question" and any(created):
+            counters = state["question_counters"]
+            for g in range(len(prompts)):
+                counters[g] = counters[g] + 1 if created[g] else 0
+        return new
+
+    # ------------------------------------------------------------------ loop
+    def _new_state(self, n_prompts: int) -> dict:
+        return {
+            "call": next(_CALL_COUNTER),
+            "keys": itertools.count(),
+            "groups": [[] for _ in range(n_prompts)],
+            "metrics": defaultdict(float),
+            "branch_points": Counter(),
+            "question_counters": [0] * n_prompts,
+            "finished_keys": [],
+            "decision_log": [],
+            "created_log": [],
+        }
+
+    def _run(
+        self, prompts: list[list[int]], initial: list[int], state: dict, sampling: SamplingSettings, branching: bool
+    ) -> tuple[float, float]:
+        for g, prompt in enumerate(prompts):
+            for _ in range(initial[g]):
+                self._new_global(state, g, prompt, is_fill=False)
+        active = [t for members in state["groups"] for t in members]
+        gen_s = tool_s = 0.0
+        while active:
+            g_s, t_s = self._round(active, state, sampling)
+            gen_s, tool_s = gen_s + g_s, tool_s + t_s
+            alive = [t for t in active if not t.finished]
+            if state["finished_keys"]:
+                self.engine.finish(state["finished_keys"])
+                state["finished_keys"] = []
+            new = self._branch_phase(alive, state, prompts) if branching else []
+            active = alive + new
+        return gen_s, tool_s
+
+    def _premonitor(self, prompts: list[list[int]], sampling: SamplingSettings) -> tuple[list[int], dict]:
+        r"""AEPO entropy pre-monitoring (spec section 5.1): m per prompt; probe samples are discarded."""
+        cfg = self.config
+        state = self._new_state(len(prompts))
+        root_sampling = SamplingSettings(**{**sampling.__dict__})
+        requests = [
+            GenerationRequest(key=-(g + 1), prompt_ids=p, response_ids=[], max_tokens=cfg.premonitor_tokens)
+            for g, p in enumerate(prompts)
+        ]
+        roots = self.engine.generate(requests, root_sampling)
+        self.engine.finish([r.key for r in requests])
+        h_root = [round_entropy(r.entropy_terms, cfg.entropy_tokens, self.log_vocab) for r in roots]
+        self._run(prompts, [1] * len(prompts), state, sampling, branching=False)
+        self.engine.finish([t.engine_key for members in state["groups"] for t in members])
+        ms, h_bars = [], []
+        for g, members in enumerate(state["groups"]):
+            rounds = members[0].round_entropies
+            chosen = rounds if cfg.premonitor_rounds == "all" else rounds[1:]
+            h_bar = float(np.mean(chosen)) if chosen else h_root[g]
+            h_bars.append(h_bar)
+            ms.append(premonitor_initial_rollouts(cfg.group_size, h_root[g], h_bar, cfg.premonitor_beta))
+        info = {"h_root": h_root, "h_bar": h_bars, "probe_tool_calls": state["metrics"]}
+        return ms, info
+
+    def rollout(self, prompts: list[list[int]], training: bool = True) -> RolloutOutput:
+        r"""Generate the trajectories of one rollout call (spec section 3.4).
+
+        Args:
+            prompts: Prompt token ids per prompt (already rendered with the chat template, ending with the assistant
+                header).
+            training: True: groups of exactly M with branching (and pre-monitoring if enabled). False
+                (validation): greedy, one trajectory per prompt, no branching, no pre-monitoring.
+
+        Returns:
+            `RolloutOutput` with `groups[g]` in creation order (index = position; `parent` points into the group).
+
+        Raises:
+            RuntimeError: a training group ended with a size other than M (never expected; the loop would be wrong).
+        """
+        cfg = self.config
+        self.engine.reset()
+        prompts = [list(p) for p in prompts]
+        sampling = self._sampling(training)
+        timing = {"time/generation": 0.0, "time/tools": 0.0, "time/premonitor": 0.0}
+        extra: dict[str, float] = {}
+        if training:
+            if cfg.dynamic_rollouts:
+                t0 = time.perf_counter()
+                initial, info = self._premonitor(prompts, sampling)
+                timing["time/premonitor"] = time.perf_counter() - t0
+                self.engine.reset()
+                extra["rollout/premonitor_global"] = float(np.mean(initial))
+                extra["rollout/premonitor_branch"] = float(np.mean([cfg.group_size - m for m in initial]))
+                extra["rollout/premonitor_h_root"] = float(np.mean(info["h_root"]))
+                extra["rollout/premonitor_h_bar"] = float(np.mean(info["h_bar"]))
+            else:
+                initial = [min(max(cfg.initial_rollouts, 1), cfg.group_size)] * len(prompts)
+        else:
+            initial = [1] * len(prompts)
+
+        state = self._new_state(len(prompts))
+        self.last_state = state  # decision and creation logs of the latest call (inspection and tests)
+        gen_s, tool_s = self._run(prompts, initial, state, sampling, branching=training)
+        timing["time/generation"] += gen_s
+        timing["time/tools"] += tool_s
+        self.engine.release()
+
+        groups = state["groups"]
+        expected = cfg.group_size if training else 1
+        for g, members in enumerate(groups):
+            if len(members) != expected:
+                raise RuntimeError(f"Group {g} has {len(members)} trajectories, expected exactly {expected}.")
+            for traj in members:
+                if len(traj.response_ids) > cfg.max_response_length:
+                    del traj.response_ids[cfg.max_response_length :]
+                    del traj.loss_mask[cfg.max_response_length :]
+                    traj.truncated = True
+                    if not traj.finish_reason:
+                        traj.finish_reason = "length"
+        metrics = self._metrics(state, groups, initial, training)
+        metrics.update(extra)
+        return RolloutOutput(groups=groups, metrics=metrics, timing=timing)
+
+    def _metrics(self, state: dict, groups: list[list[Trajectory]], initial: list[int], training: bool) -> dict:
+        m = state["metrics"]
+        trajs = [t for members in groups for t in members]
+        n = max(len(trajs), 1)
+        out = {
+            "rollout/trajectories": float(len(trajs)),
+            "rollout/initial_rollouts": float(np.mean(initial)) if initial else 0.0,
+            "rollout/branches": m["branches"],
+            "rollout/fills": m["fills"],
+            "rollout/decisions": m["decisions"],
+            "rollout/branch_rate": m["branches"] / m["decisions"] if m["decisions"] else 0.0,
+            "rollout/mean_delta_h": m["delta_h_sum"] / m["decisions"] if m["decisions"] else 0.0,
+            "rollout/penalised_decisions": m["penalised_decisions"],
+            "rollout/rounds": m["rounds"],
+            "rollout/tool_calls_per_traj": sum(t.num_tool_calls for t in trajs) / n,
+            "rollout/call_limit_hits": float(sum(t.hit_call_limit for t in trajs)),
+            "rollout/truncations": float(sum(t.truncated for t in trajs)),
+            "rollout/empty_calls": m["empty_calls"],
+            "rollout/generated_tokens": m["generated_tokens"],
+            "rollout/masked_tokens": m["masked_tokens"],
+            "rollout/response_length": sum(len(t.response_ids) for t in trajs) / n,
+            "rollout/finish_eos": float(sum(t.finish_reason == "eos" for t in trajs)),
+        }
+        per_tool = Counter()
+        for t in trajs:
+            for call in t.tool_calls:
+                per_tool[call["tool"]] += 1
+        for tool, count in per_tool.items():
+            out[f"rollout/tool_calls_per_traj/{tool}"] = count / n
+        for key, value in m.items():
+            if key.startswith("tool_calls/"):
+                out[f"rollout/executed_{key}"] = value
+        for call_index, count in sorted(state["branch_points"].items()):
+            out[f"rollout/branch_points/call_{call_index}"] = float(count)
+        return out

@@ -1,0 +1,185 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Generation engine interface shared by the `hf` and `vllm` backends.
+
+The agent loop (`agent_loop.py`) sends one `GenerationRequest` per active trajectory per round and receives one
+`GenerationResult` each. A request carries token ids only (prompt and response so far): nothing is re-tokenised.
+"""
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass
+class SamplingSettings:
+    r"""Sampling parameters of one round (same for every request of the round).
+
+    Attributes:
+        temperature: 0 means greedy.
+        top_p: Nucleus mass (1.0 = off).
+        top_k: Top-k filter (0 = off).
+        stop_strings: A round ends right after the token that completes one of these (token kept).
+        eos_token_ids: Token ids that end the trajectory (kept in the output).
+        entropy_source: `topk` or `full` (spec section 3.2).
+        entropy_topk: k of the `topk` source.
+        entropy_tokens: Positions per round whose entropy terms are returned.
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    stop_strings: tuple[str, ...] = ("</search>", "</python>")
+    eos_token_ids: tuple[int, ...] = ()
+    entropy_source: Literal["topk", "full"] = "topk"
+    entropy_topk: int = 10
+    entropy_tokens: int = 20
+
+    @property
+    def greedy(self) -> bool:
+        r"""Whether decoding is greedy."""
+        return self.temperature <= 0.0
+
+
+@dataclass
+class GenerationRequest:
+    r"""Continue one trajectory for one round.
+
+    Attributes:
+        key: Stable id of the trajectory within the rollout call (an engine may keep state, e.g. a KV cache, per key).
+        prompt_ids: Prompt token ids.
+        response_ids: Response token ids so far (context = prompt + response).
+        max_tokens: Most tokens to generate this round (R - len(response), spec section 12).
+        parent_key: Key of the source trajectory when this trajectory is a fresh branch (hint for KV reuse).
+    """
+
+    key: int
+    prompt_ids: Sequence[int]
+    response_ids: Sequence[int]
+    max_tokens: int
+    parent_key: int | None = None
+
+
+@dataclass
+class GenerationResult:
+    r"""Tokens of one round.
+
+    Attributes:
+        token_ids: Generated ids; include the EOS or the token completing a stop string.
+        entropy_terms: Entropy term per position of the first `entropy_tokens` positions (nats).
+        finish_reason: `"stop"` (stop string), `"eos"` or `"length"` (`max_tokens` reached).
+        stop_string: The stop string that ended the round, if any.
+    """
+
+    token_ids: list[int]
+    entropy_terms: list[float] = field(default_factory=list)
+    finish_reason: Literal["stop", "eos", "length"] = "length"
+    stop_string: str | None = None
+
+
+class GenerationEngine(ABC):
+    r"""Backend that continues many trajectories in parallel for one round."""
+
+    @abstractmethod
+    def generate(self, requests: list[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
+        r"""Generate one round for every request (results in request order)."""
+
+    def set_model(self, model: Any) -> None:
+        r"""Hand the current policy to the engine (called by the trainer each step). Drops cached state."""
+
+    def reset(self) -> None:
+        r"""Forget every per-key state (called at the start of each rollout call)."""
+
+    def finish(self, keys: Sequence[int]) -> None:
+        r"""These trajectories will not be continued (an engine may free their state)."""
+
+    def release(self) -> None:
+        r"""Free generation memory after a rollout call (before the optimisation phase)."""
+
+
+class StopStringMatcher:
+    r"""Incremental stop-string detection on the decoded tail of a row.
+
+    A stop string can only be completed by a token whose text contains the stop string's last character (or whose
+    text is not decodable on its own, e.g. a partial UTF-8 byte); only such tokens trigger a decode of the row's last
+    few tokens, so the per-token host cost is a table lookup.
+
+    Args:
+        tokenizer: Hugging Face tokenizer.
+        stop_strings: The stop strings.
+    """
+
+    def __init__(self, tokenizer: Any, stop_strings: Sequence[str]) -> None:
+        self.tokenizer = tokenizer
+        self.stop_strings = tuple(stop_strings)
+        self._window = max((len(s) for s in self.stop_strings), default=0) + 2
+        self._candidates: set[int] | None = None
+
+    def _build(self) -> set[int]:
+        last_chars = {s[-1] for s in self.stop_strings if s}
+        vocab = self.tokenizer.get_vocab()
+        ids = sorted(vocab.values())
+        texts = self.tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=False)
+        return {i for i, t in zip(ids, texts) if (not t) or ("\ufffd" in t) or any(c in t for c in last_chars)}
+
+    def check(self, generated: Sequence[int]) -> str | None:
+        r"""Return the stop string completed by the last token of `generated`, else None."""
+        if not self.stop_strings or not generated:
+            return None
+        if self._candidates is None:
+            self._candidates = self._build()
+        if generated[-1] not in self._candidates:
+            return None
+        text = self.tokenizer.decode(list(generated[-self._window :]), skip_special_tokens=False)
+        for stop in self.stop_strings:
+            if stop in text:
+                return stop
+        return None
+
+
+def build_engine(backend: Literal["hf", "vllm"], model: Any, tokenizer: Any, config: Any, **kwargs: Any) -> GenerationEngine:
+    r"""Create the generation engine of a backend.
+
+    Args:
+        backend: `"hf"` (transformers; CPU and GPU) or `"vllm"` (extra `llamafactory-agentic[vllm]`).
+        model: The policy (`PreTrainedModel`); for `vllm` its `name_or_path` is loaded by vLLM.
+        tokenizer: The tokenizer.
+        config: `RolloutConfig`.
+        **kwargs: Backend-specific options (see `HFEngine` / `VLLMEngine`).
+
+    Returns:
+        The engine.
+
+    Raises:
+        ValueError: unknown backend. ImportError: vLLM requested but not installed.
+    """
+    if backend == "hf":
+        from .hf_engine import HFEngine
+
+        kwargs.setdefault("max_batch_size", config.hf_generation_batch_size)
+        kwargs.setdefault("prefix_cache", config.hf_prefix_cache)
+        kwargs.setdefault("max_context", config.max_prompt_length + config.max_response_length)
+        kwargs.setdefault("seed", config.seed)
+        return HFEngine(model, tokenizer, **kwargs)
+    if backend == "vllm":
+        from .vllm_engine import VLLMEngine
+
+        kwargs.setdefault("gpu_memory_utilization", config.vllm_gpu_memory_utilization)
+        kwargs.setdefault("enable_sleep_mode", config.vllm_enable_sleep_mode)
+        kwargs.setdefault("max_model_len", config.max_prompt_length + config.max_response_length)
+        kwargs.setdefault("seed", config.seed)
+        return VLLMEngine(model, tokenizer, **kwargs)
+    raise ValueError(f"Unknown rollout backend {backend!r}; expected 'hf' or 'vllm'.")

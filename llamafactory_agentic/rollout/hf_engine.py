@@ -1,0 +1,608 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""`hf` generation backend: a batched decode loop over a transformers causal LM with a slot-based KV cache.
+
+Design (spec section 3.4, Decision (d): token ids only, shared prefixes computed once):
+
+* `SlotKVCache` is a transformers `Cache` holding one static `[slots, kv_heads, capacity, head_dim]` buffer per
+  layer. Every batch row writes its keys/values at its own positions (`write_pos`), so trajectories of different
+  lengths decode together without padding; the attention mask is an explicit 4-D additive mask built from each row's
+  position, and RoPE positions are passed per row.
+* A trajectory keeps its slot between rounds: the next round only prefills the observation (and the last sampled
+  token). A branch (or a new global rollout of a prompt already resident) copies its source's cache rows up to the
+  longest common prefix instead of re-running the prefill (`prefix_cache=True`).
+* The decode step reads `[:batch]` slices of the static buffers (no gather), samples on the device (temperature,
+  top-p, top-k, exponential-race sampling; greedy at temperature 0) and computes the entropy term per position.
+  On CUDA the step can be captured as a CUDA graph per (batch bucket, length bucket); the host syncs once every
+  `sync_every` steps to read tokens, check EOS / stop strings / budgets and retire rows.
+"""
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from transformers.cache_utils import Cache
+
+from .branching import full_entropy_terms, topk_entropy_terms
+from .engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingSettings, StopStringMatcher
+
+
+class SlotKVCache(Cache):
+    r"""Static KV cache with per-row write positions, addressed by slot.
+
+    Before each forward the engine sets `rows` (`[batch]` slot of each batch row, or None for slots `0..batch-1`),
+    `write_pos` (`[batch, seq]` cache column of each input token) and `kv_len` (columns visible to attention).
+
+    Args:
+        num_slots: Number of slots S (trajectories resident at once).
+        capacity: Columns per slot (tokens); the last one is a scratch column for padding and idle rows.
+    """
+
+    def __init__(self, num_slots: int, capacity: int) -> None:
+        super().__init__(layers=[])
+        self.num_slots = num_slots
+        self.capacity = capacity
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.rows: torch.Tensor | None = None
+        self.write_pos: torch.Tensor | None = None
+        self.kv_len = capacity - 1
+        self.arange: torch.Tensor | None = None
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Write `[batch, kv_heads, seq, head_dim]` states at `write_pos`; return `[batch, kv_heads, kv_len, head_dim]`."""
+        if layer_idx >= len(self.keys):
+            shape = (self.num_slots, key_states.shape[1], self.capacity, key_states.shape[-1])
+            self.keys.append(torch.zeros(shape, dtype=key_states.dtype, device=key_states.device))
+            self.values.append(torch.zeros(shape, dtype=value_states.dtype, device=value_states.device))
+            if self.arange is None:
+                self.arange = torch.arange(self.num_slots, device=key_states.device)
+        k_cache, v_cache = self.keys[layer_idx], self.values[layer_idx]
+        batch = key_states.shape[0]
+        rows = self.rows if self.rows is not None else self.arange[:batch]
+        index = rows.unsqueeze(1)
+        k_cache[index, :, self.write_pos] = key_states.transpose(1, 2).to(k_cache.dtype)
+        v_cache[index, :, self.write_pos] = value_states.transpose(1, 2).to(v_cache.dtype)
+        if self.rows is None:
+            return k_cache[:batch, :, : self.kv_len], v_cache[:batch, :, : self.kv_len]
+        return k_cache[rows, :, : self.kv_len], v_cache[rows, :, : self.kv_len]
+
+    def copy_slots(self, src: Sequence[int], dst: Sequence[int], length: int) -> None:
+        r"""Copy the first `length` columns of slots `src` into slots `dst` (all layers)."""
+        if not self.keys or not src or length <= 0:
+            return
+        device = self.keys[0].device
+        src_t = torch.as_tensor(list(src), device=device)
+        dst_t = torch.as_tensor(list(dst), device=device)
+        for k_cache, v_cache in zip(self.keys, self.values):
+            k_cache[dst_t, :, :length] = k_cache[src_t, :, :length]
+            v_cache[dst_t, :, :length] = v_cache[src_t, :, :length]
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        r"""Not meaningful per batch; positions are always passed explicitly."""
+        return 0
+
+    def get_mask_sizes(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
+        r"""Key length and offset (only used when no 4-D mask is given, which the engine never does)."""
+        return self.kv_len, 0
+
+    @property
+    def is_compileable(self) -> bool:
+        r"""Shapes are static per (batch, kv_len) bucket."""
+        return True
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return ((value + multiple - 1) // multiple) * multiple
+
+
+def _lcp(a: np.ndarray, b: np.ndarray) -> int:
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if len(diff) else n
+
+
+class HFEngine(GenerationEngine):
+    r"""Batched multi-round generation on a transformers causal LM with per-trajectory KV slots.
+
+    Supported models: decoder-only transformers models whose attention calls `past_key_values.update` and accepts a
+    4-D attention mask with explicit `position_ids` (Qwen2/2.5/3, Llama, Mistral, ...), with `sdpa` or `eager`
+    attention (`flash_attention_2` ignores custom 4-D masks and is refused).
+
+    Args:
+        model: The policy; `set_model` replaces it.
+        tokenizer: Its tokenizer (stop-string detection).
+        max_batch_size: Slots S: trajectories decoded together; more requests run in waves.
+        max_context: Longest prompt + response in tokens (cache columns are allocated for it; grown on demand).
+        prefix_cache: Copy the KV rows of the longest resident common prefix (the branch source, or another
+            trajectory of the same prompt) instead of re-running the prefill.
+        prefill_chunk: Tokens per prefill forward and row (limits activation memory).
+        cuda_graphs: Capture the decode step as CUDA graphs (default: True on CUDA, never on CPU).
+        sync_every: Decode steps between host syncs (default 8 with CUDA graphs, else 1).
+        length_bucket: Granularity (tokens) of the attention length, so graphs are reused.
+        seed: Seed of the sampling generator (CPU/eager; CUDA graphs use the default CUDA generator).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_batch_size: int = 64,
+        max_context: int | None = None,
+        prefix_cache: bool = True,
+        prefill_chunk: int = 512,
+        cuda_graphs: bool | None = None,
+        sync_every: int | None = None,
+        length_bucket: int = 256,
+        seed: int | None = None,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.max_batch_size = int(max_batch_size)
+        self.max_context = max_context
+        self.prefix_cache = prefix_cache
+        self.prefill_chunk = int(prefill_chunk)
+        self._cuda_graphs_opt = cuda_graphs
+        self._sync_every_opt = sync_every
+        self.length_bucket = int(length_bucket)
+        self.seed = seed
+        self.model: Any = None
+        self._cache: SlotKVCache | None = None
+        self._graphs: dict[tuple, Any] = {}
+        self._pool = None
+        self._matchers: dict[tuple[str, ...], StopStringMatcher] = {}
+        self._generator: torch.Generator | None = None
+        self.stats: dict[str, float] = {}
+        self.reset_stats()
+        self.set_model(model)
+
+    # ------------------------------------------------------------------ state
+    def reset_stats(self) -> None:
+        r"""Zero the counters in `stats` (prefill/decode seconds, decode steps, prefilled/copied tokens)."""
+        self.stats = {
+            "prefill_s": 0.0,
+            "decode_s": 0.0,
+            "decode_steps": 0,
+            "prefill_tokens": 0,
+            "copied_tokens": 0,
+            "generated_tokens": 0,
+            "waves": 0,
+        }
+
+    def set_model(self, model: Any) -> None:
+        r"""Use `model` from now on; cached keys/values (computed with the old weights) are dropped."""
+        if model is not self.model:
+            self._graphs.clear()
+            self._cache = None
+        self.model = model
+        attn = getattr(getattr(model, "config", None), "_attn_implementation", "sdpa")
+        if attn is not None and "flash" in str(attn):
+            raise ValueError(
+                f"The hf rollout engine needs `sdpa` or `eager` attention (got {attn!r}): flash attention ignores the "
+                "per-row 4-D masks of the slot cache."
+            )
+        param = next(model.parameters())
+        self.device, self.dtype = param.device, param.dtype
+        self.use_graphs = (
+            self.device.type == "cuda" if self._cuda_graphs_opt is None else bool(self._cuda_graphs_opt)
+        ) and self.device.type == "cuda"
+        self.sync_every = int(self._sync_every_opt or (8 if self.use_graphs else 1))
+        if self.seed is not None and self._generator is None and not self.use_graphs:
+            self._generator = torch.Generator(device=self.device)
+            self._generator.manual_seed(int(self.seed))
+        self.reset()
+
+    def reset(self) -> None:
+        r"""Forget which trajectory owns which slot."""
+        n = self.max_batch_size
+        self._slot_key: list[int | None] = [None] * n
+        self._slot_tokens: list[np.ndarray | None] = [None] * n
+        self._slot_prompt: list[int | None] = [None] * n
+        self._slot_tick = [0] * n
+        self._key_slot: dict[int, int] = {}
+        self._tick = 0
+
+    def finish(self, keys: Sequence[int]) -> None:
+        r"""Free the slots of finished trajectories (their prefixes stay reusable until overwritten)."""
+        for key in keys:
+            slot = self._key_slot.pop(key, None)
+            if slot is not None:
+                self._slot_key[slot] = None
+
+    def release(self) -> None:
+        r"""Drop the KV buffers and CUDA graphs (memory goes back to training)."""
+        self._graphs.clear()
+        self._cache = None
+        self._pool = None
+        self.reset()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def _ensure_buffers(self, needed_columns: int) -> None:
+        capacity = max(needed_columns, (self.max_context or 0) + self.sync_every + 2)
+        capacity = _round_up(capacity, self.length_bucket) + 1
+        if self._cache is not None and self._cache.capacity >= needed_columns:
+            return
+        self._graphs.clear()
+        self.reset()
+        self._cache = SlotKVCache(self.max_batch_size, capacity)
+        n = self.max_batch_size
+        self._ids = torch.zeros(n, dtype=torch.long, device=self.device)
+        self._pos = torch.zeros(n, dtype=torch.long, device=self.device)
+        self._live = torch.zeros(n, dtype=torch.bool, device=self.device)
+        self._cols = torch.arange(capacity, device=self.device)
+        self._rec_tok = torch.zeros(self.sync_every, n, dtype=torch.long, device=self.device)
+        self._rec_ent = torch.zeros(self.sync_every, n, dtype=torch.float32, device=self.device)
+        self._out_ent = torch.zeros(n, dtype=torch.float32, device=self.device)
+
+    def _matcher(self, stops: tuple[str, ...]) -> StopStringMatcher:
+        if stops not in self._matchers:
+            self._matchers[stops] = StopStringMatcher(self.tokenizer, stops)
+        return self._matchers[stops]
+
+    # ------------------------------------------------------------------ device computations
+    def _forward(
+        self,
+        input_ids: torch.Tensor,
+        rope_pos: torch.Tensor,
+        write_pos: torch.Tensor,
+        attend_upto: torch.Tensor,
+        rows: torch.Tensor | None,
+        kv_len: int,
+    ) -> torch.Tensor:
+        r"""One forward over `[batch, seq]` tokens; returns the logits of the last column, `[batch, vocab]`."""
+        cache = self._cache
+        cache.rows, cache.write_pos, cache.kv_len = rows, write_pos, kv_len
+        allowed = self._cols[:kv_len].view(1, 1, kv_len) <= attend_upto.unsqueeze(-1)
+        mask = torch.zeros(allowed.shape, dtype=self.dtype, device=self.device)
+        mask = mask.masked_fill(~allowed, torch.finfo(self.dtype).min).unsqueeze(1)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=rope_pos,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        return out.logits[:, -1, :]
+
+    def _sample(self, logits: torch.Tensor, sampling: SamplingSettings) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Sample `[batch]` tokens and their entropy terms from `[batch, vocab]` logits (no host sync)."""
+        logits = logits.float()
+        if sampling.greedy:
+            log_probs = torch.log_softmax(logits, dim=-1)
+            tokens = logits.argmax(dim=-1)
+        else:
+            logits = logits / sampling.temperature
+            log_probs = torch.log_softmax(logits, dim=-1)
+            filtered = logits
+            if sampling.top_k and sampling.top_k > 0:
+                kth = filtered.topk(min(sampling.top_k, filtered.shape[-1]), dim=-1).values[:, -1:]
+                filtered = filtered.masked_fill(filtered < kth, float("-inf"))
+            if sampling.top_p < 1.0:
+                sorted_logits, sorted_idx = filtered.sort(dim=-1, descending=True)
+                cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+                remove = (cum - sorted_logits.softmax(dim=-1)) > sampling.top_p
+                sorted_logits = sorted_logits.masked_fill(remove, float("-inf"))
+                filtered = torch.full_like(filtered, float("-inf")).scatter(-1, sorted_idx, sorted_logits)
+            probs = torch.softmax(filtered, dim=-1)
+            noise = torch.empty_like(probs).exponential_(generator=self._generator)
+            tokens = (probs / noise).argmax(dim=-1)
+        if sampling.entropy_source == "full":
+            terms = full_entropy_terms(log_probs)
+        else:
+            terms = topk_entropy_terms(log_probs, tokens, sampling.entropy_topk)
+        return tokens, terms
+
+    def _decode_step(self, batch: int, kv_len: int, sampling: SamplingSettings) -> None:
+        r"""One decode step for slots `[0, batch)`; idle rows write to the scratch column."""
+        ids, pos, live = self._ids[:batch], self._pos[:batch], self._live[:batch]
+        scratch = self._cache.capacity - 1
+        write = torch.where(live, pos, torch.full_like(pos, scratch)).unsqueeze(1)
+        rope = torch.where(live, pos, torch.zeros_like(pos)).unsqueeze(1)
+        logits = self._forward(ids.unsqueeze(1), rope, write, rope, None, kv_len)
+        tokens, terms = self._sample(logits, sampling)
+        ids.copy_(tokens)
+        pos.add_(live.long())
+        self._out_ent[:batch].copy_(terms)
+
+    def _step(self, batch: int, kv_len: int, sampling: SamplingSettings) -> None:
+        if not self.use_graphs:
+            self._decode_step(batch, kv_len, sampling)
+            return
+        key = (
+            batch,
+            kv_len,
+            sampling.temperature,
+            sampling.top_p,
+            sampling.top_k,
+            sampling.entropy_source,
+            sampling.entropy_topk,
+        )
+        graph = self._graphs.get(key)
+        if graph is None:
+            saved_ids, saved_pos = self._ids.clone(), self._pos.clone()
+            stream = torch.cuda.Stream(device=self.device)
+            stream.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(stream):
+                for _ in range(2):
+                    self._decode_step(batch, kv_len, sampling)
+            torch.cuda.current_stream(self.device).wait_stream(stream)
+            self._ids.copy_(saved_ids)
+            self._pos.copy_(saved_pos)
+            if self._pool is None:
+                self._pool = torch.cuda.graph_pool_handle()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self._pool):
+                self._decode_step(batch, kv_len, sampling)
+            self._graphs[key] = graph
+        graph.replay()
+
+    # ------------------------------------------------------------------ slot assignment
+    def _assign(self, requests: list[GenerationRequest], contexts: list[np.ndarray], pending: list[int]):
+        r"""Pick the requests of the next wave, their slots and the KV copies; returns (rows, leftover)."""
+        n_slots = self.max_batch_size
+        rows: list[dict] = []
+        used: set[int] = set()
+        pinned: set[int] = set()
+        copies: list[tuple[int, int, int]] = []
+        leftover: list[int] = []
+        fresh: list[int] = []
+        for i in pending:
+            slot = self._key_slot.get(requests[i].key)
+            if slot is not None and len(rows) < n_slots and slot not in used:
+                tokens = self._slot_tokens[slot]
+                cached = _lcp(tokens, contexts[i]) if tokens is not None else 0
+                rows.append({"req": i, "slot": slot, "cached": cached})
+                used.add(slot)
+            else:
+                fresh.append(i)
+        for i in fresh:
+            if len(rows) >= n_slots:
+                leftover.append(i)
+                continue
+            req, ctx = requests[i], contexts[i]
+            prompt_hash = hash(tuple(req.prompt_ids))
+            src, best = None, 0
+            if self.prefix_cache:
+                candidates = []
+                if req.parent_key is not None and req.parent_key in self._key_slot:
+                    candidates.append(self._key_slot[req.parent_key])
+                candidates += [s for s in range(n_slots) if self._slot_prompt[s] == prompt_hash]
+                for s in candidates:
+                    tokens = self._slot_tokens[s]
+                    if tokens is None:
+                        continue
+                    common = _lcp(tokens, ctx)
+                    if common > best:
+                        src, best = s, common
+            slot = self._free_slot(used, pinned | ({src} if src is not None else set()))
+            if slot is None:
+                leftover.append(i)
+                continue
+            if src is not None and best > 0:
+                pinned.add(src)
+                copies.append((src, slot, best))
+            old_key = self._slot_key[slot]
+            if old_key is not None:
+                self._key_slot.pop(old_key, None)
+            self._slot_key[slot] = req.key
+            self._key_slot[req.key] = slot
+            self._slot_prompt[slot] = prompt_hash
+            self._slot_tokens[slot] = None
+            used.add(slot)
+            rows.append({"req": i, "slot": slot, "cached": best if src is not None else 0})
+        return rows, copies, leftover
+
+    def _free_slot(self, used: set[int], pinned: set[int]) -> int | None:
+        best, best_tick = None, None
+        for s in range(self.max_batch_size):
+            if s in used or s in pinned:
+                continue
+            if self._slot_key[s] is None and self._slot_tokens[s] is None:
+                return s
+            tick = self._slot_tick[s] - (1 << 40 if self._slot_key[s] is None else 0)
+            if best is None or tick < best_tick:
+                best, best_tick = s, tick
+        return best
+
+    # ------------------------------------------------------------------ generation
+    @torch.no_grad()
+    def generate(self, requests: list[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
+        r"""Generate one round for every request (see `GenerationEngine.generate`).
+
+        Args:
+            requests: One per trajectory; `max_tokens` per trajectory.
+            sampling: Sampling parameters of the round.
+
+        Returns:
+            One `GenerationResult` per request, in order.
+        """
+        results: list[GenerationResult | None] = [None] * len(requests)
+        contexts = [np.asarray(list(r.prompt_ids) + list(r.response_ids), dtype=np.int64) for r in requests]
+        pending = []
+        for i, req in enumerate(requests):
+            if req.max_tokens <= 0:
+                results[i] = GenerationResult(token_ids=[], finish_reason="length")
+            else:
+                pending.append(i)
+        if not pending:
+            return results
+        needed = max(len(contexts[i]) + requests[i].max_tokens for i in pending) + self.sync_every + 2
+        self._ensure_buffers(needed)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            while pending:
+                rows, copies, pending = self._assign(requests, contexts, pending)
+                if not rows:
+                    raise RuntimeError("No free KV slot for a request; increase max_batch_size.")
+                if copies:
+                    self._cache.copy_slots([c[0] for c in copies], [c[1] for c in copies], max(c[2] for c in copies))
+                    self.stats["copied_tokens"] += sum(c[2] for c in copies)
+                self._run_wave(rows, requests, contexts, sampling, results)
+                self.stats["waves"] += 1
+        finally:
+            if was_training:
+                self.model.train()
+        return results
+
+    def _prefill(self, rows: list[dict], contexts: list[np.ndarray]) -> torch.Tensor:
+        r"""Prefill every row's uncached tokens in chunks; returns the last-position logits `[rows, vocab]`."""
+        scratch = self._cache.capacity - 1
+        offsets = []
+        for row in rows:
+            ctx = contexts[row["req"]]
+            row["cached"] = min(row["cached"], len(ctx) - 1)
+            offsets.append(row["cached"])
+        final: list[torch.Tensor | None] = [None] * len(rows)
+        while True:
+            active = [j for j, row in enumerate(rows) if offsets[j] < len(contexts[row["req"]])]
+            if not active:
+                break
+            chunks = []
+            for j in active:
+                ctx = contexts[rows[j]["req"]]
+                chunks.append(ctx[offsets[j] : offsets[j] + self.prefill_chunk])
+            width = max(len(c) for c in chunks)
+            ids = np.zeros((len(active), width), dtype=np.int64)
+            pos = np.zeros((len(active), width), dtype=np.int64)
+            write = np.full((len(active), width), scratch, dtype=np.int64)
+            for b, (j, chunk) in enumerate(zip(active, chunks)):
+                n = len(chunk)
+                cols = np.arange(offsets[j], offsets[j] + n)
+                ids[b, width - n :] = chunk
+                pos[b, width - n :] = cols
+                write[b, width - n :] = cols
+            kv_len = min(_round_up(int(pos.max()) + 1, self.length_bucket), self._cache.capacity - 1)
+            slots = torch.as_tensor([rows[j]["slot"] for j in active], device=self.device)
+            pos_t = torch.as_tensor(pos, device=self.device)
+            logits = self._forward(
+                torch.as_tensor(ids, device=self.device),
+                pos_t,
+                torch.as_tensor(write, device=self.device),
+                pos_t,
+                slots,
+                kv_len,
+            )
+            self.stats["prefill_tokens"] += int(sum(len(c) for c in chunks))
+            for b, (j, chunk) in enumerate(zip(active, chunks)):
+                offsets[j] += len(chunk)
+                if offsets[j] >= len(contexts[rows[j]["req"]]):
+                    final[j] = logits[b]
+        return torch.stack(final)
+
+    def _run_wave(
+        self,
+        rows: list[dict],
+        requests: list[GenerationRequest],
+        contexts: list[np.ndarray],
+        sampling: SamplingSettings,
+        results: list,
+    ) -> None:
+        t0 = time.perf_counter()
+        matcher = self._matcher(tuple(sampling.stop_strings))
+        eos = set(int(e) for e in sampling.eos_token_ids)
+        n_ent = sampling.entropy_tokens
+        logits = self._prefill(rows, contexts)
+        tokens, terms = self._sample(logits, sampling)
+        first_tok, first_ent = tokens.tolist(), terms.tolist()
+        t1 = time.perf_counter()
+        self.stats["prefill_s"] += t1 - t0
+
+        states = []
+        for j, row in enumerate(rows):
+            states.append(
+                {"gen": [], "ent": [], "done": False, "reason": "length", "stop": None, "max": requests[row["req"]].max_tokens}
+            )
+
+        def accept(state: dict, token: int, ent: float) -> None:
+            state["gen"].append(token)
+            if len(state["ent"]) < n_ent:
+                state["ent"].append(ent)
+            if token in eos:
+                state["done"], state["reason"] = True, "eos"
+                return
+            stop = matcher.check(state["gen"])
+            if stop is not None:
+                state["done"], state["reason"], state["stop"] = True, "stop", stop
+            elif len(state["gen"]) >= state["max"]:
+                state["done"], state["reason"] = True, "length"
+
+        for j in range(len(rows)):
+            accept(states[j], first_tok[j], first_ent[j])
+
+        slots = [row["slot"] for row in rows]
+        batch = max(slots) + 1
+        if self.use_graphs:
+            batch = min(1 << (batch - 1).bit_length(), self.max_batch_size)
+        live_host = [not s["done"] for s in states]
+        if any(live_host):
+            slot_t = torch.as_tensor(slots, device=self.device)
+            self._live.zero_()
+            self._ids[slot_t] = tokens
+            self._pos[slot_t] = torch.as_tensor([len(contexts[row["req"]]) for row in rows], device=self.device)
+            self._live[slot_t] = torch.as_tensor(live_host, device=self.device)
+            host_pos = [len(contexts[row["req"]]) for row in rows]
+            k_steps = self.sync_every
+            while any(live_host):
+                top = max(p for p, alive in zip(host_pos, live_host) if alive)
+                kv_len = min(_round_up(top + k_steps, self.length_bucket), self._cache.capacity - 1)
+                for t in range(k_steps):
+                    self._step(batch, kv_len, sampling)
+                    self._rec_tok[t, :batch].copy_(self._ids[:batch])
+                    self._rec_ent[t, :batch].copy_(self._out_ent[:batch])
+                self.stats["decode_steps"] += k_steps
+                rec_tok = self._rec_tok[:, :batch].cpu().numpy()
+                rec_ent = self._rec_ent[:, :batch].cpu().numpy()
+                changed = []
+                for j, slot in enumerate(slots):
+                    if not live_host[j]:
+                        continue
+                    state = states[j]
+                    for t in range(k_steps):
+                        accept(state, int(rec_tok[t, slot]), float(rec_ent[t, slot]))
+                        if state["done"]:
+                            break
+                    host_pos[j] += k_steps
+                    if state["done"]:
+                        live_host[j] = False
+                        changed.append(slot)
+                if changed:
+                    self._live[torch.as_tensor(changed, device=self.device)] = False
+        self.stats["decode_s"] += time.perf_counter() - t1
+
+        for j, row in enumerate(rows):
+            state = states[j]
+            ctx = contexts[row["req"]]
+            self._slot_tokens[row["slot"]] = np.concatenate([ctx, np.asarray(state["gen"][:-1], dtype=np.int64)])
+            self._tick += 1
+            self._slot_tick[row["slot"]] = self._tick
+            self.stats["generated_tokens"] += len(state["gen"])
+            results[row["req"]] = GenerationResult(
+                token_ids=state["gen"],
+                entropy_terms=state["ent"],
+                finish_reason=state["reason"],
+                stop_string=state["stop"],
+            )

@@ -1,0 +1,266 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Trajectory, rollout output and the resolved rollout configuration (spec sections 1-3, 5.1, 5.2)."""
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+STOP_STRINGS = ("</search>", "</python>")
+
+# ARPO preset values (spec section 5.5), used when the trainer hands over an unresolved `None`.
+ARPO_PRESET: dict[str, Any] = {
+    "arpo_beam_size": 2,
+    "arpo_branch_rule": "stochastic",
+    "arpo_branch_tau": 0.5,
+    "arpo_entropy_weight": 0.2,
+    "arpo_entropy_source": "topk",
+    "arpo_entropy_topk": 10,
+    "arpo_entropy_tokens": 20,
+    "aepo_branch_penalty": 0.0,
+    "aepo_branch_penalty_scope": "lineage",
+    "aepo_dynamic_rollouts": False,
+    "aepo_premonitor_beta": 0.5,
+    "aepo_premonitor_tokens": 50,
+    "aepo_premonitor_rounds": "all",
+    "agentic_max_tool_calls": 3,
+}
+
+
+@dataclass
+class Trajectory:
+    r"""One prompt plus one multi-round response, as token ids with a per-token loss mask.
+
+    Token ids are the currency: a branch copies `response_ids` and `loss_mask` of its source and the text is never
+    decoded and re-encoded (spec section 3.4, Decision (d)).
+
+    Attributes:
+        uid: Unique id within the run, `"<call>-<group>-<index>"`.
+        group_index: Index of the prompt in the rollout call's `prompts` list.
+        prompt_ids: Prompt token ids (shared, never modified).
+        response_ids: Response token ids, `[len_response]`, sampled tokens and observations, truncated to R.
+        loss_mask: `[len_response]`; 1 for sampled tokens (and the EOS appended at the call limit), 0 for observation
+            tokens (leading space, tags and newlines included).
+        parent: Index within its group of the source a branch was copied from; None for global rollouts.
+        branch_pos: `len(response_ids)` of the source at the copy (tokens shared with the source); None for globals.
+        is_fill: Whether this global rollout was added by the budget fill (spec section 3.4).
+        num_tool_calls: Tool calls made (both tools combined; inherited by branches). Empty calls count.
+        tool_calls: One dict per call in this lineage: `tool`, `content`, `status`, `latency_s`, `cached`, `pos`
+            (response length after the closing tag), `obs_tokens`.
+        hit_call_limit: A round ended in a tool call while the call counter was at the limit; EOS was appended.
+        truncated: The response ran into the budget R (`finish_reason == "length"`).
+        finish_reason: `"eos"`, `"length"` or `"call_limit"` (empty while running).
+        round_entropies: Round entropy H (spec section 3.2) of every round of this lineage, inherited by branches.
+        entropy_base: H of the lineage's first round in the current rollout call (Decision (a)).
+        consecutive_branches: l of the `lineage` penalty scope (spec section 5.2).
+        generated_tokens: Tokens this trajectory sampled itself (excluding the prefix copied from its source).
+    """
+
+    uid: str
+    group_index: int
+    prompt_ids: list[int]
+    response_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    parent: int | None = None
+    branch_pos: int | None = None
+    is_fill: bool = False
+    num_tool_calls: int = 0
+    tool_calls: list[dict] = field(default_factory=list)
+    hit_call_limit: bool = False
+    truncated: bool = False
+    finish_reason: str = ""
+    round_entropies: list[float] = field(default_factory=list)
+    entropy_base: float | None = None
+    consecutive_branches: int = 0
+    generated_tokens: int = 0
+    index: int = 0
+    engine_key: int = -1
+    parent_engine_key: int | None = None
+    finished: bool = False
+
+    @property
+    def entropy_now(self) -> float | None:
+        r"""H of the latest round (None before the first round)."""
+        return self.round_entropies[-1] if self.round_entropies else None
+
+    @property
+    def is_branch(self) -> bool:
+        r"""Whether this trajectory was copied from a source."""
+        return self.parent is not None
+
+    def to_record(self) -> dict:
+        r"""JSON-serialisable summary for `rollouts.jsonl` (branch tree, flags, entropies; no token ids)."""
+        return {
+            "uid": self.uid,
+            "group_index": self.group_index,
+            "index": self.index,
+            "parent": self.parent,
+            "branch_pos": self.branch_pos,
+            "is_fill": self.is_fill,
+            "response_length": len(self.response_ids),
+            "num_tool_calls": self.num_tool_calls,
+            "tool_calls": [{k: v for k, v in c.items()} for c in self.tool_calls],
+            "hit_call_limit": self.hit_call_limit,
+            "truncated": self.truncated,
+            "finish_reason": self.finish_reason,
+            "round_entropies": list(self.round_entropies),
+            "entropy_base": self.entropy_base,
+        }
+
+
+@dataclass
+class RolloutOutput:
+    r"""Result of one rollout call.
+
+    Attributes:
+        groups: One list per prompt, in prompt order: exactly M trajectories in training, 1 in validation.
+        metrics: `rollout/...` scalars of this call.
+        timing: `time/generation`, `time/tools`, `time/premonitor` in seconds.
+    """
+
+    groups: list[list[Trajectory]]
+    metrics: dict[str, float]
+    timing: dict[str, float]
+
+
+@dataclass
+class RolloutConfig:
+    r"""Resolved rollout settings (no None values).
+
+    Field names drop the `arpo_`/`aepo_`/`agentic_` prefix of the matching key in `llamafactory_agentic/hparams.py`.
+    """
+
+    group_size: int = 16
+    initial_rollouts: int = 8
+    beam_size: int = 2
+    branch_rule: Literal["stochastic", "deterministic"] = "stochastic"
+    branch_tau: float = 0.5
+    branch_alpha: float = 0.5
+    entropy_weight: float = 0.2
+    entropy_source: Literal["topk", "full"] = "topk"
+    entropy_topk: int = 10
+    entropy_tokens: int = 20
+    max_prompt_length: int = 1536
+    max_response_length: int = 4096
+    max_tool_calls: int = 3
+    branch_penalty: float = 0.0
+    branch_penalty_scope: Literal["lineage", "question"] = "lineage"
+    dynamic_rollouts: bool = False
+    premonitor_beta: float = 0.5
+    premonitor_tokens: int = 50
+    premonitor_rounds: Literal["all", "post_tool"] = "all"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    eos_token_id: int = 0
+    stop_strings: tuple[str, ...] = STOP_STRINGS
+    backend: Literal["hf", "vllm"] = "hf"
+    hf_prefix_cache: bool = True
+    hf_generation_batch_size: int = 64
+    vllm_gpu_memory_utilization: float = 0.6
+    vllm_enable_sleep_mode: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.group_size < 1:
+            raise ValueError(f"group_size (arpo_rollout_n) must be >= 1, got {self.group_size}.")
+        if self.beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1, got {self.beam_size}.")
+        if self.branch_rule not in ("stochastic", "deterministic"):
+            raise ValueError(f"Unknown branch rule {self.branch_rule!r}.")
+        if self.entropy_source not in ("topk", "full"):
+            raise ValueError(f"Unknown entropy source {self.entropy_source!r}.")
+        if self.branch_penalty_scope not in ("lineage", "question"):
+            raise ValueError(f"Unknown branch penalty scope {self.branch_penalty_scope!r}.")
+        if self.premonitor_rounds not in ("all", "post_tool"):
+            raise ValueError(f"Unknown premonitor rounds {self.premonitor_rounds!r}.")
+        if self.max_response_length < 1:
+            raise ValueError("max_response_length must be >= 1.")
+
+    @property
+    def greedy(self) -> bool:
+        r"""Whether training sampling is greedy (temperature 0)."""
+        return self.temperature <= 0.0
+
+    @classmethod
+    def from_args(cls, finetuning_args: Any, generating_args: Any, eos_token_id: int, **overrides: Any) -> "RolloutConfig":
+        r"""Build from LLaMA-Factory's finetuning arguments (with `AgenticArguments` mixed in) and generating arguments.
+
+        Args:
+            finetuning_args: Object with the `arpo_*`, `aepo_*` and `agentic_*` attributes; presets resolved by the
+                trainer. A remaining None falls back to the ARPO preset value (spec section 5.5).
+            generating_args: LLaMA-Factory `GeneratingArguments` (`do_sample`, `temperature`, `top_p`, `top_k`), or
+                None for T 1.0 / top-p 1.0 / no top-k (spec section 10).
+            eos_token_id: End-of-turn token id (e.g. `<|im_end|>`).
+            **overrides: Field values that win over both (e.g. `seed=training_args.seed`).
+
+        Returns:
+            The resolved configuration.
+        """
+
+        def get(key: str, default: Any = None) -> Any:
+            value = getattr(finetuning_args, key, None)
+            if value is None:
+                value = ARPO_PRESET.get(key, default)
+            return value
+
+        temperature, top_p, top_k = 1.0, 1.0, 0
+        if generating_args is not None:
+            do_sample = getattr(generating_args, "do_sample", True)
+            temperature = float(getattr(generating_args, "temperature", 1.0) or 0.0) if do_sample else 0.0
+            top_p = float(getattr(generating_args, "top_p", 1.0) or 1.0)
+            top_k = int(getattr(generating_args, "top_k", 0) or 0)
+
+        values = dict(
+            group_size=int(get("arpo_rollout_n", 16)),
+            initial_rollouts=int(get("arpo_initial_rollouts", 8)),
+            beam_size=int(get("arpo_beam_size")),
+            branch_rule=get("arpo_branch_rule"),
+            branch_tau=float(get("arpo_branch_tau")),
+            branch_alpha=float(get("arpo_branch_alpha", 0.5)),
+            entropy_weight=float(get("arpo_entropy_weight")),
+            entropy_source=get("arpo_entropy_source"),
+            entropy_topk=int(get("arpo_entropy_topk")),
+            entropy_tokens=int(get("arpo_entropy_tokens")),
+            max_prompt_length=int(get("arpo_max_prompt_length", 1536)),
+            max_response_length=int(get("arpo_max_response_length", 4096)),
+            max_tool_calls=int(get("agentic_max_tool_calls")),
+            branch_penalty=float(get("aepo_branch_penalty")),
+            branch_penalty_scope=get("aepo_branch_penalty_scope"),
+            dynamic_rollouts=bool(get("aepo_dynamic_rollouts")),
+            premonitor_beta=float(get("aepo_premonitor_beta")),
+            premonitor_tokens=int(get("aepo_premonitor_tokens")),
+            premonitor_rounds=get("aepo_premonitor_rounds"),
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            eos_token_id=int(eos_token_id),
+            backend=get("arpo_rollout_backend", "hf"),
+            hf_prefix_cache=bool(get("arpo_hf_prefix_cache", True)),
+            hf_generation_batch_size=int(get("arpo_hf_generation_batch_size", 64)),
+            vllm_gpu_memory_utilization=float(get("arpo_vllm_gpu_memory_utilization", 0.6)),
+            vllm_enable_sleep_mode=bool(get("arpo_vllm_enable_sleep_mode", True)),
+        )
+        values.update(overrides)
+        return cls(**values)
+
+
+def sigmoid(x: float) -> float:
+    r"""Numerically stable logistic function."""
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1.0 + z)

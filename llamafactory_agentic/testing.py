@@ -1,0 +1,129 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Tiny local models for tests, the README's demo run and CPU smoke runs (no model hub needed).
+
+`build_tiny_model(path)` trains a byte-level BPE tokenizer in-process on a small corpus (tag words and text in the style
+of the ARPO data) and saves it with a randomly initialised 2-layer Qwen2 model whose chat special tokens match
+LLaMA-Factory's `qwen` template (`<|im_start|>`, `<|im_end|>`, `<|endoftext|>`). The tool tags (`<search>`,
+`<python>`, `<result>`, ...) are ordinary text, as in the real Qwen tokenizers.
+"""
+
+import json
+import os
+from pathlib import Path
+
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+_CORPUS_LINES = [
+    "You are a helpful assistant that answers step by step and may use a search tool and a Python interpreter.",
+    "<think> Let me think about the question. </think>",
+    "<search> capital of France </search> <result>\nPage 1: Paris is the capital of France.\n</result>",
+    "<python> print(1 + 2) </python> <result>\n3\n</result>",
+    "<answer> The final answer is \\[ \\boxed{42} \\] </answer>",
+    "What is the sum of the first 10 positive integers? The answer is 55.",
+    "Who wrote the novel? The author was born in 1900 and died in 1980 in London, England.",
+    "def f(x):\n    return x * x\nprint(f(3))",
+    "import math\nprint(math.sqrt(16))",
+    "Page 1: The quick brown fox jumps over the lazy dog.\nPage 2: A second result snippet about history.",
+    "user assistant system tool observation function",
+    "0 1 2 3 4 5 6 7 8 9 10 100 1000 + - * / = ( ) [ ] { } < > , . ; : ! ? ' \" \\",
+]
+
+
+def _corpus(extra: list[str] | None = None) -> list[str]:
+    lines = list(_CORPUS_LINES)
+    if extra:
+        lines.extend(extra)
+    return lines * 20
+
+
+def build_tiny_model(
+    output_dir: str | os.PathLike,
+    vocab_size: int = 1024,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    seed: int = 0,
+    extra_corpus: list[str] | None = None,
+) -> Path:
+    r"""Build and save a tiny Qwen2-architecture causal LM with a locally trained tokenizer.
+
+    Args:
+        output_dir: Directory to write `config.json`, the weights and the tokenizer files into.
+        vocab_size: Target BPE vocabulary size (tokens), special tokens included.
+        hidden_size: Model width.
+        num_layers: Number of decoder layers.
+        seed: Seed of the random weight initialisation.
+        extra_corpus: Extra text lines for the tokenizer's training corpus.
+
+    Returns:
+        The output directory, loadable with `AutoTokenizer`/`AutoModelForCausalLM.from_pretrained` and LLaMA-Factory's
+        `model_name_or_path` with `template: qwen`.
+    """
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(_corpus(extra_corpus), trainer=trainer)
+    hf_tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>", "<|im_end|>"],
+        clean_up_tokenization_spaces=False,
+    )
+    hf_tokenizer.padding_side = "right"
+    hf_tokenizer.save_pretrained(str(output_dir))
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=len(hf_tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=hf_tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=hf_tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+    )
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = config.eos_token_id
+    model.generation_config.pad_token_id = config.pad_token_id
+    model.save_pretrained(str(output_dir))
+    with open(output_dir / "tiny_model.json", "w", encoding="utf-8") as f:
+        json.dump({"built_by": "llamafactory_agentic.testing.build_tiny_model", "seed": seed}, f)
+
+    return output_dir
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(build_tiny_model(sys.argv[1] if len(sys.argv) > 1 else "saves/tiny-qwen2"))

@@ -1,0 +1,181 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Command line for tools, cache and the local search index.
+
+`add_subcommands(subparsers)` registers, on an argparse sub-parser collection:
+
+* `tool python --code CODE` and `tool search --query Q [--backend B --cache PATH --index DIR]`: print the observation
+  exactly as a rollout would insert it (without the `<result>` wrapping), status on stderr;
+* `cache import FILE --cache PATH`, `cache export --cache PATH --output FILE`, `cache stats --cache PATH`;
+* `index build --cache-json FILE --output DIR`: local search corpus + BM25 index from the reference's search cache.
+
+`_standalone_main(argv)` runs them without the project's console script (tests, `python -m
+llamafactory_agentic.tools.cli`).
+"""
+
+import argparse
+import json
+import logging
+import sys
+from types import SimpleNamespace
+
+
+def _cmd_tool_python(args: argparse.Namespace) -> int:
+    from .base import ToolCall
+    from .executor import ToolExecutor
+    from .python_tool import PythonTool
+
+    tool = PythonTool(timeout_s=args.timeout, max_output_chars=args.max_output_chars, isolation=args.isolation)
+    with ToolExecutor([tool], workers=1) as executor:
+        result = executor.execute([ToolCall("python", args.code)])[0]
+    print(f"[status={result.status} latency={result.latency_s:.3f}s isolation={tool.isolation_level()}]",
+          file=sys.stderr)  # fmt: skip
+    print(result.text)
+    return 0
+
+
+def _cmd_tool_search(args: argparse.Namespace) -> int:
+    from .base import ToolCall
+    from .executor import build_executor_from_args
+
+    ns = SimpleNamespace(
+        agentic_tool_config=args.tool_config,
+        agentic_tool_retries=args.retries,
+        agentic_tool_workers=1,
+        agentic_search_backend=args.backend,
+        agentic_search_topk=args.topk,
+        agentic_search_snippet_chars=args.snippet_chars,
+        agentic_cache_path=args.cache,
+        agentic_cache_mode=args.cache_mode,
+        agentic_cache_tools="search",
+    )
+    if args.index:
+        import os
+
+        os.environ["AGENTIC_SEARCH_INDEX"] = args.index
+    with build_executor_from_args(ns) as executor:
+        result = executor.execute([ToolCall("search", args.query)])[0]
+    print(f"[status={result.status} cached={result.cached} latency={result.latency_s:.3f}s]", file=sys.stderr)
+    print(result.text)
+    return 0
+
+
+def _cmd_cache_import(args: argparse.Namespace) -> int:
+    from .cache import open_cache
+
+    cache = open_cache(args.cache)
+    try:
+        counts = cache.import_json(args.file, tool=args.tool)
+    finally:
+        cache.close()
+    print(json.dumps(counts))
+    return 0
+
+
+def _cmd_cache_export(args: argparse.Namespace) -> int:
+    from .cache import open_cache
+
+    cache = open_cache(args.cache, mode="read_only")
+    try:
+        n = cache.export_json(args.output, tool=args.tool)
+    finally:
+        cache.close()
+    print(json.dumps({"exported": n, "output": args.output}))
+    return 0
+
+
+def _cmd_cache_stats(args: argparse.Namespace) -> int:
+    from .cache import open_cache
+
+    cache = open_cache(args.cache, mode="read_only")
+    try:
+        stats = cache.stats()
+    finally:
+        cache.close()
+    print(json.dumps(stats, indent=2))
+    return 0
+
+
+def _cmd_index_build(args: argparse.Namespace) -> int:
+    from .index import build_corpus_from_cache_json
+
+    print(json.dumps(build_corpus_from_cache_json(args.cache_json, args.output)))
+    return 0
+
+
+def add_subcommands(subparsers: "argparse._SubParsersAction") -> None:
+    r"""Register the `tool`, `cache` and `index` commands on `subparsers` (from `parser.add_subparsers()`).
+
+    Each leaf parser sets `func` (called with the parsed namespace, returns the exit code).
+    """
+    tool = subparsers.add_parser("tool", help="Run one tool call and print its observation.")
+    tool_sub = tool.add_subparsers(dest="tool_command", required=True)
+    py = tool_sub.add_parser("python", help="Run code in the sandboxed Python tool.")
+    py.add_argument("--code", required=True, help="Python source to run.")
+    py.add_argument("--timeout", type=float, default=120.0, help="Wall-clock limit in seconds (default 120).")
+    py.add_argument("--max-output-chars", type=int, default=4000, help="Output cap in characters (default 4000).")
+    py.add_argument("--isolation", default="auto", help="auto, bwrap, unshare or rlimits-only.")
+    py.set_defaults(func=_cmd_tool_python)
+    se = tool_sub.add_parser("search", help="Run one search query through the executor (cache included).")
+    se.add_argument("--query", required=True, help="Search query (the body of <search>...</search>).")
+    se.add_argument("--backend", default="local", help="local, replay, web or retriever (default local).")
+    se.add_argument("--cache", default=None, help="Cache: SQLite file or redis:// URL (default none).")
+    se.add_argument("--cache-mode", default="read_write", help="read_write, read_only or offline.")
+    se.add_argument("--index", default=None, help="Local backend: folder with corpus.jsonl (from `index build`).")
+    se.add_argument("--tool-config", default=None, help="Tool config YAML (backend params such as API keys).")
+    se.add_argument("--topk", type=int, default=10, help="Snippets per query (default 10).")
+    se.add_argument("--snippet-chars", type=int, default=1000, help="Characters per snippet (default 1000).")
+    se.add_argument("--retries", type=int, default=3, help="Attempts per call (default 3).")
+    se.set_defaults(func=_cmd_tool_search)
+
+    cache = subparsers.add_parser("cache", help="Import, export and inspect the tool cache.")
+    cache_sub = cache.add_subparsers(dest="cache_command", required=True)
+    imp = cache_sub.add_parser("import", help="Import a reference {query: result} JSON cache.")
+    imp.add_argument("file", help="JSON file, e.g. ARPO's search_cache.json.")
+    imp.add_argument("--cache", required=True, help="SQLite file or redis:// URL.")
+    imp.add_argument("--tool", default="search", help="Tool the entries belong to (default search).")
+    imp.set_defaults(func=_cmd_cache_import)
+    exp = cache_sub.add_parser("export", help="Export the cache to the reference {query: result} JSON format.")
+    exp.add_argument("--cache", required=True, help="SQLite file or redis:// URL.")
+    exp.add_argument("--output", required=True, help="JSON file to write.")
+    exp.add_argument("--tool", default="search", help="Tool whose entries are exported (default search).")
+    exp.set_defaults(func=_cmd_cache_export)
+    st = cache_sub.add_parser("stats", help="Entries, size and hit rate of a cache.")
+    st.add_argument("--cache", required=True, help="SQLite file or redis:// URL.")
+    st.set_defaults(func=_cmd_cache_stats)
+
+    index = subparsers.add_parser("index", help="Build the local search corpus and BM25 index.")
+    index_sub = index.add_subparsers(dest="index_command", required=True)
+    build = index_sub.add_parser("build", help="Corpus + BM25 index from a reference search_cache.json.")
+    build.add_argument("--cache-json", required=True, help="Reference cache {query: 'Page 1: ...'}.")
+    build.add_argument("--output", required=True, help="Folder for corpus.jsonl and the bm25s/ index.")
+    build.set_defaults(func=_cmd_index_build)
+
+
+def _standalone_main(argv: list[str] | None = None) -> int:
+    r"""Parse `argv` with only this module's commands and run the chosen one; returns the exit code."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="llamafactory-agentic", description="Agentic tools, cache and index.")
+    add_subcommands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(_standalone_main())

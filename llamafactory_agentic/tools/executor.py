@@ -1,0 +1,394 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""`ToolExecutor`: runs one round's tool calls concurrently, with the cache, dedup, limits and metrics.
+
+For every call, in order: unknown tag -> `unknown_tool`; empty body -> `Error: empty <tag> call.` (spec section 12);
+per-trajectory call limit of the tool -> `limit`; parse; cache lookup (cached tools only; `offline` mode answers a
+miss with the no-result text); in-flight dedup (identical (tool, key) calls share one execution, also across threads);
+otherwise the call runs in the thread pool with the tool's retries (tenacity) and the executor waits at most the
+tool's `timeout_s` plus a grace period. New "ok" results of cached tools are stored by the worker thread.
+Nothing raises into the caller: every failure, including cache failures, becomes observation text plus a metric.
+"""
+
+import logging
+import os
+import threading
+import time
+from collections import Counter, OrderedDict, defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+import numpy as np
+
+from .base import (
+    NO_SEARCH_RESULTS_TEXT,
+    STATUS_CACHE_MISS,
+    STATUS_EMPTY,
+    STATUS_ERROR,
+    STATUS_LIMIT,
+    STATUS_OK,
+    STATUS_TIMEOUT,
+    STATUS_UNKNOWN_TOOL,
+    BaseTool,
+    ToolCall,
+    ToolResult,
+    error_text,
+)
+from .cache import ToolCache, open_cache
+
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_WORKERS = 64  # ARPO preset (spec section 7)
+DEFAULT_RETRIES = 3
+
+
+def empty_call_text(tag: str) -> str:
+    r"""`Error: empty <tag> call.` (spec section 12)."""
+    return f"Error: empty <{tag}> call."
+
+
+class ToolExecutor:
+    r"""Concurrent, cached, deduplicating tool executor (INTERFACES.md, `tools` section).
+
+    Args:
+        tools: the tools, keyed by their tag (a list is keyed by each tool's `tag`).
+        cache: persistent cache (None: no caching).
+        cache_tools: names of the tools whose results are cached (`agentic_cache_tools`, default `("search",)`).
+        workers: thread-pool size (`agentic_tool_workers`, 64).
+        cache_errors: also store "error"/"timeout" results (never "empty").
+        grace_s: seconds the executor waits beyond a tool's `timeout_s` before answering `timeout` itself.
+        max_tracked_trajectories: trajectories whose per-tool call counts are remembered (oldest forgotten first).
+    """
+
+    def __init__(
+        self,
+        tools: dict[str, BaseTool] | list[BaseTool],
+        cache: ToolCache | None = None,
+        cache_tools: tuple[str, ...] | list[str] | str = ("search",),
+        workers: int = DEFAULT_WORKERS,
+        cache_errors: bool = False,
+        grace_s: float = 2.0,
+        max_tracked_trajectories: int = 1_000_000,
+    ) -> None:
+        r"""Create the object (the arguments are described in the class docstring)."""
+        if isinstance(tools, dict):
+            self.tools = dict(tools)
+        else:
+            self.tools = {tool.tag: tool for tool in tools}
+        self.cache = cache
+        if isinstance(cache_tools, str):
+            cache_tools = [t.strip() for t in cache_tools.split(",") if t.strip()]
+        self.cache_tools = set(cache_tools)
+        self.workers = max(1, int(workers))
+        self.cache_errors = cache_errors
+        self.grace_s = float(grace_s)
+        self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="agentic-tool")
+        self._inflight: dict[tuple[str, str], Future] = {}
+        self._inflight_lock = threading.Lock()
+        self._counts: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._counts_lock = threading.Lock()
+        self._max_tracked = int(max_tracked_trajectories)
+        self._metrics_lock = threading.Lock()
+        self._reset_metrics()
+        self._closed = False
+
+    # ------------------------------------------------------------------ metrics
+    def _reset_metrics(self) -> None:
+        self._counters: dict[str, Counter] = defaultdict(Counter)
+        self._latencies: dict[str, list[float]] = defaultdict(list)
+
+    def _record(self, tool: str, result: ToolResult, **extra: int) -> None:
+        with self._metrics_lock:
+            c = self._counters[tool]
+            c["calls"] += 1
+            c["cache_hits"] += int(result.cached)
+            c["failures"] += int(result.status in (STATUS_ERROR, STATUS_UNKNOWN_TOOL))
+            c["timeouts"] += int(result.status == STATUS_TIMEOUT)
+            c["empty"] += int(result.status == STATUS_EMPTY)
+            c["limit"] += int(result.status == STATUS_LIMIT)
+            c["cache_misses_offline"] += int(result.status == STATUS_CACHE_MISS)
+            for key, value in extra.items():
+                c[key] += value
+            self._latencies[tool].append(result.latency_s)
+
+    def _count(self, tool: str, key: str, n: int = 1) -> None:
+        with self._metrics_lock:
+            self._counters[tool][key] += n
+
+    def pop_metrics(self) -> dict[str, float]:
+        r"""Per-tool metrics since the last call, then reset.
+
+        Returns:
+            `tools/<name>/calls`, `cache_hits`, `cache_hit_rate`, `failures`, `timeouts`, `latency_p50_s`,
+            `latency_p95_s`, plus `empty`, `limit`, `dedup_hits`, `backend_calls`, `cache_misses`,
+            `cache_errors`, `cache_misses_offline`.
+        """
+        with self._metrics_lock:
+            counters, latencies = self._counters, self._latencies
+            self._reset_metrics()
+        out: dict[str, float] = {}
+        for tool, c in counters.items():
+            prefix = f"tools/{tool}/"
+            for key in ("calls", "cache_hits", "failures", "timeouts", "empty", "limit", "dedup_hits",
+                        "backend_calls", "cache_misses", "cache_errors", "cache_misses_offline"):  # fmt: skip
+                out[prefix + key] = float(c[key])
+            lookups = c["cache_hits"] + c["cache_misses"]
+            out[prefix + "cache_hit_rate"] = c["cache_hits"] / lookups if lookups else 0.0
+            lat = latencies.get(tool) or [0.0]
+            out[prefix + "latency_p50_s"] = float(np.percentile(lat, 50))
+            out[prefix + "latency_p95_s"] = float(np.percentile(lat, 95))
+        return out
+
+    # ------------------------------------------------------------------ limits
+    def _over_limit(self, tool: BaseTool, trajectory_id: str | None) -> bool:
+        if tool.call_limit is None or trajectory_id is None:
+            return False
+        key = (trajectory_id, tool.tag)
+        with self._counts_lock:
+            n = self._counts.pop(key, 0) + 1
+            self._counts[key] = n
+            while len(self._counts) > self._max_tracked:
+                self._counts.popitem(last=False)
+        return n > tool.call_limit
+
+    def forget_trajectories(self, trajectory_ids: list[str] | None = None) -> None:
+        r"""Drop per-trajectory call counts (all of them when `trajectory_ids` is None)."""
+        with self._counts_lock:
+            if trajectory_ids is None:
+                self._counts.clear()
+                return
+            ids = set(trajectory_ids)
+            for key in [k for k in self._counts if k[0] in ids]:
+                del self._counts[key]
+
+    # ------------------------------------------------------------------ execution
+    def _cached(self, tool: BaseTool) -> bool:
+        return self.cache is not None and tool.name in self.cache_tools
+
+    def _run(self, tool: BaseTool, args: Any, key: str) -> ToolResult:
+        try:
+            result = tool.execute_args(args)
+        except Exception as exc:  # noqa: BLE001 - execute_args never raises, belt and braces
+            result = ToolResult(error_text(tool.name, str(exc)), STATUS_ERROR, 0.0)
+        self._count(tool.name, "backend_calls")
+        if self._cached(tool) and self.cache.writable:
+            storable = result.status == STATUS_OK or (
+                self.cache_errors and result.status in (STATUS_ERROR, STATUS_TIMEOUT)
+            )
+            if storable and result.text.strip():
+                try:
+                    self.cache.put(tool.name, key, result.text, result.status, result.latency_s, tool.backend_name())
+                except Exception as exc:  # noqa: BLE001 - a locked or broken cache never fails the call
+                    self._count(tool.name, "cache_errors")
+                    logger.warning("[agentic-tools] cache write failed for %s: %s", tool.name, exc)
+        return result
+
+    def _submit(self, tool: BaseTool, args: Any, key: str) -> tuple[Future, bool]:
+        r"""Future of the execution of (tool, key); reuses an in-flight one when the tool dedups."""
+        if not tool.dedup:
+            return self._pool.submit(self._run, tool, args, key), False
+        ident = (tool.tag, key)
+        with self._inflight_lock:
+            future = self._inflight.get(ident)
+            if future is not None:
+                return future, True
+            future = self._pool.submit(self._run, tool, args, key)
+            self._inflight[ident] = future
+
+        def _done(_: Future) -> None:
+            with self._inflight_lock:
+                if self._inflight.get(ident) is future:
+                    del self._inflight[ident]
+
+        future.add_done_callback(_done)
+        return future, False
+
+    def execute(self, calls: list[ToolCall]) -> list[ToolResult]:
+        r"""Run a batch of calls concurrently.
+
+        Returns:
+            One `ToolResult` per call, in the order of `calls`. Never raises.
+        """
+        results: list[ToolResult | None] = [None] * len(calls)
+        pending: list[tuple[int, BaseTool, Future, float, float, bool]] = []
+        for i, call in enumerate(calls):
+            start = time.perf_counter()
+            try:
+                results[i] = self._prepare(i, call, start, pending)
+            except Exception as exc:  # noqa: BLE001 - nothing escapes
+                name = getattr(call, "tool", "unknown")
+                results[i] = ToolResult(error_text(str(name), f"{type(exc).__name__}: {exc}"), STATUS_ERROR,
+                                        time.perf_counter() - start)  # fmt: skip
+                self._record(str(name), results[i])
+        for i, tool, future, start, deadline, deduped in pending:
+            try:
+                result = future.result(timeout=max(0.0, deadline - time.perf_counter()))
+                result = ToolResult(result.text, result.status, time.perf_counter() - start, result.cached)
+            except FutureTimeout:
+                result = ToolResult(
+                    error_text(tool.name, f"no answer within {tool.timeout_s:g} seconds"),
+                    STATUS_TIMEOUT,
+                    time.perf_counter() - start,
+                )
+            except Exception as exc:  # noqa: BLE001
+                result = ToolResult(error_text(tool.name, str(exc)), STATUS_ERROR, time.perf_counter() - start)
+            results[i] = result
+            self._record(tool.name, result, dedup_hits=int(deduped))
+        return results  # type: ignore[return-value]
+
+    def _prepare(self, i: int, call: ToolCall, start: float, pending: list) -> ToolResult | None:
+        tool = self.tools.get(call.tool)
+        if tool is None:
+            available = ", ".join(sorted(self.tools)) or "none"
+            result = ToolResult(
+                f"Error: unknown tool <{call.tool}>. Available tools: {available}.", STATUS_UNKNOWN_TOOL, 0.0
+            )
+            self._record("unknown", result)
+            return result
+        content = call.content if isinstance(call.content, str) else str(call.content or "")
+        if not content.strip():
+            self._over_limit(tool, call.trajectory_id)  # an empty call still counts
+            result = ToolResult(empty_call_text(tool.tag), STATUS_ERROR, time.perf_counter() - start)
+            self._record(tool.name, result)
+            return result
+        if self._over_limit(tool, call.trajectory_id):
+            result = ToolResult(
+                f"Error: Tool({tool.name}) call limit of {tool.call_limit} per trajectory reached.",
+                STATUS_LIMIT,
+                time.perf_counter() - start,
+            )
+            self._record(tool.name, result)
+            return result
+        try:
+            args = tool.parse(content)
+            key = tool.cache_key(args)
+        except Exception as exc:  # noqa: BLE001
+            result = ToolResult(tool._safe(error_text(tool.name, str(exc))), STATUS_ERROR, time.perf_counter() - start)
+            self._record(tool.name, result)
+            return result
+        if self._cached(tool):
+            try:
+                entry = self.cache.get(tool.name, key)
+            except Exception as exc:  # noqa: BLE001 - a broken or locked cache is a miss
+                entry = None
+                self._count(tool.name, "cache_errors")
+                logger.warning("[agentic-tools] cache read failed for %s: %s", tool.name, exc)
+            if entry is not None:
+                result = ToolResult(entry.result, entry.status, time.perf_counter() - start, True)
+                self._record(tool.name, result)
+                return result
+            self._count(tool.name, "cache_misses")
+            if self.cache.mode == "offline":
+                text = NO_SEARCH_RESULTS_TEXT if tool.name == "search" else f"Tool({tool.name}) result not cached."
+                result = ToolResult(text, STATUS_CACHE_MISS, time.perf_counter() - start)
+                self._record(tool.name, result)
+                return result
+        future, deduped = self._submit(tool, args, key)
+        deadline = start + tool.timeout_s + self.grace_s
+        pending.append((i, tool, future, start, deadline, deduped))
+        return None
+
+    def close(self) -> None:
+        r"""Stop the pool (running calls finish in the background), close tools and the cache."""
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for tool in self.tools.values():
+            try:
+                tool.close()
+            except Exception as exc:  # noqa: BLE001
+                logger.debug("closing %s failed: %s", tool, exc)
+        if self.cache is not None:
+            self.cache.close()
+
+    def __enter__(self) -> "ToolExecutor":
+        r"""Standard `__enter__`."""
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        r"""Standard `__exit__`."""
+        self.close()
+
+
+def _resolve(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExecutor:
+    r"""Build the executor from the `agentic_*` keys of `AgenticArguments` (llamafactory_agentic/hparams.py).
+
+    Keys read: agentic_tool_config, agentic_tool_retries (None -> 3, the ARPO preset), agentic_tool_workers
+    (None -> 64), agentic_python_timeout, agentic_python_max_output_chars, agentic_search_backend,
+    agentic_search_topk, agentic_search_snippet_chars, agentic_cache_path, agentic_cache_mode, agentic_cache_tools.
+    Without a tool config the tools are `python` and `search`. The run arguments are defaults: a tool config entry's
+    own `timeout`, `retries` and `params` win over them; its `cache` section is used where the arguments leave
+    the cache unset.
+
+    Args:
+        finetuning_args: any object with those attributes (missing ones take the hparams defaults).
+        **overrides: extra `ToolExecutor` keyword arguments (e.g. `grace_s`).
+
+    Raises:
+        FileNotFoundError, ValueError, KeyError: bad tool config (see `registry.load_tool_config`).
+        CacheError: the cache cannot be opened.
+    """
+    from .registry import ToolSpec, build_tool, load_tool_config
+
+    a = finetuning_args
+    retries = _resolve(getattr(a, "agentic_tool_retries", None), DEFAULT_RETRIES)
+    workers = _resolve(getattr(a, "agentic_tool_workers", None), DEFAULT_WORKERS)
+    config_path = getattr(a, "agentic_tool_config", None)
+    config = load_tool_config(config_path) if config_path else None
+    cache_cfg = dict(config.cache) if config else {}
+    cache_path = getattr(a, "agentic_cache_path", None) or cache_cfg.get("path")
+    cache_mode = getattr(a, "agentic_cache_mode", None) or cache_cfg.get("mode") or "read_write"
+    cache_tools = getattr(a, "agentic_cache_tools", None) or cache_cfg.get("tools") or "search"
+    cache = open_cache(os.path.expanduser(str(cache_path)) if cache_path and "://" not in str(cache_path)
+                       else cache_path, mode=cache_mode, ttl_s=cache_cfg.get("ttl_s"))  # fmt: skip
+    defaults = {
+        "python": {
+            "timeout_s": float(_resolve(getattr(a, "agentic_python_timeout", None), 120.0)),
+            "max_output_chars": int(_resolve(getattr(a, "agentic_python_max_output_chars", None), 4000)),
+            "retries": retries,
+        },
+        "search": {
+            "backend": _resolve(getattr(a, "agentic_search_backend", None), "local"),
+            "topk": int(_resolve(getattr(a, "agentic_search_topk", None), 10)),
+            "snippet_chars": int(_resolve(getattr(a, "agentic_search_snippet_chars", None), 1000)),
+            "retries": retries,
+            "cache": cache,
+        },
+    }
+    specs = config.tools if config else [ToolSpec(name="python"), ToolSpec(name="search")]
+    tools = []
+    try:
+        for spec in specs:
+            tool_defaults = dict(defaults.get(spec.name, {"retries": retries}))
+            if spec.name == "search" and "backend" in spec.params:
+                tool_defaults.pop("backend")
+            tools.append(build_tool(spec, tool_defaults))
+    except Exception:
+        if cache is not None:
+            cache.close()
+        raise
+    kwargs: dict[str, Any] = {"cache_errors": bool(cache_cfg.get("cache_errors", False))}
+    kwargs.update(overrides)
+    return ToolExecutor(tools, cache=cache, cache_tools=cache_tools, workers=workers, **kwargs)
+
+
+__all__ = ["ToolExecutor", "build_executor_from_args", "empty_call_text"]

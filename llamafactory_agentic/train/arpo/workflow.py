@@ -1,0 +1,152 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""`run_arpo`: the `arpo` and `aepo` stages in LLaMA-Factory's workflow style (cf. `llamafactory/train/ppo/workflow.py`).
+
+LLaMA-Factory's loaders do the model work (`load_tokenizer`, `get_template_and_fix_tokenizer`, `load_model`,
+`create_ref_model`), so full, freeze, LoRA, quantised and DeepSpeed set-ups behave as in its other stages; the plugin
+adds the RL dataset, the presets, the tool executor, the rollout engine and the trainer.
+"""
+
+from typing import TYPE_CHECKING, Any, Optional
+
+from ..presets import resolve_presets, save_agentic_config
+
+
+if TYPE_CHECKING:
+    from transformers import Seq2SeqTrainingArguments, TrainerCallback
+
+
+PLOT_KEYS = (
+    "loss",
+    "reward",
+    "reward/accuracy",
+    "rollout/tool_calls_per_traj",
+    "rollout/response_length",
+    "rollout/branches",
+    "loss/entropy",
+    "loss/clip_frac",
+    "eval_reward",
+    "eval_reward/accuracy",
+)
+
+
+def _encode(dataset: Any, template: Any, tokenizer: Any, max_prompt_length: int) -> Any:
+    from ...data import encode_rl_prompts
+
+    if dataset is None:
+        return None
+    if isinstance(dataset, dict):
+        return {name: encode_rl_prompts(ds, template, tokenizer, max_prompt_length) for name, ds in dataset.items()}
+    return encode_rl_prompts(dataset, template, tokenizer, max_prompt_length)
+
+
+def run_arpo(
+    model_args: Any,
+    data_args: Any,
+    training_args: "Seq2SeqTrainingArguments",
+    finetuning_args: Any,
+    generating_args: Any,
+    callbacks: Optional[list["TrainerCallback"]] = None,
+) -> None:
+    r"""Train (and/or validate) with ARPO or AEPO; `finetuning_args.stage` selects the preset (spec section 5.5).
+
+    Steps: resolve the presets (printed, saved as `agentic_config.json` in `output_dir`); load tokenizer, template
+    and the RL prompts (`formatting: arpo_rl`, rendered with the chat template); load the policy with LLaMA-Factory
+    (and a reference model only when `rl_kl_coef > 0` and not LoRA); build the tool executor, the rollout engine
+    (`arpo_rollout_backend`), the rollout and the reward; train with `resume_from_checkpoint`; save the model in
+    Hugging Face format (loadable by `llamafactory-cli chat/export`), the trainer state and the metric plots.
+
+    Args:
+        model_args: LLaMA-Factory `ModelArguments`.
+        data_args: LLaMA-Factory `DataArguments` (`dataset`, `eval_dataset`, `dataset_dir`, `template`, ...).
+        training_args: LLaMA-Factory's `Seq2SeqTrainingArguments`.
+        finetuning_args: LLaMA-Factory `FinetuningArguments` with the plugin's fields (`stage` = `arpo` or `aepo`).
+        generating_args: LLaMA-Factory `GeneratingArguments`: rollout `temperature`, `top_p`, `top_k` (recipes set
+            1.0 / 1.0 / 0, spec section 10).
+        callbacks: Callbacks LLaMA-Factory built (LogCallback, reporters, ...).
+
+    Raises:
+        ValueError: inconsistent batch geometry (see `derive_steps_per_generation`) or unresolvable keys.
+    """
+    from llamafactory.data import get_template_and_fix_tokenizer
+    from llamafactory.extras.ploting import plot_loss
+    from llamafactory.model import load_model, load_tokenizer
+    from llamafactory.train.trainer_utils import create_ref_model
+
+    from ...data import load_rl_dataset
+    from ...rewards import get_reward_function
+    from ...rollout import AgenticRollout, RolloutConfig, build_engine
+    from ...tools import build_executor_from_args
+    from .trainer import ArpoLossConfig, ArpoTrainer, build_grpo_config, extend_log_callback
+
+    effective = resolve_presets(finetuning_args, verbose=training_args.should_log)
+    if training_args.should_save:
+        save_agentic_config(effective, training_args.output_dir)
+
+    tokenizer_module = load_tokenizer(model_args)
+    tokenizer = tokenizer_module["tokenizer"]
+    template = get_template_and_fix_tokenizer(tokenizer, data_args)
+    dataset_module = load_rl_dataset(model_args, data_args, training_args, finetuning_args)
+    max_prompt = finetuning_args.arpo_max_prompt_length
+    train_dataset = _encode(dataset_module.get("train_dataset"), template, tokenizer, max_prompt)
+    eval_dataset = _encode(dataset_module.get("eval_dataset"), template, tokenizer, max_prompt)
+
+    model = load_model(tokenizer, model_args, finetuning_args, training_args.do_train)
+    ref_model = None
+    if finetuning_args.rl_kl_coef != 0.0 and finetuning_args.finetuning_type != "lora":
+        ref_model = create_ref_model(model_args, finetuning_args)
+
+    rollout_config = RolloutConfig.from_args(
+        finetuning_args,
+        generating_args,
+        tokenizer.eos_token_id,
+        seed=training_args.seed + training_args.process_index,
+    )
+    executor = build_executor_from_args(finetuning_args)
+    engine = build_engine(rollout_config.backend, model, tokenizer, rollout_config)
+    rollout = AgenticRollout(engine, executor, tokenizer, rollout_config)
+    reward_fn = get_reward_function(finetuning_args.agentic_reward, finetuning_args.agentic_reward_math)
+
+    extend_log_callback(callbacks)
+    trainer = ArpoTrainer(
+        model=model,
+        args=build_grpo_config(training_args, finetuning_args, generating_args),
+        rollout=rollout,
+        reward_fn=reward_fn,
+        loss_config=ArpoLossConfig.from_args(finetuning_args),
+        processing_class=tokenizer,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        executor=executor,
+        ref_model=ref_model,
+        callbacks=callbacks,
+    )
+
+    try:
+        if training_args.do_train:
+            train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+            trainer.save_model()
+            trainer.log_metrics("train", train_result.metrics)
+            trainer.save_metrics("train", train_result.metrics)
+            trainer.save_state()
+            if trainer.is_world_process_zero() and finetuning_args.plot_loss:
+                plot_loss(training_args.output_dir, keys=list(PLOT_KEYS))
+
+        if training_args.do_eval and eval_dataset is not None:
+            metrics = trainer.evaluate(metric_key_prefix="eval")
+            trainer.log_metrics("eval", metrics)
+            trainer.save_metrics("eval", metrics)
+    finally:
+        executor.close()

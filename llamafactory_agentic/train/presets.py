@@ -1,0 +1,204 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Presets of the `arpo` and `aepo` stages (spec section 5.5) and their resolution against a recipe.
+
+`stage: arpo` applies the `arpo` preset; `stage: aepo` applies `aepo` (the released scripts, RUC-NLPIR/ARPO
+`AEPO/scripts/AEPO_Qwen3_14B_DeepResearch.sh:52-54`) or, with `aepo_variant: paper`, `aepo-paper` (arXiv 2510.14545).
+Every preset key defaults to `None` in `llamafactory_agentic.hparams.AgenticArguments`, so a key written in a recipe
+(explicit) always wins over the preset. The trainer and the rollout read only the resolved keys, never the stage name:
+an `aepo` run whose AEPO keys are set to the `arpo` values behaves exactly like an `arpo` run.
+
+Keys that a preset marks "—" in the spec (e.g. `aepo_premonitor_beta` under `arpo`) are inert there; they still get a
+value (the one documented in the spec) so that downstream code never sees `None`.
+"""
+
+import json
+import os
+from typing import Any
+
+
+AGENTIC_CONFIG_NAME = "agentic_config.json"
+
+_COMMON: dict[str, Any] = {
+    "arpo_beam_size": 2,
+    "arpo_branch_rule": "stochastic",
+    "arpo_branch_tau": 0.5,
+    "arpo_entropy_weight": 0.2,
+    "arpo_entropy_source": "topk",
+    "arpo_entropy_topk": 10,
+    "arpo_entropy_tokens": 20,
+    "arpo_advantage_attribution": "soft",
+}
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "arpo": {
+        **_COMMON,
+        "aepo_branch_penalty": 0.0,
+        "aepo_branch_penalty_scope": "lineage",  # inert: lambda = 0
+        "aepo_dynamic_rollouts": False,
+        "aepo_premonitor_beta": 0.5,  # inert: no pre-monitoring
+        "aepo_premonitor_tokens": 50,  # inert
+        "aepo_premonitor_rounds": "all",  # inert
+        "aepo_balanced_clip": False,
+        "aepo_balanced_clip_scope": "all",  # inert: no balanced clip
+        "aepo_entropy_advantage": False,
+        "aepo_entropy_advantage_coef": 0.2,  # inert
+        "agentic_max_tool_calls": 3,  # reasoning setting; deep-search recipes set 6 (spec section 10)
+        "agentic_tool_retries": 3,
+        "agentic_tool_workers": 64,
+    },
+    "aepo": {
+        **_COMMON,
+        "aepo_branch_penalty": 0.05,
+        "aepo_branch_penalty_scope": "question",
+        "aepo_dynamic_rollouts": False,  # the released scripts set it off
+        "aepo_premonitor_beta": 0.5,  # inert
+        "aepo_premonitor_tokens": 50,  # inert
+        "aepo_premonitor_rounds": "all",  # inert
+        "aepo_balanced_clip": True,
+        "aepo_balanced_clip_scope": "all",
+        "aepo_entropy_advantage": False,  # the released switch is inert (spec section 5.4)
+        "aepo_entropy_advantage_coef": 0.2,  # inert
+        "agentic_max_tool_calls": 6,
+        "agentic_tool_retries": 4,
+        "agentic_tool_workers": 32,
+    },
+    "aepo-paper": {
+        **_COMMON,
+        "aepo_branch_penalty": 0.05,
+        "aepo_branch_penalty_scope": "lineage",
+        "aepo_dynamic_rollouts": True,
+        "aepo_premonitor_beta": 0.5,
+        "aepo_premonitor_tokens": 50,
+        "aepo_premonitor_rounds": "post_tool",
+        "aepo_balanced_clip": True,
+        "aepo_balanced_clip_scope": "high_entropy",
+        "aepo_entropy_advantage": True,
+        "aepo_entropy_advantage_coef": 0.2,
+        "agentic_max_tool_calls": 6,
+        "agentic_tool_retries": 4,
+        "agentic_tool_workers": 32,
+    },
+}
+
+# Keys outside the presets whose values are reported next to them (fixed defaults, same in every preset).
+_REPORTED_KEYS = (
+    "arpo_rollout_n",
+    "arpo_initial_rollouts",
+    "arpo_branch_alpha",
+    "arpo_hard_dedup",
+    "arpo_max_prompt_length",
+    "arpo_max_response_length",
+    "arpo_rollout_backend",
+    "arpo_rollout_batch_size",
+    "aepo_high_entropy_z",
+    "rl_epsilon",
+    "rl_epsilon_high",
+    "rl_dual_clip",
+    "rl_kl_coef",
+    "rl_entropy_coef",
+    "rl_num_iterations",
+    "agentic_reward",
+    "agentic_reward_math",
+    "agentic_search_backend",
+    "agentic_cache_path",
+    "agentic_cache_mode",
+)
+
+
+def preset_name(finetuning_args: Any) -> str:
+    r"""Name of the preset that applies to `finetuning_args` (`arpo`, `aepo` or `aepo-paper`).
+
+    The stage is read from `agentic_stage` when the activation layer set it, else from `stage`.
+
+    Raises:
+        ValueError: if the stage is neither `arpo` nor `aepo`.
+    """
+    stage = getattr(finetuning_args, "agentic_stage", None) or getattr(finetuning_args, "stage", None)
+    if stage == "arpo":
+        return "arpo"
+
+    if stage == "aepo":
+        variant = getattr(finetuning_args, "aepo_variant", "released")
+        if variant == "released":
+            return "aepo"
+        if variant == "paper":
+            return "aepo-paper"
+        raise ValueError(f"Unknown `aepo_variant` {variant!r}; expected `released` or `paper`.")
+
+    raise ValueError(f"Presets exist for the stages `arpo` and `aepo`, got stage {stage!r}.")
+
+
+def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose: bool = True) -> dict[str, Any]:
+    r"""Fill every `None`-valued preset key of `finetuning_args` in place from the stage's preset (spec section 5.5).
+
+    Explicit keys (not `None`) are kept. `rl_epsilon_high` left at `None` becomes `rl_epsilon` (its documented meaning).
+
+    Args:
+        finetuning_args: LLaMA-Factory's `FinetuningArguments` extended with `AgenticArguments` (or any object with the
+            same attributes); modified in place.
+        output_dir: If given, the effective values are written to `<output_dir>/agentic_config.json`.
+        verbose: Print the effective values (one line per key, `(preset)` or `(explicit)` after each).
+
+    Returns:
+        `{"stage", "preset", "values": {key: value}, "explicit": [keys set in the recipe], "from_preset": [keys filled]}`.
+
+    Raises:
+        ValueError: for an unknown stage or AEPO variant.
+    """
+    name = preset_name(finetuning_args)
+    preset = PRESETS[name]
+    explicit, filled = [], []
+    for key, value in preset.items():
+        if getattr(finetuning_args, key, None) is None:
+            setattr(finetuning_args, key, value)
+            filled.append(key)
+        else:
+            explicit.append(key)
+
+    if getattr(finetuning_args, "rl_epsilon_high", None) is None and hasattr(finetuning_args, "rl_epsilon"):
+        finetuning_args.rl_epsilon_high = finetuning_args.rl_epsilon
+
+    values = {key: getattr(finetuning_args, key) for key in preset}
+    values.update({key: getattr(finetuning_args, key) for key in _REPORTED_KEYS if hasattr(finetuning_args, key)})
+    stage = getattr(finetuning_args, "agentic_stage", None) or getattr(finetuning_args, "stage", None)
+    result = {"stage": stage, "preset": name, "values": values, "explicit": explicit, "from_preset": filled}
+    if verbose:
+        print(format_effective_config(result))
+
+    if output_dir is not None:
+        save_agentic_config(result, output_dir)
+
+    return result
+
+
+def format_effective_config(result: dict[str, Any]) -> str:
+    r"""Multi-line text of the effective configuration returned by `resolve_presets`."""
+    lines = [f"[llamafactory-agentic] stage `{result['stage']}`, preset `{result['preset']}`; effective values:"]
+    explicit, from_preset = set(result["explicit"]), set(result["from_preset"])
+    for key, value in result["values"].items():
+        origin = "explicit" if key in explicit else "preset" if key in from_preset else "default"
+        lines.append(f"  {key}: {value!r} ({origin})")
+    return "\n".join(lines)
+
+
+def save_agentic_config(result: dict[str, Any], output_dir: str) -> str:
+    r"""Write `result` as `<output_dir>/agentic_config.json` (next to the checkpoints) and return the path."""
+    os.makedirs(output_dir, exist_ok=True)
+    path = os.path.join(output_dir, AGENTIC_CONFIG_NAME)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2, sort_keys=False)
+        f.write("\n")
+    return path

@@ -1,0 +1,97 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+import os
+import re
+
+from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+
+
+try:
+    from setuptools.command.editable_wheel import editable_wheel
+except ImportError:  # setuptools < 64 has no PEP 660 editable installs
+    editable_wheel = None
+
+
+PTH_NAME = "llamafactory_agentic.pth"
+
+
+def get_version() -> str:
+    with open(os.path.join("llamafactory_agentic", "__init__.py"), encoding="utf-8") as f:
+        return re.search(r'__version__ = "([^"]+)"', f.read()).group(1)
+
+
+def get_requires() -> list[str]:
+    with open("requirements.txt", encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip() and not line.startswith(("#", "-"))]
+
+
+class BuildPyWithPth(build_py):
+    r"""Ship `llamafactory_agentic.pth` at the top of site-packages.
+
+    Python executes the `.pth` line at start-up in every process of the environment; it imports a ~40-line hook that
+    waits for LLaMA-Factory's modules to be imported and patches them then (see `_llamafactory_agentic_hook.py`).
+    """
+
+    def run(self) -> None:
+        super().run()
+        self.copy_file(PTH_NAME, os.path.join(self.build_lib, PTH_NAME), preserve_mode=0)
+
+    def get_outputs(self, include_bytecode: bool = True) -> list[str]:
+        return super().get_outputs(include_bytecode) + [os.path.join(self.build_lib, PTH_NAME)]
+
+
+cmdclass = {"build_py": BuildPyWithPth}
+if editable_wheel is not None:
+
+    class EditableWheelWithPth(editable_wheel):
+        r"""Put the start-up `.pth` into editable wheels too (`pip install -e .`).
+
+        `_install_namespaces(unpacked_wheel_dir, name)` is the step where setuptools writes extra top-level files of
+        the editable wheel; everything in that directory ends up in site-packages.
+        """
+
+        def _install_namespaces(self, installation_dir, pth_prefix):
+            super()._install_namespaces(installation_dir, pth_prefix)
+            self.copy_file(PTH_NAME, os.path.join(installation_dir, PTH_NAME), preserve_mode=0)
+
+    cmdclass["editable_wheel"] = EditableWheelWithPth
+
+
+extra_require = {
+    "vllm": ["vllm>=0.10.2,<=0.11.0"],
+    "deepspeed": ["deepspeed>=0.10.0,<=0.16.9"],
+    "dev": ["pytest", "ruff"],
+}
+
+
+setup(
+    name="llamafactory-agentic",
+    version=get_version(),
+    author="llamafactory-agentic developers",
+    description="Agentic RL with tools (ARPO, AEPO) as LLaMA-Factory training stages",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache 2.0 License",
+    python_requires=">=3.10.0",
+    packages=find_packages(include=["llamafactory_agentic", "llamafactory_agentic.*"]),
+    py_modules=["_llamafactory_agentic_hook"],
+    package_data={"llamafactory_agentic": ["py.typed", "resources/*", "resources/**/*"]},
+    include_package_data=True,
+    install_requires=get_requires(),
+    extras_require=extra_require,
+    entry_points={"console_scripts": ["llamafactory-agentic = llamafactory_agentic.cli:main"]},
+    cmdclass=cmdclass,
+)

@@ -1,0 +1,44 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License").
+
+"""Shared fixtures: the real ARPO data folder and a tiny local Qwen2 model built once per test run."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("AGENTIC_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """`../shared/data` (ARPO's RL parquet files, search cache and benchmark samples); CI has the same folder."""
+    if not (SHARED_DATA / "arpo").is_dir():
+        pytest.fail(f"shared data folder not found at {SHARED_DATA}; set AGENTIC_SHARED_DATA to its path")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A 2-layer Qwen2 model with a byte-level BPE tokenizer trained in-process (no model hub)."""
+    from llamafactory_agentic.testing import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen2"))
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tiny_model_dir))
+
+
+@pytest.fixture()
+def tiny_model(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))

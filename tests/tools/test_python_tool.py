@@ -1,0 +1,283 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+
+import pytest
+
+from llamafactory_agentic.tools.python_tool import (
+    ISOLATION_LEVELS,
+    PythonTool,
+    _can_drop_privileges,
+    isolation_level,
+    rewrite_last_expression,
+    run_python_code,
+)
+
+
+AVAILABLE = [level for level in ISOLATION_LEVELS if isolation_level(level) == level]
+
+
+def _sandbox_processes():
+    """Pids of processes whose working directory is a python-tool sandbox folder."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if "/lfa-py-" in cwd:
+            pids.append(int(pid))
+    return pids
+
+
+def _wait_no_sandbox_processes(timeout=5.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not _sandbox_processes():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_isolation_level_reported():
+    level = isolation_level()
+    assert level in ISOLATION_LEVELS
+    print("isolation level on this machine:", level, "available:", AVAILABLE)
+    assert PythonTool().isolation_level() == level
+
+
+@pytest.mark.parametrize(
+    "code,expected",
+    [
+        ("1 + 1", "2"),
+        ("x = 5\nx * 2", "10"),
+        ("a = 1; a + 1", "2"),
+        ("print('hi')", "hi"),
+        ("print('a')\nprint('b')", "a\nb"),
+        ("import math\nmath.sqrt(\n    16\n)", "4.0"),
+        ("s = 'é'\ns * 2  # comment", "éé"),
+        ("   \n\nprint('  padded  ')\n\n", "padded"),
+    ],
+)
+def test_outputs_like_the_reference(code, expected):
+    status, text = run_python_code(code, timeout_s=5)
+    assert (status, text) == ("ok", expected)
+
+
+def test_rewrite_rules():
+    assert rewrite_last_expression("print(1)") == "print(1)"
+    assert rewrite_last_expression("x = 1") == "x = 1"
+    assert rewrite_last_expression("def f(:\n  1") == "def f(:\n  1"  # unparsable code runs unchanged
+    assert rewrite_last_expression("x = 2\nx") == "x = 2\nprint(x)"
+
+
+def test_empty_output_and_errors():
+    assert run_python_code("x = 1", timeout_s=5) == ("empty", "Tool(python) returned empty output.")
+    status, text = run_python_code("raise ValueError('boom')", timeout_s=5)
+    assert status == "error" and text.startswith("Traceback") and text.endswith("ValueError: boom")
+    status, text = run_python_code("def f(:\n    pass", timeout_s=5)
+    assert status == "error" and "SyntaxError" in text
+    status, text = run_python_code("import sys; sys.exit(3)", timeout_s=5)
+    assert status == "error" and "code 3" in text
+
+
+def test_empty_output_is_not_retried():
+    calls = []
+
+    class Counting(PythonTool):
+        def run(self, args):
+            calls.append(args)
+            return super().run(args)
+
+    result = Counting(timeout_s=5, retries=3).execute("x = 1")
+    assert result.status == "empty" and result.text == "Tool(python) returned empty output."
+    assert len(calls) == 1
+
+
+def test_timeout_kills_the_whole_tree():
+    code = "import subprocess, time\nsubprocess.Popen(['sleep', '30'])\nwhile True:\n    pass"
+    start = time.time()
+    status, text = run_python_code(code, timeout_s=1.5)
+    assert (status, text) == ("timeout", "Execution timed out after 1.5 seconds.")
+    assert time.time() - start < 5
+    assert _wait_no_sandbox_processes(), "a process of the timed-out sandbox survived"
+
+
+@pytest.mark.parametrize("level", AVAILABLE)
+def test_infinite_loop_every_level(level):
+    status, text = run_python_code("while True:\n    pass", timeout_s=1, isolation=level)
+    assert (status, text) == ("timeout", "Execution timed out after 1 seconds.")
+    assert _wait_no_sandbox_processes()
+
+
+@pytest.mark.parametrize("level", AVAILABLE)
+def test_code_killing_its_parent(level):
+    status, text = run_python_code("import os\nos.kill(os.getppid(), 9)\nprint('alive')", timeout_s=3, isolation=level)
+    # we are still running; the sandbox answered with some observation
+    assert status in ("ok", "error") and text
+    assert _wait_no_sandbox_processes()
+
+
+def test_memory_hog_is_stopped():
+    code = "chunks = []\nwhile True:\n    chunks.append(bytearray(50 * 1024 * 1024))"
+    status, text = run_python_code(code, timeout_s=10, memory_mb=512)
+    assert status == "error"
+    assert "MemoryError" in text or "SIGKILL" in text or "SIGSEGV" in text
+
+
+def test_cpu_time_limit():
+    status, text = run_python_code("while True:\n    pass", timeout_s=10, cpu_time_s=1)
+    assert status == "error" and ("SIGXCPU" in text or "SIGKILL" in text)
+
+
+def test_hundred_megabytes_of_output_stays_bounded():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    code = "import sys\nblock = 'x' * (1024 * 1024)\nfor _ in range(100):\n    sys.stdout.write(block)\n"
+    status, text = run_python_code(code, timeout_s=20, max_output_chars=4000)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert status == "ok"
+    omitted = 100 * 1024 * 1024 - 4000
+    assert text == "x" * 2000 + f"\n[… {omitted} characters omitted …]\n" + "x" * 2000
+    assert (after - before) < 60 * 1024, f"parent memory grew by {(after - before) / 1024:.0f} MiB"
+
+
+def test_truncated_stderr_traceback():
+    code = "import sys\nsys.stderr.write('e' * 10000)\nsys.exit(1)"
+    status, text = run_python_code(code, timeout_s=5, max_output_chars=100)
+    assert status == "error"
+    assert text.startswith("e" * 50 + "\n[… 9900 characters omitted …]\n") and text.endswith("e" * 50)
+
+
+def test_binary_output_is_decoded_safely():
+    status, text = run_python_code("import sys\nsys.stdout.buffer.write(bytes(range(256)) * 10)", timeout_s=5)
+    assert status == "ok"
+    text.encode("utf-8")  # no lone surrogates
+    assert "\ufffd" in text
+
+
+def test_environment_is_scrubbed(monkeypatch):
+    monkeypatch.setenv("SECRET_TOKEN", "abc123")
+    status, text = run_python_code("import os\nprint(os.environ.get('SECRET_TOKEN'), os.getcwd())", timeout_s=5)
+    assert status == "ok"
+    value, cwd = text.split(" ")
+    assert value == "None" and "/lfa-py-" in cwd
+
+
+def test_fresh_interpreter_per_call():
+    tool = PythonTool(timeout_s=5)
+    assert tool.execute("import builtins\nbuiltins.leak = 1\nprint('set')").text == "set"
+    result = tool.execute("import builtins\nprint(hasattr(builtins, 'leak'))")
+    assert result.text == "False"
+
+
+@pytest.mark.parametrize("level", [lv for lv in AVAILABLE if lv != "rlimits-only"])
+def test_no_network_in_namespaces(level):
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    try:
+        code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)\nprint('connected')"
+        status, text = run_python_code(code, timeout_s=5, isolation=level)
+    finally:
+        listener.close()
+    assert status == "error" and ("Errno" in text or "refused" in text or "unreachable" in text)
+
+
+@pytest.mark.parametrize("level", AVAILABLE)
+def test_files_outside_the_working_directory(level):
+    """The sentinel survives with bwrap (read-only system) or when the code runs as `nobody`. Documented limit:
+    with `unshare`/`rlimits-only` and the same user as the trainer, ordinary permissions are the only protection."""
+    executable = sys.executable
+    protected = level == "bwrap" or _can_drop_privileges(executable)
+    if not protected:
+        pytest.skip(f"{level} as uid {os.geteuid()}: files writable by the trainer are not protected (documented)")
+    folder = tempfile.mkdtemp(dir="/var/tmp")
+    sentinel = os.path.join(folder, "sentinel.txt")
+    with open(sentinel, "w") as f:
+        f.write("keep")
+    try:
+        code = f"import os, shutil\nos.remove({sentinel!r})\nprint('deleted')"
+        status, text = run_python_code(code, timeout_s=5, isolation=level)
+        assert status == "error"
+        assert open(sentinel).read() == "keep"
+        status, text = run_python_code("open('inside.txt', 'w').write('x')\nprint(open('inside.txt').read())",
+                                       timeout_s=5, isolation=level)  # fmt: skip
+        assert (status, text) == ("ok", "x")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_fork_bomb_is_bounded():
+    """RLIMIT_NPROC binds non-root users and root running the code as `nobody` (a world-readable interpreter
+    is needed for that, so as root the system interpreter is used); the pid namespace of bwrap/unshare and the
+    process-group kill end the rest at the timeout."""
+    executable = sys.executable
+    if os.geteuid() == 0 and not _can_drop_privileges(executable):
+        executable = "/usr/bin/python3"
+        if not (os.path.exists(executable) and _can_drop_privileges(executable)):
+            pytest.skip("root without a world-readable interpreter: RLIMIT_NPROC would not bind")
+    code = (
+        "import os, time\nn = 0\nfor _ in range(100000):\n    try:\n        if os.fork() == 0:\n"
+        "            time.sleep(30)\n            os._exit(0)\n        n += 1\n    except OSError:\n        break\n"
+        "print('forked', n)"
+    )
+    start = time.time()
+    status, text = run_python_code(code, timeout_s=3, max_processes=32, executable=executable)
+    assert time.time() - start < 8
+    assert status == "ok" and text.startswith("forked ")
+    assert int(text.split()[1]) < 32
+    assert _wait_no_sandbox_processes(), "forked children survived the sandbox"
+
+
+def test_remote_sandbox_backend(fake_server):
+    """SandboxFusion cannot run here: a local fake server answers in its format."""
+
+    def handler(method, path, headers, body):
+        req = json.loads(body)
+        assert path == "/run_code" and req["language"] == "python" and req["run_timeout"] == 2
+        if "loop" in req["code"]:
+            return 200, {"status": "Failed", "run_result": {"status": "TimeLimitExceeded", "return_code": None}}
+        if "boom" in req["code"]:
+            return 200, {"status": "Failed", "run_result": {"status": "Finished", "return_code": 1, "stdout": "",
+                                                            "stderr": "Traceback...\nValueError: boom\n"}}  # fmt: skip
+        if "http500" in req["code"]:
+            return 500, {"error": "down"}
+        if "garbage" in req["code"]:
+            return 200, b"<html>not json"
+        return 200, {"status": "Success", "run_result": {"status": "Finished", "return_code": 0,
+                                                         "stdout": req["code"] + "\n", "stderr": ""}}  # fmt: skip
+
+    server = fake_server(handler)
+    tool = PythonTool(backend="sandbox_fusion", sandbox_url=server.url, timeout_s=2, retries=2, backoff_s=0.01)
+    assert tool.isolation_level() == "remote"
+    assert tool.execute("1 + 1").text == "print(1 + 1)"  # the expression rewrite happens before sending
+    assert tool.execute("raise ValueError('boom')").text == "Traceback...\nValueError: boom"
+    assert tool.execute("loop()").text == "Execution timed out after 2 seconds."
+    n = len(server.requests)
+    result = tool.execute("http500()")
+    assert result.status == "error" and "HTTP 500" in result.text and len(server.requests) - n == 2
+    assert tool.execute("garbage").status == "error"
+    tool.close()

@@ -1,0 +1,98 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License").
+
+"""Hand-built rollouts for the trainer's unit tests.
+
+`ScriptedRollout` stands in for `AgenticRollout` only in the unit tests of the trainer's loss and advantage plumbing:
+it returns fixed trajectories (real token ids of the tiny tokenizer, real observation spans, a real branch) so that the
+test controls the rewards and the loss mask exactly. The end-to-end tests use the real rollout, tools and cache.
+"""
+
+import copy
+from types import SimpleNamespace
+
+from llamafactory_agentic.hparams import AgenticArguments
+from llamafactory_agentic.rollout.trajectory import RolloutOutput, Trajectory
+
+
+THINK = "<think> Let me think about the question. </think>\n<python> print(1 + 2) </python>"
+OBSERVATION = " <result>\n3\n</result>"
+GOOD = " <think> Let me think. </think> <answer> The final answer is \\[ \\boxed{3} \\] </answer>"
+WRONG = " <answer> The final answer is \\[ \\boxed{42} \\] </answer>"
+NO_FORMAT = "The answer is 42"
+
+
+def prompt_ids(tokenizer, question: str) -> list[int]:
+    text = (
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+        f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
+    )
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+def make_rows(tokenizer, num_prompts: int) -> list[dict]:
+    questions = ["What is 1 + 2?", "Compute 1 + 2 please.", "Add one and two.", "What is the sum of 1 and 2?"]
+    return [
+        {
+            "prompt_ids": prompt_ids(tokenizer, questions[i % len(questions)] + " " * (i // len(questions))),
+            "_ground_truth": "3",
+            "_data_source": "unit",
+            "_ability": "math",
+            "_extra": "{}",
+        }
+        for i in range(num_prompts)
+    ]
+
+
+class ScriptedRollout:
+    r"""Deterministic group of M = 4: a correct global rollout with a tool call, a branch of it after the observation
+    that answers wrongly, a wrong global rollout, and one without format (reward -1)."""
+
+    def __init__(self, tokenizer, group_size: int = 4):
+        assert group_size == 4
+        self.tok = tokenizer
+        self.eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.config = SimpleNamespace(backend="hf")
+        self.engine = SimpleNamespace(set_model=lambda model: setattr(self, "model_seen", model))
+        self.calls = []
+
+    def _enc(self, text):
+        return self.tok.encode(text, add_special_tokens=False)
+
+    def _traj(self, prompt, index, pieces, parent=None, branch_pos=None, calls=0):
+        ids, mask = [], []
+        for text, trained in pieces:
+            enc = self._enc(text)
+            ids += enc
+            mask += [1 if trained else 0] * len(enc)
+        ids.append(self.eos)
+        mask.append(1)
+        tool_calls = [{"tool": "python", "content": "print(1 + 2)", "pos": len(self._enc(THINK))}] if calls else []
+        return Trajectory(
+            uid=f"t{index}", group_index=0, prompt_ids=list(prompt), response_ids=ids, loss_mask=mask,
+            parent=parent, branch_pos=branch_pos, num_tool_calls=calls, tool_calls=tool_calls, finish_reason="eos",
+            index=index,
+        )
+
+    def rollout(self, prompts, training=True):
+        self.calls.append((len(prompts), training))
+        groups = []
+        for p in prompts:
+            prefix = len(self._enc(THINK)) + len(self._enc(OBSERVATION))
+            good = self._traj(p, 0, [(THINK, True), (OBSERVATION, False), (GOOD, True)], calls=1)
+            branch = self._traj(p, 1, [(THINK, True), (OBSERVATION, False), (WRONG, True)], 0, prefix, calls=1)
+            wrong = self._traj(p, 2, [("<think> Let me think. </think>", True), (WRONG, True)])
+            bad = self._traj(p, 3, [(NO_FORMAT, True)])
+            group = [good, branch, wrong, bad] if training else [copy.deepcopy(good)]
+            groups.append(group)
+        return RolloutOutput(groups=groups, metrics={"rollout/delta_h_mean": 0.25}, timing={"time/generation": 0.01})
+
+
+def agentic_args(stage: str, **overrides) -> AgenticArguments:
+    args = AgenticArguments()
+    args.stage = stage
+    args.agentic_stage = stage
+    for key, value in overrides.items():
+        setattr(args, key, value)
+    return args

@@ -1,0 +1,221 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License").
+
+"""ArpoTrainer plumbing on a hand-built rollout: batch layout, advantages, loss mask, normalisers, AEPO == ARPO."""
+
+import json
+
+import pytest
+import torch
+
+
+pytest.importorskip("trl")
+
+from datasets import Dataset  # noqa: E402
+from llamafactory.hparams import GeneratingArguments  # noqa: E402
+from transformers import AutoModelForCausalLM, Seq2SeqTrainingArguments  # noqa: E402
+
+from llamafactory_agentic.algorithms import compute_grpo_advantages, entropy_from_logits, low_var_kl  # noqa: E402
+from llamafactory_agentic.rewards import get_reward_function  # noqa: E402
+from llamafactory_agentic.train.arpo.trainer import (  # noqa: E402
+    ArpoLossConfig,
+    ArpoTrainer,
+    build_grpo_config,
+    derive_steps_per_generation,
+)
+from llamafactory_agentic.train.presets import PRESETS, resolve_presets  # noqa: E402
+
+from ._helpers import OBSERVATION, THINK, ScriptedRollout, agentic_args, make_rows  # noqa: E402
+
+
+M = 4
+
+
+def make_trainer(
+    tmp_path, model_dir, tokenizer, finetuning_args, *, rollout_prompts=2, batch=2, accum=2, max_steps=1, ref_model=None
+):
+    resolve_presets(finetuning_args, verbose=False)
+    finetuning_args.arpo_rollout_n = M
+    finetuning_args.arpo_initial_rollouts = 2
+    finetuning_args.arpo_rollout_batch_size = rollout_prompts
+    training_args = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=accum,
+        learning_rate=1e-2,
+        lr_scheduler_type="constant",
+        max_steps=max_steps,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        seed=7,
+    )
+    generating_args = GeneratingArguments(temperature=1.0, top_p=1.0, top_k=0)
+    config = build_grpo_config(training_args, finetuning_args, generating_args, world_size=1)
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir))
+    rows = make_rows(tokenizer, 4)
+    return ArpoTrainer(
+        model=model,
+        args=config,
+        rollout=ScriptedRollout(tokenizer),
+        reward_fn=get_reward_function("f1"),
+        loss_config=ArpoLossConfig.from_args(finetuning_args),
+        processing_class=tokenizer,
+        train_dataset=Dataset.from_list(rows),
+        ref_model=ref_model,
+    )
+
+
+def trl_generation_batch(tokenizer, num_prompts):
+    rows = make_rows(tokenizer, num_prompts)
+    return [row for row in rows for _ in range(M)]  # RepeatSampler layout: M consecutive copies
+
+
+def test_steps_per_generation_reference_geometry():
+    # spec section 10: 128 prompts x 16 per rollout, 16 prompts (256 trajectories) per update -> 8 updates
+    spg = derive_steps_per_generation(128, 16, per_device_train_batch_size=4, gradient_accumulation_steps=8, world_size=8)
+    assert spg == 64 and spg // 8 == 8
+    with pytest.raises(ValueError, match="multiple"):
+        derive_steps_per_generation(3, 4, per_device_train_batch_size=2, gradient_accumulation_steps=4, world_size=1)
+
+
+def test_generation_batch_layout_advantages_and_masks(tmp_path, tiny_model_dir, tiny_tokenizer):
+    trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, agentic_args("arpo"))
+    assert trainer.args.steps_per_generation == 4 and trainer.num_generations == M
+    batches = trainer._generate_and_score_completions(trl_generation_batch(tiny_tokenizer, 2))
+    assert len(batches) == 4 and all(b["completion_ids"].shape[0] == 2 for b in batches)
+
+    # rewards: correct (1.0), branch answering wrongly (0), wrong (0), no format (-1); one rollout call, 2 prompts
+    rewards = torch.tensor([1.0, 0.0, 0.0, -1.0] * 2)
+    expected_adv = compute_grpo_advantages(rewards, torch.tensor([0] * 4 + [1] * 4))
+    got_adv = torch.stack([b["advantages"][i].max() if expected_adv[k] >= 0 else b["advantages"][i].min()
+                           for k, (b, i) in enumerate((b, i) for b in batches for i in range(2))])
+    torch.testing.assert_close(got_adv, expected_adv)
+    assert trainer.rollout.calls == [(2, True)]
+
+    obs_len = len(tiny_tokenizer.encode(OBSERVATION, add_special_tokens=False))
+    start = len(tiny_tokenizer.encode(THINK, add_special_tokens=False))
+    first = batches[0]  # group 0 members 0 and 1: both contain the observation
+    for i in range(2):
+        assert first["loss_mask"][i, start : start + obs_len].sum() == 0  # observation never trained
+        assert first["completion_mask"][i, start : start + obs_len].all()  # ... but attended
+        assert first["advantages"][i, start : start + obs_len].abs().sum() == 0
+
+    # normaliser = loss-mask tokens of the whole optimiser update (micro-batches 0-1 -> update 0 = group 0)
+    update0 = sum(int(b["loss_mask"].sum()) for b in batches[:2])
+    update1 = sum(int(b["loss_mask"].sum()) for b in batches[2:])
+    assert [int(b["num_items_in_batch"]) for b in batches] == [update0, update0, update1, update1]
+    assert "old_per_token_logps" in first  # two updates per rollout: old log-probs recomputed before the first
+    assert "ref_per_token_logps" not in first  # rl_kl_coef = 0: no reference model, no ref log-probs
+
+
+def _manual_loss(model, batch, kl_coef, entropy_coef):
+    input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+    width = batch["completion_ids"].shape[1]
+    logits = model(input_ids=input_ids, attention_mask=attention, position_ids=(attention.cumsum(-1) - 1).clamp(min=0)).logits
+    logits = logits[:, -width - 1 : -1]
+    logps = torch.log_softmax(logits.float(), -1).gather(-1, batch["completion_ids"][..., None]).squeeze(-1)
+    mask = batch["loss_mask"].float()
+    n = batch["num_items_in_batch"]
+    ratio = torch.exp(logps - batch["old_per_token_logps"])
+    adv = batch["advantages"]
+    pg = torch.maximum(-adv * ratio, -adv * ratio.clamp(0.8, 1.2))
+    pg = torch.where(adv < 0, torch.minimum(pg, -3.0 * adv), pg)
+    loss = (pg * mask).sum() / n
+    loss = loss + kl_coef * (low_var_kl(logps, batch["ref_per_token_logps"]) * mask).sum() / n
+    loss = loss - entropy_coef * (entropy_from_logits(logits) * mask).sum() / n
+    return loss
+
+
+def test_loss_mask_gates_policy_kl_entropy_and_normaliser(tmp_path, tiny_model_dir, tiny_tokenizer):
+    args = agentic_args("arpo", rl_kl_coef=0.1, rl_entropy_coef=0.01)
+    ref_model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
+    trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, args, ref_model=ref_model)
+    assert trainer.beta == 0.1 and trainer.ref_model is not None
+    batches = trainer._generate_and_score_completions(trl_generation_batch(tiny_tokenizer, 2))
+    batch = dict(batches[0])
+    assert "ref_per_token_logps" in batch  # rl_kl_coef > 0: reference log-probs computed with the rollout
+    gen = torch.Generator().manual_seed(0)
+    batch["ref_per_token_logps"] = batch["old_per_token_logps"] - 0.3 * torch.rand(batch["loss_mask"].shape, generator=gen)
+    batch["old_per_token_logps"] = batch["old_per_token_logps"] + 0.1 * torch.randn(batch["loss_mask"].shape, generator=gen)
+
+    trainer.model.train()
+    loss = trainer._compute_loss(trainer.model, batch)
+    expected = _manual_loss(trainer.model, batch, 0.1, 0.01)
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-6)
+
+    # garbage at masked positions (observations, padding) changes nothing: loss and gradients
+    loss.backward()
+    grads = [p.grad.clone() for p in trainer.model.parameters()]
+    trainer.model.zero_grad()
+    poisoned = dict(batch)
+    off = batch["loss_mask"] == 0
+    assert off.any()
+    poisoned["advantages"] = torch.where(off, torch.full_like(batch["advantages"], 1e3), batch["advantages"])
+    poisoned["old_per_token_logps"] = torch.where(off, batch["old_per_token_logps"] - 50, batch["old_per_token_logps"])
+    poisoned["ref_per_token_logps"] = torch.where(off, batch["ref_per_token_logps"] + 50, batch["ref_per_token_logps"])
+    loss2 = trainer._compute_loss(trainer.model, poisoned)
+    loss2.backward()
+    assert torch.equal(loss, loss2)
+    for g, p in zip(grads, trainer.model.parameters()):
+        assert torch.equal(g, p.grad)
+    assert trainer._metrics["train"]["loss/kl"] and trainer._metrics["train"]["aepo/trained_entropy_p90"]
+
+
+def _train_once(tmp_path, model_dir, tokenizer, finetuning_args):
+    trainer = make_trainer(tmp_path, model_dir, tokenizer, finetuning_args, max_steps=2)
+    torch.manual_seed(0)
+    trainer.train()
+    params = [p.detach().clone() for p in trainer.model.parameters()]
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    return trainer, params, losses
+
+
+def test_aepo_with_arpo_values_reproduces_arpo_exactly(tmp_path, tiny_model_dir, tiny_tokenizer):
+    arpo_values = {k: v for k, v in PRESETS["arpo"].items()}
+    arpo_trainer, arpo_params, arpo_losses = _train_once(tmp_path / "arpo", tiny_model_dir, tiny_tokenizer, agentic_args("arpo"))
+    aepo_args = agentic_args("aepo", **arpo_values)
+    aepo_trainer, aepo_params, aepo_losses = _train_once(tmp_path / "aepo", tiny_model_dir, tiny_tokenizer, aepo_args)
+    assert aepo_trainer.loss_config == arpo_trainer.loss_config
+    assert len(arpo_losses) == 2 and arpo_losses == aepo_losses
+    for a, b in zip(arpo_params, aepo_params):
+        assert torch.equal(a, b)
+    # two optimiser updates from one rollout moved the weights
+    fresh = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
+    assert any(not torch.equal(a, b.detach()) for a, b in zip(arpo_params, fresh.parameters()))
+    assert arpo_trainer.rollout.calls == [(2, True)]
+
+    # the released AEPO preset really changes the loss configuration (balanced clip on)
+    released = agentic_args("aepo")
+    resolve_presets(released, verbose=False)
+    assert ArpoLossConfig.from_args(released).balanced_clip is True
+
+
+def test_metrics_reach_logs_and_rollout_log(tmp_path, tiny_model_dir, tiny_tokenizer):
+    args = agentic_args("arpo", arpo_rollout_log_ratio=1.0)
+    trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, args, max_steps=1)
+    trainer.train()
+    record = trainer.state.log_history[0]
+    for key in ("reward/mean", "reward/std", "reward/accuracy", "rollout/tool_calls_per_traj", "rollout/branches",
+                "rollout/branches_at_call_1", "rollout/generated_tokens", "rollout/masked_tokens",
+                "rollout/delta_h_mean", "time/generation", "time/reward", "time/training", "loss/clip_frac",
+                "aepo/grad_preserved_frac", "aepo/trained_entropy_p90", "aepo/global_samples_per_group"):
+        assert key in record, key
+    assert record["reward/accuracy"] == pytest.approx(0.25)
+    lines = (tmp_path / "rollouts.jsonl").read_text().splitlines()
+    group = json.loads(lines[0])
+    assert len(group["trajectories"]) == M
+    branch = group["trajectories"][1]
+    assert branch["parent"] == 0 and branch["branch_pos"] > 0 and branch["branch_call_index"] == 1
+    assert branch["observation_spans"] and "<result>" in branch["response"]
+
+
+def test_validation_is_greedy_single_trajectory(tmp_path, tiny_model_dir, tiny_tokenizer):
+    trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, agentic_args("arpo"))
+    trainer.args.per_device_eval_batch_size = 3
+    metrics = trainer.evaluate(Dataset.from_list(make_rows(tiny_tokenizer, 3)))
+    assert trainer.rollout.calls == [(3, False)]
+    assert metrics["eval_reward/mean"] == pytest.approx(1.0) and metrics["eval_reward/accuracy"] == pytest.approx(1.0)
