@@ -40,7 +40,10 @@ def main() -> None:
     off = dict(on, LLAMAFACTORY_AGENTIC_DISABLE="1")
 
     proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "pass"], env=on, capture_output=True, text=True)
-    hook_us = [int(m.group(1)) for m in re.finditer(r"import time:\s+\d+ \|\s+(\d+) \|\s+_llamafactory_agentic_hook", proc.stderr)]
+    hook_us = [
+        int(m.group(1))
+        for m in re.finditer(r"import time:\s+\d+ \|\s+(\d+) \|\s+_llamafactory_agentic_hook", proc.stderr)
+    ]
     print(f"start-up hook import (cumulative, -X importtime): {hook_us[0] if hook_us else 'not loaded'} us")
 
     for label, code, runs in (

@@ -135,7 +135,20 @@ def demo(args: argparse.Namespace) -> int:
         build_tiny(argparse.Namespace(output_dir=str(model_dir)))
 
     env = dict(os.environ)
-    env.setdefault("AGENTIC_SHARED_DATA", str(repo.parent / "shared" / "data"))
+    shared = Path(env.setdefault("AGENTIC_SHARED_DATA", str(repo.parent / "shared" / "data")))
+    link = repo / "data" / "arpo"
+    if not link.exists():
+        if not (shared / "arpo" / "rl").is_dir():
+            print(
+                f"ARPO data not found at {shared / 'arpo'}: set AGENTIC_SHARED_DATA to the folder holding arpo/rl/*.parquet "
+                "and arpo/search_cache.json",
+                file=sys.stderr,
+            )
+            return 2
+
+        link.symlink_to(shared / "arpo", target_is_directory=True)
+        print(f"linked {link} -> {shared / 'arpo'}")
+
     cli = shutil.which("llamafactory-cli") or "llamafactory-cli"
     for recipe in recipes:
         print(f"\n=== llamafactory-cli train {recipe.relative_to(repo)}", flush=True)

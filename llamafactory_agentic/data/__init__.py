@@ -52,17 +52,28 @@ _LAZY = {
 def register_data_extensions() -> None:
     r"""Register the `arpo_rl`, `arpo_sft` converters and the default inline-tag templates (idempotent).
 
-    Requires LLaMA-Factory (`llamafactory.data.converter` and `llamafactory.data.template` are imported here).
+    Requires LLaMA-Factory. When LLaMA-Factory's data package is first imported by one of this package's modules
+    (e.g. `from llamafactory_agentic.data.converters import ...` in a fresh process), the activation hook calls this
+    function while that module is still executing; it is skipped here and registers itself when it finishes.
     """
-    from .converters import register_converters
-    from .inline_template import DEFAULT_INLINE_BASES, get_inline_template_name
+    converters = _import_unless_executing("converters")
+    if converters is not None:
+        converters.register_converters()
 
-    register_converters()
-    from llamafactory.data.template import TEMPLATES
+    templates = _import_unless_executing("inline_template")
+    if templates is not None:
+        templates.register_default_inline_templates()
 
-    for base in DEFAULT_INLINE_BASES:
-        if base in TEMPLATES:
-            get_inline_template_name(base)
+
+def _import_unless_executing(name: str) -> Any:
+    import importlib
+    import sys
+
+    module = sys.modules.get(f"{__name__}.{name}")
+    if module is not None and not getattr(module, "MODULE_READY", False):
+        return None  # its body is running right now (circular import through the activation hook)
+
+    return importlib.import_module(f".{name}", __name__)
 
 
 def __getattr__(name: str) -> Any:

@@ -239,3 +239,7 @@ def register_converters() -> None:
         if DATASET_CONVERTERS.get(name) is not converter:
             DATASET_CONVERTERS.pop(name, None)
             register_dataset_converter(name, converter)
+
+
+register_converters()
+MODULE_READY = True

@@ -113,3 +113,16 @@ def is_inline_template(template: Template) -> bool:
     r"""Whether `template` renders observations as inline `<result>` blocks (built by `build_inline_template`)."""
     slots = getattr(template.format_observation, "slots", [])
     return slots == [OBSERVATION_PREFIX + "{{content}}" + OBSERVATION_SUFFIX]
+
+
+def register_default_inline_templates() -> list[str]:
+    r"""Register the inline-tag variants of `DEFAULT_INLINE_BASES` present in this LLaMA-Factory (idempotent).
+
+    Returns:
+        The registered names, e.g. `["qwen_agentic", "qwen3_agentic", "qwen3_nothink_agentic", "llama3_agentic"]`.
+    """
+    return [get_inline_template_name(base) for base in DEFAULT_INLINE_BASES if base in TEMPLATES]
+
+
+register_default_inline_templates()
+MODULE_READY = True

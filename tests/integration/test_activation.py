@@ -125,3 +125,17 @@ def test_tuner_patch_is_idempotent():
     patched = tuner._training_function
     patches.patch_tuner(tuner)
     assert tuner._training_function is patched
+
+
+def test_llamaboard_lists_the_plugin_stages():
+    """LLaMA-Board's stage drop-down reads TRAINING_STAGES; its training subprocess is `llamafactory-cli train`."""
+    activation.register()
+    from llamafactory.extras.constants import TRAINING_STAGES
+    from llamafactory.webui.control import change_stage
+
+    from llamafactory_agentic.integration.stages import STAGES
+
+    for spec in STAGES.values():
+        assert TRAINING_STAGES[spec.display_name] == spec.name
+        datasets, packing = change_stage(spec.display_name)
+        assert datasets == [] and packing is False

@@ -96,3 +96,62 @@ def agentic_args(stage: str, **overrides) -> AgenticArguments:
     for key, value in overrides.items():
         setattr(args, key, value)
     return args
+
+
+# ---------------------------------------------------------------------------------------------- end-to-end helpers
+SEARCH_QUERY = "capital of France"
+SEARCH_RESULT = "Page 1: Paris is the capital of France."
+SCRIPT = [
+    ("<think> Let me think about the question. </think>\n<search> capital of France </search>", True),
+    (" <result>\n" + SEARCH_RESULT + "\n</result>", False),
+    (" <python> print(1 + 2) </python>", True),
+    (" <result>\n3\n</result>", False),
+    (" <answer> The final answer is \\[ \\boxed{3} \\] </answer>", True),
+]
+
+
+def render_qwen_prompt(row: dict) -> str:
+    r"""Row of an ARPO RL parquet file rendered like LLaMA-Factory's `qwen` template (ending with the assistant header)."""
+    messages = row["prompt"]
+    system = messages[0]["content"].replace("\x08oxed", "\\boxed")
+    user = messages[1]["content"]
+    return f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def fit_tool_policy(model_dir, output_dir, rows: list[dict], steps: int = 150, seed: int = 0, context: int = 48) -> float:
+    r"""A tiny "cold-started" policy: the random tiny model fitted for a few seconds to answer every prompt with SCRIPT
+    (a search call, a python call, a boxed answer), so a CPU rollout really calls the tools. Observations are context
+    only (not fitted), as in agentic SFT. Only the last `context` prompt tokens are used while fitting (fast on CPU)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(seed)
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir))
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    response, labels_mask = [], []
+    for text, trained in SCRIPT:
+        ids = tok.encode(text, add_special_tokens=False)
+        response += ids
+        labels_mask += [trained] * len(ids)
+    response.append(eos)
+    labels_mask.append(True)
+    examples = []
+    for row in rows:
+        prompt = tok.encode(render_qwen_prompt(row), add_special_tokens=False)[-context:]
+        ids = torch.tensor(prompt + response)
+        labels = torch.full_like(ids, -100)
+        resp_labels = torch.tensor([t if m else -100 for t, m in zip(response, labels_mask)])
+        labels[len(prompt) :] = resp_labels
+        examples.append((ids, labels))
+    optim = torch.optim.AdamW(model.parameters(), lr=5e-3)
+    model.train()
+    for step in range(steps):
+        ids, labels = examples[step % len(examples)]
+        loss = model(input_ids=ids[None], labels=labels[None]).loss
+        loss.backward()
+        optim.step()
+        optim.zero_grad()
+    model.save_pretrained(str(output_dir))
+    tok.save_pretrained(str(output_dir))
+    return float(loss)

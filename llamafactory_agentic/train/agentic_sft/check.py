@@ -94,6 +94,7 @@ def check_tokenizer_tags(tokenizer: "PreTrainedTokenizer", tags: tuple[str, ...]
         AgenticSFTCheckError: listing every problem found.
     """
     special = set(tokenizer.all_special_tokens)
+    special.update(token.content for token in tokenizer.added_tokens_decoder.values() if token.special)
     added = set(tokenizer.get_added_vocab())
     problems = []
     for name in tags:

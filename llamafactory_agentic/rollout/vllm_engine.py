@@ -1,0 +1,167 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""`vllm` generation backend (extra: `pip install llamafactory-agentic[vllm]`).
+
+Colocated `vllm.LLM` with prefix caching (shared prefixes of branches are computed once, spec Decision (d)), prompts
+given as token ids, `SamplingParams(stop=[...], include_stop_str_in_output=True, logprobs=k, max_tokens=...)` per
+trajectory. Supported vLLM versions: 0.10.2 - 0.11.0 (the `vllm` extra of setup.py), run in-process with
+`distributed_executor_backend="external_launcher"` (as TRL's colocate mode), where the worker's model is reachable
+as `llm.llm_engine.model_executor.driver_worker.model_runner.model`; weights are pushed with its `load_weights`
+after each optimiser step and the prefix cache is reset. Sleep mode releases the engine's memory during training.
+"""
+
+import os
+from typing import Any
+
+from .branching import logprob_dict_entropy_term
+from .engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingSettings
+
+
+def _import_vllm():
+    try:
+        import vllm  # noqa: F401
+    except ImportError as err:
+        raise ImportError(
+            "The vllm rollout backend needs vLLM: `pip install llamafactory-agentic[vllm]` (vLLM 0.10.2-0.11.0), "
+            "or set `arpo_rollout_backend: hf`."
+        ) from err
+    return vllm
+
+
+class VLLMEngine(GenerationEngine):
+    r"""Round generation with a colocated vLLM engine.
+
+    Args:
+        model: The policy; `model.name_or_path` is loaded by vLLM, then weights are synced by `set_model`.
+        tokenizer: Its tokenizer (unused by vLLM itself; kept for the interface).
+        gpu_memory_utilization: Share of GPU memory for vLLM (`arpo_vllm_gpu_memory_utilization`).
+        enable_sleep_mode: Offload vLLM's weights and KV cache while the trainer optimises.
+        max_model_len: Prompt + response tokens.
+        seed: Sampling seed.
+        llm: An already built `vllm.LLM` (tests, custom setups).
+        **llm_kwargs: Extra `vllm.LLM` arguments.
+
+    Raises:
+        ImportError: vLLM is not installed.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        gpu_memory_utilization: float = 0.6,
+        enable_sleep_mode: bool = True,
+        max_model_len: int | None = None,
+        seed: int = 0,
+        llm: Any = None,
+        **llm_kwargs: Any,
+    ) -> None:
+        self.vllm = _import_vllm()
+        self.tokenizer = tokenizer
+        self.enable_sleep_mode = enable_sleep_mode
+        self.sleeping = False
+        if llm is None:
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+            llm = self.vllm.LLM(
+                model=getattr(model, "name_or_path", None) or model.config._name_or_path,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_model_len=max_model_len,
+                enable_prefix_caching=True,
+                enable_sleep_mode=enable_sleep_mode,
+                distributed_executor_backend="external_launcher",
+                seed=seed,
+                dtype=str(next(model.parameters()).dtype).replace("torch.", ""),
+                **llm_kwargs,
+            )
+        self.llm = llm
+        self.model = None
+        self.set_model(model)
+
+    def set_model(self, model: Any) -> None:
+        r"""Push the policy's current weights into vLLM (after each optimiser step) and reset the prefix cache."""
+        self.model = model
+        if model is None:
+            return
+        self.wake_up()
+        runner_model = self.llm.llm_engine.model_executor.driver_worker.model_runner.model
+        runner_model.load_weights((name, param.data) for name, param in model.named_parameters())
+        self.llm.reset_prefix_cache()
+
+    def wake_up(self) -> None:
+        r"""Bring weights and KV cache back onto the GPU (sleep mode)."""
+        if self.sleeping:
+            self.llm.wake_up()
+            self.sleeping = False
+
+    def release(self) -> None:
+        r"""Sleep (level 1: weights offloaded, KV cache discarded) while the trainer optimises."""
+        if self.enable_sleep_mode and not self.sleeping:
+            self.llm.sleep(level=1)
+            self.sleeping = True
+
+    def reset(self) -> None:
+        r"""Wake the engine for a new rollout call."""
+        self.wake_up()
+
+    def generate(self, requests: list[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
+        r"""One round for every request through `LLM.generate` with per-request `SamplingParams`."""
+        self.wake_up()
+        results: list[GenerationResult | None] = [None] * len(requests)
+        prompts, params, index = [], [], []
+        for i, req in enumerate(requests):
+            if req.max_tokens <= 0:
+                results[i] = GenerationResult(token_ids=[], finish_reason="length")
+                continue
+            prompts.append({"prompt_token_ids": list(req.prompt_ids) + list(req.response_ids)})
+            params.append(
+                self.vllm.SamplingParams(
+                    n=1,
+                    temperature=max(sampling.temperature, 0.0),
+                    top_p=sampling.top_p,
+                    top_k=sampling.top_k if sampling.top_k > 0 else -1,
+                    max_tokens=req.max_tokens,
+                    stop=list(sampling.stop_strings),
+                    include_stop_str_in_output=True,
+                    stop_token_ids=list(sampling.eos_token_ids),
+                    logprobs=sampling.entropy_topk,
+                    skip_special_tokens=False,
+                )
+            )
+            index.append(i)
+        if not prompts:
+            return results
+        outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=False)
+        eos = set(sampling.eos_token_ids)
+        for i, out in zip(index, outputs):
+            completion = out.outputs[0]
+            token_ids = list(completion.token_ids)
+            terms = [logprob_dict_entropy_term(lp) for lp in (completion.logprobs or [])[: sampling.entropy_tokens]]
+            stop_reason = getattr(completion, "stop_reason", None)
+            if completion.finish_reason == "stop" and isinstance(stop_reason, str):
+                reason, stop = "stop", stop_reason
+            elif token_ids and token_ids[-1] in eos:
+                reason, stop = "eos", None
+            elif completion.finish_reason == "stop" and isinstance(stop_reason, int):
+                # a stop token id: vLLM keeps it in `token_ids`; make sure it is the last token (mask 1)
+                if not token_ids or token_ids[-1] != stop_reason:
+                    token_ids.append(stop_reason)
+                reason, stop = "eos", None
+            else:
+                reason, stop = "length", None
+            results[i] = GenerationResult(
+                token_ids=token_ids, entropy_terms=terms, finish_reason=reason, stop_string=stop
+            )
+        return results

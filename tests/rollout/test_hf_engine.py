@@ -1,0 +1,175 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""`hf` engine tests on the real tiny Qwen2 model: KV-prefix reuse, stop strings, EOS, budgets, and a full rollout with
+the real python tool running in a subprocess."""
+
+import pytest
+import torch
+
+from llamafactory_agentic.rollout import (
+    AgenticRollout,
+    GenerationRequest,
+    RolloutConfig,
+    SamplingSettings,
+    StopStringMatcher,
+    build_engine,
+)
+from llamafactory_agentic.rollout.branching import full_entropy_terms
+from llamafactory_agentic.rollout.hf_engine import HFEngine
+
+
+def sharpen(model, std=0.15, seed=0):
+    """Random weights with a larger scale, so next-token distributions are peaked and differ by context."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, std)
+    return model
+
+
+class ForcedModel(torch.nn.Module):
+    """Runs the real model (so the slot KV cache is exercised) and adds +100 to a scripted token per absolute
+    position (the prompt length is subtracted), making the output deterministic text."""
+
+    def __init__(self, model, prompt_len, target):
+        super().__init__()
+        self.inner = model
+        self.config = model.config
+        self.prompt_len = prompt_len
+        self.target = target
+
+    def forward(self, **kwargs):
+        out = self.inner(**kwargs)
+        pos = kwargs["position_ids"][:, -1] - self.prompt_len + 1
+        for b, p in enumerate(pos.tolist()):
+            if 0 <= p < len(self.target):
+                out.logits[b, -1, self.target[p]] += 100.0
+        return out
+
+
+def prompt(tok, text="What is 1+2?"):
+    return tok.encode(f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n")
+
+
+def reference_terms(model, ids, n):
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0].float()
+    return full_entropy_terms(torch.log_softmax(logits, -1))[len(ids) - n - 1 : len(ids) - 1]
+
+
+@pytest.mark.parametrize("prefix_cache", [True, False])
+def test_kv_reuse_matches_fresh_prefill(tiny_model, tiny_tokenizer, prefix_cache):
+    model = sharpen(tiny_model)
+    engine = HFEngine(model, tiny_tokenizer, max_batch_size=4, max_context=256, seed=0, prefix_cache=prefix_cache,
+                      length_bucket=16, prefill_chunk=7)
+    p = prompt(tiny_tokenizer)
+    s = SamplingSettings(temperature=1.0, eos_token_ids=(), entropy_source="full", entropy_tokens=100,
+                         stop_strings=())
+    first = engine.generate([GenerationRequest(i, p, [], 12 + i) for i in range(3)], s)
+    obs = tiny_tokenizer.encode(" <result>\nhello\n</result>", add_special_tokens=False)
+    resp = [o.token_ids for o in first]
+    # continue 0 and 1, branch 3 from 0 and 5 from 2, new global 4: 5 requests on 4 slots -> two waves
+    second_req = [
+        GenerationRequest(0, p, resp[0] + obs, 10),
+        GenerationRequest(1, p, resp[1] + obs, 10),
+        GenerationRequest(3, p, resp[0] + obs, 10, parent_key=0),
+        GenerationRequest(4, p, [], 10),
+        GenerationRequest(5, p, resp[2] + obs, 10, parent_key=2),
+    ]
+    second = engine.generate(second_req, s)
+    for req, out in list(zip(second_req, second)) + [(GenerationRequest(i, p, [], 0), first[i]) for i in range(3)]:
+        ids = list(req.prompt_ids) + list(req.response_ids) + out.token_ids
+        ref = reference_terms(model, ids, len(out.token_ids))
+        assert torch.allclose(ref, torch.tensor(out.entropy_terms), atol=1e-4), (req.key, ref, out.entropy_terms)
+    assert engine.stats["waves"] >= 3
+    assert (engine.stats["copied_tokens"] > 0) == prefix_cache
+
+
+def test_greedy_matches_model_generate(tiny_model, tiny_tokenizer):
+    model = sharpen(tiny_model, seed=1)
+    p = prompt(tiny_tokenizer)
+    engine = HFEngine(model, tiny_tokenizer, max_batch_size=2, max_context=128)
+    out = engine.generate([GenerationRequest(0, p, [], 15)], SamplingSettings(temperature=0.0, stop_strings=()))[0]
+    ref = model.generate(torch.tensor([p]), max_new_tokens=15, do_sample=False, eos_token_id=None, pad_token_id=0)
+    assert out.token_ids == ref[0, len(p) :].tolist() and out.finish_reason == "length"
+
+
+def test_stop_string_eos_and_budget(tiny_model, tiny_tokenizer):
+    p = prompt(tiny_tokenizer)
+    eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    text = "<think> a </think> <search> capital of France </search> more text"
+    target = tiny_tokenizer.encode(text, add_special_tokens=False)
+    s = SamplingSettings(temperature=1.0, eos_token_ids=(eos,))
+    engine = HFEngine(ForcedModel(tiny_model, len(p), target), tiny_tokenizer, max_batch_size=4, max_context=128)
+    out = engine.generate([GenerationRequest(0, p, [], 100), GenerationRequest(1, p, [], 5)], s)
+    decoded = tiny_tokenizer.decode(out[0].token_ids)
+    assert out[0].finish_reason == "stop" and out[0].stop_string == "</search>"
+    assert "</search>" in decoded and "</search>" not in tiny_tokenizer.decode(out[0].token_ids[:-1])
+    assert out[0].token_ids == target[: len(out[0].token_ids)]
+    assert out[1].finish_reason == "length" and out[1].token_ids == target[:5]
+    target_eos = tiny_tokenizer.encode("<answer> 3 </answer>", add_special_tokens=False) + [eos] + target
+    engine = HFEngine(ForcedModel(tiny_model, len(p), target_eos), tiny_tokenizer, max_batch_size=4, max_context=128)
+    out = engine.generate([GenerationRequest(0, p, [], 100)], s)[0]
+    assert out.finish_reason == "eos" and out.token_ids == target_eos[: target_eos.index(eos) + 1]
+
+
+def test_stop_matcher_tail():
+    class Tok:
+        vocab = {"<": 0, "/": 1, "search": 2, ">": 3, "x": 4, "</search>": 5}
+
+        def get_vocab(self):
+            return self.vocab
+
+        def batch_decode(self, seqs, skip_special_tokens=False):
+            return [self.decode(s) for s in seqs]
+
+        def decode(self, ids, skip_special_tokens=False):
+            inv = {v: k for k, v in self.vocab.items()}
+            return "".join(inv[i] for i in ids)
+
+    m = StopStringMatcher(Tok(), ("</search>",))
+    assert m.check([4, 0, 1, 2]) is None
+    assert m.check([4, 0, 1, 2, 3]) == "</search>"
+    assert m.check([4, 5]) == "</search>"
+    assert m.check([5, 4]) is None
+
+
+def test_full_rollout_real_model_and_python_tool(tiny_model, tiny_tokenizer):
+    from llamafactory_agentic.tools.executor import ToolExecutor
+    from llamafactory_agentic.tools.python_tool import PythonTool
+
+    p = prompt(tiny_tokenizer)
+    eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    call = tiny_tokenizer.encode("<think> add </think>\n<python> print(1 + 2) </python>", add_special_tokens=False)
+    obs = tiny_tokenizer.encode(" <result>\n3\n</result>", add_special_tokens=False)
+    answer = tiny_tokenizer.encode(" <answer> \\boxed{3} </answer>", add_special_tokens=False) + [eos]
+    target = call + obs + answer
+    config = RolloutConfig(group_size=4, initial_rollouts=2, max_response_length=200, max_prompt_length=64,
+                           eos_token_id=eos, hf_generation_batch_size=4, seed=0)
+    engine = build_engine("hf", ForcedModel(tiny_model, len(p), target), tiny_tokenizer, config)
+    executor = ToolExecutor([PythonTool(timeout_s=30.0)], workers=4)
+    try:
+        out = AgenticRollout(engine, executor, tiny_tokenizer, config).rollout([p, p])
+    finally:
+        executor.close()
+    assert [len(g) for g in out.groups] == [4, 4]
+    for group in out.groups:
+        for t in group:
+            assert t.response_ids == target, tiny_tokenizer.decode(t.response_ids)
+            assert t.loss_mask == [1] * len(call) + [0] * len(obs) + [1] * len(answer)
+            assert t.finish_reason == "eos" and t.num_tool_calls == 1
+            assert t.tool_calls[0]["status"] == "ok" and t.tool_calls[0]["content"] == "print(1 + 2)"
+    assert out.metrics["rollout/masked_tokens"] > 0 and out.timing["time/tools"] > 0

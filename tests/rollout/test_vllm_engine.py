@@ -1,0 +1,133 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""`vllm` backend against a fake `vllm` module.
+
+vLLM cannot run here (no GPU, not installed), so this test installs a fake module into `sys.modules` that honours
+vLLM's public contract: `LLM.generate(prompts=[{"prompt_token_ids": ...}], sampling_params=[SamplingParams])` returns
+`RequestOutput`s whose `outputs[0]` has `token_ids`, `logprobs` (one `{token_id: Logprob}` dict per position with the
+top-k plus the sampled token), `finish_reason` ("stop" | "length") and `stop_reason` (the stop string, a stop token
+id, or None for EOS); with `include_stop_str_in_output=True` the output ends with the token completing the stop string.
+"""
+
+import math
+import sys
+import types
+from dataclasses import dataclass
+
+import pytest
+
+from llamafactory_agentic.rollout import AgenticRollout, GenerationRequest, RolloutConfig, SamplingSettings, build_engine
+
+from .helpers import RecordingExecutor
+
+
+@dataclass
+class Logprob:
+    logprob: float
+
+
+class FakeLLM:
+    def __init__(self, tokenizer, scripts, **kwargs):
+        self.tokenizer, self.scripts, self.kwargs = tokenizer, scripts, kwargs
+        self.calls, self.loaded, self.slept, self.woke, self.resets = [], [], 0, 0, 0
+        runner = types.SimpleNamespace(model=types.SimpleNamespace(load_weights=lambda w: self.loaded.append(list(w))))
+        worker = types.SimpleNamespace(model_runner=runner)
+        self.llm_engine = types.SimpleNamespace(model_executor=types.SimpleNamespace(driver_worker=worker))
+
+    def generate(self, prompts, sampling_params=None, use_tqdm=True):
+        outs = []
+        for prompt, sp in zip(prompts, sampling_params):
+            self.calls.append((list(prompt["prompt_token_ids"]), sp))
+            text = self.scripts.pop(0)
+            ids = self.tokenizer.encode(text, add_special_tokens=False)
+            finish, stop_reason = "length", None
+            decoded = ""
+            for n in range(1, len(ids) + 1):
+                decoded = self.tokenizer.decode(ids[:n])
+                hit = next((s for s in sp.stop if s in decoded), None)
+                if hit:
+                    ids, finish, stop_reason = ids[:n], "stop", hit
+                    break
+            if finish == "length" and text.endswith("<|im_end|>"):
+                finish = "stop"
+            ids = ids[: sp.max_tokens]
+            logprobs = [{t: Logprob(-0.1), t + 1: Logprob(-2.5)} for t in ids]
+            completion = types.SimpleNamespace(token_ids=ids, logprobs=logprobs, finish_reason=finish,
+                                               stop_reason=stop_reason)
+            outs.append(types.SimpleNamespace(outputs=[completion]))
+        return outs
+
+    def sleep(self, level=1):
+        self.slept += 1
+
+    def wake_up(self):
+        self.woke += 1
+
+    def reset_prefix_cache(self):
+        self.resets += 1
+
+
+class FakeSamplingParams:
+    def __init__(self, **kwargs):
+        self.__dict__.update(kwargs)
+
+
+@pytest.fixture()
+def fake_vllm(monkeypatch):
+    module = types.ModuleType("vllm")
+    module.SamplingParams = FakeSamplingParams
+    module.LLM = FakeLLM
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    return module
+
+
+def test_missing_vllm_message(monkeypatch, tiny_model, tiny_tokenizer):
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    with pytest.raises(ImportError, match=r"pip install llamafactory-agentic\[vllm\]"):
+        build_engine("vllm", tiny_model, tiny_tokenizer, RolloutConfig())
+
+
+def test_vllm_engine_round_and_rollout(fake_vllm, tiny_model, tiny_tokenizer):
+    eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    scripts = ["<search> capital </search> tail", "<answer> Paris </answer><|im_end|>"]
+    llm = FakeLLM(tiny_tokenizer, list(scripts))
+    config = RolloutConfig(group_size=1, initial_rollouts=1, eos_token_id=eos, max_response_length=64)
+    engine = build_engine("vllm", tiny_model, tiny_tokenizer, config, llm=llm)
+    assert len(llm.loaded) == 1 and {n for n, _ in llm.loaded[0]} == {n for n, _ in tiny_model.named_parameters()}
+    assert llm.resets == 1
+    p = tiny_tokenizer.encode("<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n")
+    out = AgenticRollout(engine, RecordingExecutor("Page 1: Paris"), tiny_tokenizer, config).rollout([p])
+    t = out.groups[0][0]
+    first_prompt, sp = llm.calls[0]
+    assert first_prompt == p and sp.include_stop_str_in_output and sp.logprobs == 10 and sp.max_tokens == 64
+    assert sp.stop == ["</search>", "</python>"] and sp.stop_token_ids == [eos]
+    second_prompt, sp2 = llm.calls[1]
+    assert second_prompt == p + t.response_ids[: len(second_prompt) - len(p)] and sp2.max_tokens == 64 - (
+        len(second_prompt) - len(p)
+    )
+    assert t.finish_reason == "eos" and t.response_ids[-1] == eos and t.tool_calls[0]["content"] == "capital"
+    assert tiny_tokenizer.decode(t.response_ids).count("</search> <result>") == 1
+    # entropy: each position pools two log-probs (-0.1, -2.5); 20 leading positions
+    per_pos = -(math.exp(-0.1) * -0.1) - (math.exp(-2.5) * -2.5)
+    n_first = len(second_prompt) - len(p) - len(rollout_obs(tiny_tokenizer))
+    assert t.round_entropies[0] == pytest.approx(min(n_first, 20) * per_pos / math.log(len(tiny_tokenizer.get_vocab())))
+    engine.release()
+    assert llm.slept == 1
+    engine.generate([GenerationRequest(0, p, [], 0)], SamplingSettings())
+    assert llm.woke == 1
+
+
+def rollout_obs(tok):
+    return tok.encode(" <result>\nPage 1: Paris\n</result>", add_special_tokens=False)
