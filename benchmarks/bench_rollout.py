@@ -18,7 +18,7 @@ Compares, with the same group size M and the same policy:
   * ARPO branching (N = M/2 global rollouts + entropy-gated branches) vs plain GRPO sampling (N = M);
   * the `hf` backend with vs without prefix KV reuse (branches copy their source's cache rows vs re-run the prefill).
 The random tiny model never writes tool calls by itself, so the policy is the real model plus a bias that makes it
-follow a small Markov chain over the tokens of `<think> ... </think> <search> ... </search>` (it still samples, so
+follow a small Markov chain over the tokens of `<search> ... </search>` (it still samples, so
 rounds have different lengths and entropies). Tool results come from a fixed-text executor: tool latency is not what
 this measures. Usage: `python benchmarks/bench_rollout.py [--prompts 4 --group 8 --response 256 --repeats 2]`.
 """
@@ -39,31 +39,31 @@ from llamafactory_agentic.rollout import AgenticRollout, RolloutConfig, build_en
 from llamafactory_agentic.testing import build_tiny_model  # noqa: E402
 
 
-TEMPLATE = "<think> let me search for the answer step by step </think> <search> capital of France </search>"
+TEMPLATE = "<search> capital of France </search>"
 
 
 class MarkovBiasedModel(torch.nn.Module):
     """The real model's logits plus `bias` on the template successor of the last input token."""
 
-    def __init__(self, model, tokenizer, bias: float = 6.0):
+    def __init__(self, model, tokenizer, bias: float = 9.0):
         super().__init__()
         self.inner, self.config = model, model.config
         ids = tokenizer.encode(TEMPLATE, add_special_tokens=False)
-        table = torch.full((len(tokenizer),), -1, dtype=torch.long)
+        table = torch.full((len(tokenizer),), ids[0], dtype=torch.long)  # off-chain tokens restart the template
+        seen = set()
         for a, b in zip(ids, ids[1:]):
-            if table[a] < 0:
+            if a not in seen:
+                seen.add(a)
                 table[a] = b
-        close = tokenizer.encode("\n</result>", add_special_tokens=False)[-1]
-        table[close] = ids[0]
         self.register_buffer("table", table, persistent=False)
         self.bias = bias
 
     def forward(self, **kwargs):
         out = self.inner(**kwargs)
         nxt = self.table[kwargs["input_ids"][:, -1]]
-        has = nxt >= 0
-        rows = torch.nonzero(has).squeeze(-1)
-        out.logits[rows, -1, nxt[rows]] += self.bias
+        out.logits[:, -1].scatter_add_(
+            1, nxt.unsqueeze(1), torch.full_like(nxt, self.bias, dtype=out.logits.dtype).unsqueeze(1)
+        )
         return out
 
 

@@ -120,7 +120,7 @@ def main():
     base_insert = n_base / (time.perf_counter() - t)
     base_full = ReferenceLikeJSONCache(os.path.join(tmp, "cache.json"))
     base_full.data = dict(entries)
-    base_lookups = [k for k in lookups]
+    base_lookups = list(lookups)
     t = time.perf_counter()
     for k in base_lookups:
         assert base_full.get(k) is not None

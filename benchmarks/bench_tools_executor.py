@@ -46,9 +46,11 @@ def start_fake_search(latency):
         def log_message(self, *a):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.request_queue_size = 512
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+        request_queue_size = 1024  # listen() backlog: the default 5 makes concurrent clients wait for SYN retries
+
+    server = Server(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -67,13 +69,14 @@ def main():
     parser.add_argument("--calls", type=int, default=256)
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--workers", default="1,8,64")
+    parser.add_argument("--skip-python", action="store_true")
     args = parser.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
     print(f"isolation={isolation_level()} cpus={os.cpu_count()}")
 
     code_calls = [ToolCall("python", f"sum(range({i} * 1000))") for i in range(args.calls)]
     py_times = {}
-    for w in workers:
+    for w in [] if args.skip_python else workers:
         with ToolExecutor([PythonTool(timeout_s=60)], workers=w) as ex:
             py_times[w] = timed(ex, code_calls)
         print(f"python  {args.calls} calls  workers={w:3d}  wall={py_times[w]:7.2f}s  "

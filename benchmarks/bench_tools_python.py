@@ -43,11 +43,15 @@ def main():
     parser.add_argument("--calls", type=int, default=50)
     args = parser.parse_args()
     bare, bare_med = mean_time(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), args.calls)
-    print(f"bare `python -c pass` (inherited environment): mean {bare * 1000:.1f} ms (median {bare_med * 1000:.1f} ms)")
+    print(
+        f"bare `python -c pass` (inherited environment): mean {bare * 1000:.1f} ms (median {bare_med * 1000:.1f} ms)"
+    )
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # same kind of scrubbed environment as the tool uses
     bare, bare_med = mean_time(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True, env=env), args.calls)
-    print(f"bare `python -c pass` (scrubbed environment, the baseline): mean {bare * 1000:.1f} ms "
-          f"(median {bare_med * 1000:.1f} ms)")
+    print(
+        f"bare `python -c pass` (scrubbed environment, the baseline): mean {bare * 1000:.1f} ms "
+        f"(median {bare_med * 1000:.1f} ms)"
+    )
     print(f"default isolation here: {isolation_level()}")
     for level in ISOLATION_LEVELS:
         if isolation_level(level) != level:

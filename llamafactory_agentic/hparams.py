@@ -221,6 +221,17 @@ class AgenticArguments:
         default="local",
         metadata={"help": "Search backend: `local` (BM25 index), `replay` (cache only), `web`, `retriever`."},
     )
+    agentic_search_index: str | None = field(
+        default=None,
+        metadata={
+            "help": "Local search backend: folder with corpus.jsonl and the bm25s index, built by "
+            "`llamafactory-agentic index build` (default: $AGENTIC_SEARCH_INDEX or ~/.cache/llamafactory_agentic)."
+        },
+    )
+    agentic_python_isolation: Literal["auto", "bwrap", "unshare", "rlimits-only"] = field(
+        default="auto",
+        metadata={"help": "Sandbox of the python tool; `auto` takes the strongest one this machine offers."},
+    )
     agentic_search_topk: int = field(
         default=10,
         metadata={"help": "Snippets per search query."},

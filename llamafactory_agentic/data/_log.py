@@ -26,6 +26,20 @@ import threading
 
 
 _lock = threading.Lock()
+
+
+class _StdoutHandler(logging.StreamHandler):
+    r"""Writes to the current `sys.stdout` (looked up per record, so redirections such as pytest's apply)."""
+
+    @property
+    def stream(self):
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
 _configured = False
 
 
@@ -37,7 +51,7 @@ def _configure_package_logger() -> None:
 
         package_logger = logging.getLogger("llamafactory_agentic")
         if not package_logger.handlers:
-            handler = logging.StreamHandler(sys.stdout)
+            handler = _StdoutHandler()
             handler.setFormatter(
                 logging.Formatter(
                     fmt="[%(levelname)s|%(asctime)s] %(name)s:%(lineno)s >> %(message)s", datefmt="%Y-%m-%d %H:%M:%S"

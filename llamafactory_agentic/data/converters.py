@@ -138,8 +138,8 @@ def sft_trajectory_turns(messages: list[dict[str, Any]], dataset_attr: Any) -> l
             current.extend(split_inline_trajectory(content))
         elif role == Role.OBSERVATION.value:
             current.append(Turn("observation", unwrap_observation(content)))
-        else:
-            current.append(Turn("function", content))
+        else:  # the rollout stops right at the closing tool tag: trailing whitespace is not model output
+            current.append(Turn("function", content.rstrip()))
 
     return trajectories
 
@@ -163,7 +163,7 @@ class ArpoSFTDatasetConverter(SharegptDatasetConverter):
         messages_column = self.dataset_attr.messages
         try:
             messages = rebuild_sft_messages(
-                example[messages_column],
+                example[messages_column] or [],
                 self.dataset_attr,
                 mask_results=getattr(self.data_args, "agentic_sft_mask_results", True),
             )

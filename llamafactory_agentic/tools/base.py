@@ -209,7 +209,8 @@ class BaseTool:
 
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.retries) | tenacity.stop_before_delay(max(self.timeout_s, 0.0)),
-            wait=tenacity.wait_exponential(multiplier=self.backoff_s, max=8.0) + tenacity.wait_random(0, self.backoff_s),
+            wait=tenacity.wait_exponential(multiplier=self.backoff_s, max=8.0)
+            + tenacity.wait_random(0, self.backoff_s),
             retry=tenacity.retry_if_exception(_retry_exc) | tenacity.retry_if_result(_retry_result),
             retry_error_callback=lambda state: state.outcome.result(),
             before_sleep=lambda state: logger.debug("retrying %s (attempt %d)", self.name, state.attempt_number),

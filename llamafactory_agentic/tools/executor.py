@@ -334,7 +334,8 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
 
     Keys read: agentic_tool_config, agentic_tool_retries (None -> 3, the ARPO preset), agentic_tool_workers
     (None -> 64), agentic_python_timeout, agentic_python_max_output_chars, agentic_search_backend,
-    agentic_search_topk, agentic_search_snippet_chars, agentic_cache_path, agentic_cache_mode, agentic_cache_tools.
+    agentic_search_topk, agentic_search_snippet_chars, agentic_search_index (local backend), agentic_python_isolation,
+    agentic_cache_path, agentic_cache_mode, agentic_cache_tools.
     Without a tool config the tools are `python` and `search`. The run arguments are defaults: a tool config entry's
     own `timeout`, `retries` and `params` win over them; its `cache` section is used where the arguments leave
     the cache unset.
@@ -374,6 +375,12 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
             "cache": cache,
         },
     }
+    isolation = getattr(a, "agentic_python_isolation", None)
+    if isolation:
+        defaults["python"]["isolation"] = isolation
+    search_index = getattr(a, "agentic_search_index", None)
+    if search_index and defaults["search"]["backend"] == "local":
+        defaults["search"]["index_dir"] = os.path.expanduser(str(search_index))
     specs = config.tools if config else [ToolSpec(name="python"), ToolSpec(name="search")]
     tools = []
     try:

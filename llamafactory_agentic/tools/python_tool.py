@@ -31,7 +31,19 @@ Isolation, probed once per interpreter at first use (`isolation_level()`):
   `os.kill(os.getppid(), 9)` does not reach the trainer. No network or file-system isolation.
 
 When running as root and the interpreter is usable by uid 65534 (`nobody`), the code runs as `nobody` so that
-RLIMIT_NPROC (fork bombs) applies and host processes cannot be signalled.
+RLIMIT_NPROC (fork bombs) applies and host processes cannot be signalled. As root with an interpreter `nobody` cannot
+read (e.g. a venv under /root), RLIMIT_NPROC does not bind root; fork bombs are then only ended by the timeout (pid
+namespace teardown with bwrap/unshare, process-group kill otherwise).
+
+Resource limits are set by util-linux `prlimit`, exec'd between the sandbox and the interpreter (no Python code runs
+between fork and exec, which `preexec_fn` would do and which is unsafe in a threaded trainer); `preexec_fn` is only
+the fallback when `prlimit` is missing. The program is sent on stdin (`python -`), so tracebacks read
+`File "<stdin>", line N` on every call, and `input()` sees an immediate EOF.
+
+Stronger isolation for clusters: install bubblewrap (`apt-get install bubblewrap`) and allow unprivileged user
+namespaces (`kernel.unprivileged_userns_clone=1`, Ubuntu 24.04: an AppArmor profile for bwrap); better still run the
+code in a separate sandbox service (`backend: sandbox_fusion`, SandboxFusion in its own container or VM) and cap
+processes per sandbox with cgroups (e.g. `systemd-run --user --scope -p TasksMax=64 -p MemoryMax=4G`).
 """
 
 import ast
@@ -229,6 +241,7 @@ def run_python_code(
     isolation: str = "auto",
     executable: str | None = None,
     run_as: str = "auto",
+    workdir_root: str | None = None,
 ) -> tuple[str, str]:
     r"""Run `code` in a fresh sandboxed interpreter and return `(status, text)`.
 
@@ -243,6 +256,7 @@ def run_python_code(
         isolation: see `isolation_level`.
         executable: interpreter (default `sys.executable`, so the training environment's packages are importable).
         run_as: "auto" or "self" (see `isolation_level`).
+        workdir_root: folder in which the temporary working directory is created (default: the system temp dir).
 
     Returns:
         `("ok", stdout)`, `("empty", "Tool(python) returned empty output.")`, `("error", stderr)` or
@@ -260,16 +274,12 @@ def run_python_code(
     if max_file_mb:
         limits.append((resource.RLIMIT_FSIZE, int(max_file_mb) * 1024 * 1024))
 
-    workdir = tempfile.mkdtemp(prefix="lfa-py-")
+    workdir = tempfile.mkdtemp(prefix="lfa-py-", dir=workdir_root)
     try:
         if drop:
             os.chown(workdir, NOBODY_ID, NOBODY_ID)
-        script = os.path.join(workdir, "main.py")
-        with open(script, "w", encoding="utf-8", errors="surrogatepass") as f:
-            f.write(rewrite_last_expression(code))
-        if drop:
-            os.chown(script, NOBODY_ID, NOBODY_ID)
-        inner = [executable, "main.py"]
+        source = rewrite_last_expression(code).encode("utf-8", errors="replace")
+        inner = [executable, "-"]  # program read from stdin: tracebacks say `File "<stdin>"`, stable across calls
         preexec = None
         prlimit = shutil.which("prlimit")
         if prlimit:  # limits set by a tiny exec'd helper: no Python code between fork and exec (thread-safe)
@@ -300,9 +310,21 @@ def run_python_code(
             "MKL_NUM_THREADS": "1",
             "MPLBACKEND": "Agg",
         }
-        return _run_and_collect(cmd, workdir, env, timeout_s, max_output_chars, preexec, drop)
+        return _run_and_collect(cmd, workdir, env, source, timeout_s, max_output_chars, preexec, drop)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _write_program(proc: subprocess.Popen, source: bytes) -> None:
+    try:
+        proc.stdin.write(source)
+    except (BrokenPipeError, OSError, ValueError):
+        pass  # the sandbox died before reading its program: the exit status tells why
+    finally:
+        try:
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -316,7 +338,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def _run_and_collect(cmd, workdir, env, timeout_s, max_output_chars, preexec, drop) -> tuple[str, str]:
+def _run_and_collect(cmd, workdir, env, source, timeout_s, max_output_chars, preexec, drop) -> tuple[str, str]:
     start = time.monotonic()
     deadline = start + timeout_s
     try:
@@ -324,7 +346,7 @@ def _run_and_collect(cmd, workdir, env, timeout_s, max_output_chars, preexec, dr
             cmd,
             cwd=workdir,
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
@@ -334,6 +356,12 @@ def _run_and_collect(cmd, workdir, env, timeout_s, max_output_chars, preexec, dr
         )
     except OSError as exc:
         raise TransientToolError(f"could not start the interpreter: {exc}") from exc
+    # The interpreter reads the whole program before running it, so writing it all first cannot deadlock; the
+    # closed stdin then gives `input()` an immediate EOF.
+    if len(source) < 60_000:  # fits in the pipe buffer: no thread needed
+        _write_program(proc, source)
+    else:
+        threading.Thread(target=_write_program, args=(proc, source), daemon=True).start()
     out, err = BoundedText(max_output_chars), BoundedText(max_output_chars)
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, out)

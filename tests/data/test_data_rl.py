@@ -120,7 +120,9 @@ def _raw_rows(shared_data, file_name):
         ),
     ],
 )
-def test_real_files_rows_repair_ground_truth_and_extra_columns(real_rl, shared_data, name, file_name, rows, repair_line):
+def test_real_files_rows_repair_ground_truth_and_extra_columns(
+    real_rl, shared_data, name, file_name, rows, repair_line
+):
     dataset, messages = real_rl[name]
     assert len(dataset) == rows
     assert [m for m in messages if "repaired" in m] == [repair_line]
@@ -185,7 +187,11 @@ def test_repair_off_keeps_backspace_and_warns(tmp_path, arpo_dataset_dir, cache_
 
 def test_max_samples_val_size_and_eval_dataset(tmp_path, arpo_dataset_dir, cache_dir):
     module, _ = _load(
-        tmp_path, "arpo_rl_deepsearch_1k_local,arpo_rl_valid_local", arpo_dataset_dir, cache_dir, max_samples=50,
+        tmp_path,
+        "arpo_rl_deepsearch_1k_local,arpo_rl_valid_local",
+        arpo_dataset_dir,
+        cache_dir,
+        max_samples=50,
         val_size=0.2,
     )
     assert len(module["train_dataset"]) == 80 and len(module["eval_dataset"]) == 20
@@ -317,7 +323,10 @@ def test_skip_bad_rows_counts_and_keeps_the_good_ones(tmp_path, cache_dir):
 
     module, messages = _load(tmp_path, "mixed", root, cache_dir, skip=True)
     assert module["train_dataset"]["_ground_truth"] == [f"good-{idx}" for idx in range(len(BAD_ROWS))]
-    assert f"[agentic-data] mixed: skipped {len(BAD_ROWS)}/{2 * len(BAD_ROWS)} malformed rows (agentic_skip_bad_rows)" in messages
+    assert (
+        f"[agentic-data] mixed: skipped {len(BAD_ROWS)}/{2 * len(BAD_ROWS)} malformed rows (agentic_skip_bad_rows)"
+        in messages
+    )
 
 
 def test_non_rl_formatting_and_streaming_are_refused(tmp_path, cache_dir):
@@ -353,10 +362,14 @@ def test_encode_rl_prompts_renders_with_the_template_and_truncates_left(tmp_path
     root = tmp_path / "enc"
     _write_info(root, {"enc": {"file_name": "enc.jsonl", "formatting": "arpo_rl"}})
     rows = [
-        {"prompt": [{"role": "system", "content": "Use <search> tools."}, {"role": "user", "content": "Q one?"}],
-         "reward_model": {"ground_truth": "a"}},
-        {"prompt": [{"role": "system", "content": "Use <search> tools."}, {"role": "user", "content": "Q two?"}],
-         "reward_model": {"ground_truth": "b"}},
+        {
+            "prompt": [{"role": "system", "content": "Use <search> tools."}, {"role": "user", "content": "Q one?"}],
+            "reward_model": {"ground_truth": "a"},
+        },
+        {
+            "prompt": [{"role": "system", "content": "Use <search> tools."}, {"role": "user", "content": "Q two?"}],
+            "reward_model": {"ground_truth": "b"},
+        },
     ]
     (root / "enc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     dataset = _load(tmp_path, "enc", root, cache_dir)[0]["train_dataset"]
@@ -380,4 +393,6 @@ def test_encode_rl_prompts_renders_with_the_template_and_truncates_left(tmp_path
     finally:
         logging.getLogger("llamafactory_agentic").removeHandler(records)
     assert short == [ids[-10:] for ids in full]
-    assert any(m.startswith("[agentic-data] 2/2 prompts are longer than max_prompt_length=10") for m in records.messages)
+    assert any(
+        m.startswith("[agentic-data] 2/2 prompts are longer than max_prompt_length=10") for m in records.messages
+    )

@@ -27,7 +27,9 @@ def _args(tmp_path, dataset, dataset_dir, template, **data_kwargs):
     from llamafactory.hparams import DataArguments, ModelArguments
     from transformers import Seq2SeqTrainingArguments
 
-    data_args = DataArguments(dataset=dataset, dataset_dir=str(dataset_dir), template=template, cutoff_len=2048, **data_kwargs)
+    data_args = DataArguments(
+        dataset=dataset, dataset_dir=str(dataset_dir), template=template, cutoff_len=2048, **data_kwargs
+    )
     model_args = ModelArguments(model_name_or_path="unused", cache_dir=str(tmp_path / "cache"))
     training_args = Seq2SeqTrainingArguments(output_dir=str(tmp_path / "out"), report_to="none")
     return model_args, data_args, training_args
@@ -87,7 +89,9 @@ def test_pre_run_check_on_the_demo_set(tmp_path, tiny_model_dir, capsys):
     from llamafactory_agentic.data import get_inline_template_name
     from llamafactory_agentic.train.agentic_sft.check import run_pre_run_check
 
-    model_args, data_args, training_args = _args(tmp_path, "arpo_sft_demo", REPO_DATA, get_inline_template_name("qwen"))
+    model_args, data_args, training_args = _args(
+        tmp_path, "arpo_sft_demo", REPO_DATA, get_inline_template_name("qwen")
+    )
     data_args.agentic_sft_mask_results = True
     tokenizer, template = _tokenizer_and_template(tiny_model_dir, data_args)
     report = run_pre_run_check(template, tokenizer, model_args, data_args, training_args)
@@ -108,12 +112,25 @@ def test_pre_run_check_on_the_demo_set(tmp_path, tiny_model_dir, capsys):
 
 def _bad_dataset(root):
     root.mkdir(parents=True, exist_ok=True)
-    info = {"bad_sft": {"file_name": "bad_sft.jsonl", "formatting": "arpo_sft", "columns": {"messages": "conversations", "system": "system"}}}
+    info = {
+        "bad_sft": {
+            "file_name": "bad_sft.jsonl",
+            "formatting": "arpo_sft",
+            "columns": {"messages": "conversations", "system": "system"},
+        }
+    }
     (root / "dataset_info.json").write_text(json.dumps(info))
     good = "<search> q </search> <result>\nR\n</result> <answer> A </answer>"
-    texts = [good, "<think> open <search> q </search> <result>\nR\n</result> <answer> A </answer>", good,
-             "<search> q </search> <result>\nR\n</result> <answer> A </answer> </search>"]
-    rows = [{"system": "S", "conversations": [{"from": "human", "value": "Q?"}, {"from": "gpt", "value": t}]} for t in texts]
+    texts = [
+        good,
+        "<think> open <search> q </search> <result>\nR\n</result> <answer> A </answer>",
+        good,
+        "<search> q </search> <result>\nR\n</result> <answer> A </answer> </search>",
+    ]
+    rows = [
+        {"system": "S", "conversations": [{"from": "human", "value": "Q?"}, {"from": "gpt", "value": t}]}
+        for t in texts
+    ]
     (root / "bad_sft.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
@@ -127,7 +144,9 @@ def test_unbalanced_tags_error_names_dataset_row_and_tag(tmp_path, tiny_model_di
     with pytest.raises(AgenticSFTCheckError) as info:
         check_sft_datasets(template, tokenizer, model_args, data_args, training_args)
     message = str(info.value)
-    assert message.startswith("dataset bad_sft (bad_sft.jsonl) row 1: tag <think>: <think> at character 0 is never closed")
+    assert message.startswith(
+        "dataset bad_sft (bad_sft.jsonl) row 1: tag <think>: <think> at character 0 is never closed"
+    )
     assert "(1 more such rows)" in message and "agentic_skip_bad_rows: true" in message
 
     report = check_sft_datasets(template, tokenizer, model_args, data_args, training_args, skip_bad_rows=True)
@@ -176,9 +195,10 @@ def test_run_agentic_sft_trains_the_tiny_model_with_the_inline_template(tmp_path
     assert "[agentic-sft] pre-run check: rendered sample" in printed
     assert "[MASKED> <result>\n385\n</result><MASKED]" in printed
     assert (output_dir / "model.safetensors").exists()
-    logs = [json.loads(line) for line in (output_dir / "trainer_log.jsonl").read_text().splitlines()]
-    assert [entry["current_steps"] for entry in logs] == [1, 2]
-    assert all(entry["loss"] > 0 for entry in logs)
+    history = json.loads((output_dir / "trainer_state.json").read_text())["log_history"]
+    losses = [(entry["step"], entry["loss"]) for entry in history if "loss" in entry]
+    assert [step for step, _ in losses] == [1, 2]
+    assert all(loss > 0 for _, loss in losses)
 
 
 def test_inline_protocol_needs_a_template_and_no_tool_format(tmp_path):

@@ -32,8 +32,15 @@ CHUNKS = [
     ("assistant", " <think> Done. </think> <answer> The final answer is \\[ \\boxed{761} \\] </answer>"),
 ]
 INLINE = (
-    CHUNKS[0][1] + " <result>\n" + CHUNKS[1][1] + "\n</result>" + CHUNKS[2][1] + " <result>\n" + CHUNKS[3][1]
-    + "\n</result>" + CHUNKS[4][1]
+    CHUNKS[0][1]
+    + " <result>\n"
+    + CHUNKS[1][1]
+    + "\n</result>"
+    + CHUNKS[2][1]
+    + " <result>\n"
+    + CHUNKS[3][1]
+    + "\n</result>"
+    + CHUNKS[4][1]
 )
 ROLE_TAG = {"function": "function_call", "observation": "observation", "assistant": "gpt"}
 
@@ -49,13 +56,19 @@ def _turns_row():
 
 def _write_dataset(root, rows, name="traj"):
     root.mkdir(parents=True, exist_ok=True)
-    info = {name: {"file_name": f"{name}.jsonl", "formatting": "arpo_sft", "columns": {"messages": "conversations", "system": "system"}}}
+    info = {
+        name: {
+            "file_name": f"{name}.jsonl",
+            "formatting": "arpo_sft",
+            "columns": {"messages": "conversations", "system": "system"},
+        }
+    }
     (root / "dataset_info.json").write_text(json.dumps(info))
     (root / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return name
 
 
-def _sft(tmp_path, tiny_model_dir, dataset, dataset_dir, template, mask_results=True):
+def _sft(tmp_path, tiny_model_dir, dataset, dataset_dir, template, mask_results=True, overwrite_cache=True):
     """Tokenised rows from LLaMA-Factory's own `get_dataset(stage="sft")` with the inline-tag template."""
     from llamafactory.data import get_dataset, get_template_and_fix_tokenizer
     from llamafactory.hparams import DataArguments, ModelArguments
@@ -65,8 +78,11 @@ def _sft(tmp_path, tiny_model_dir, dataset, dataset_dir, template, mask_results=
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     data_args = DataArguments(
-        dataset=dataset, dataset_dir=str(dataset_dir), template=get_inline_template_name(template), cutoff_len=4096,
-        overwrite_cache=True,
+        dataset=dataset,
+        dataset_dir=str(dataset_dir),
+        template=get_inline_template_name(template),
+        cutoff_len=4096,
+        overwrite_cache=overwrite_cache,
     )
     data_args.agentic_sft_mask_results = mask_results
     model_args = ModelArguments(model_name_or_path=str(tiny_model_dir), cache_dir=str(tmp_path / "cache"))
@@ -100,7 +116,9 @@ def test_hand_checked_loss_mask_positions(tmp_path, tiny_model_dir):
     assert tokens[37:46] == ["Ġ<", "answer", ">", "ĠA", "Ġ</", "answer", ">", "<|im_end|>", "Ċ"]
     masked = [pos for pos, label in enumerate(labels) if label == IGNORE]
     assert masked == list(range(0, 20)) + list(range(28, 37))
-    assert [labels[pos] for pos in range(46) if pos not in masked] == [ids[pos] for pos in range(46) if pos not in masked]
+    assert [labels[pos] for pos in range(46) if pos not in masked] == [
+        ids[pos] for pos in range(46) if pos not in masked
+    ]
 
 
 # trailing ids of the final assistant turn: end-of-turn (+ the newline qwen's template adds after it)
@@ -127,7 +145,9 @@ def test_sft_ids_equal_the_rl_view_chunk_by_chunk(tmp_path, tiny_model_dir, temp
     # RL view: the prompt rendered with the *base* template, as the RL stage does
     rl_tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     rl_template = get_template_and_fix_tokenizer(rl_tokenizer, DataArguments(template=template))
-    prompts = Dataset.from_list([{"_prompt": [{"role": "user", "content": QUESTION}], "_system": SYSTEM, "_tools": ""}])
+    prompts = Dataset.from_list(
+        [{"_prompt": [{"role": "user", "content": QUESTION}], "_system": SYSTEM, "_tools": ""}]
+    )
     prompt_ids = encode_rl_prompts(prompts, rl_template, rl_tokenizer, max_prompt_length=4096)[0]["prompt_ids"]
 
     expected_ids, expected_labels = list(prompt_ids), [IGNORE] * len(prompt_ids)
@@ -139,7 +159,9 @@ def test_sft_ids_equal_the_rl_view_chunk_by_chunk(tmp_path, tiny_model_dir, temp
             chunk = rl_tokenizer.encode(content, add_special_tokens=False)
             if role == "assistant":
                 eot, tail = END_OF_TURN[template]
-                chunk += [rl_tokenizer.convert_tokens_to_ids(eot)] + rl_tokenizer.encode(tail, add_special_tokens=False)
+                chunk += [rl_tokenizer.convert_tokens_to_ids(eot)] + rl_tokenizer.encode(
+                    tail, add_special_tokens=False
+                )
             expected_labels += chunk
         expected_ids += chunk
 
@@ -189,6 +211,17 @@ def test_mask_results_false_trains_on_results_inline(tmp_path, tiny_model_dir):
     first = labels.index(trained[0])
     assert all(label != IGNORE for label in labels[first:])  # nothing masked after the prompt
     assert tokenizer.decode(ids[first:]) == INLINE + "<|im_end|>\n"
+
+
+def test_datasets_cache_follows_the_mask_results_switch(tmp_path, tiny_model_dir):
+    """The converter's options live on data_args, which is part of the map fingerprint: no stale cache."""
+    name = _write_dataset(tmp_path / "d", [_inline_row()])
+    masked, _ = _sft(tmp_path, tiny_model_dir, name, tmp_path / "d", "qwen", mask_results=True, overwrite_cache=False)
+    inline, _ = _sft(tmp_path, tiny_model_dir, name, tmp_path / "d", "qwen", mask_results=False, overwrite_cache=False)
+    again, _ = _sft(tmp_path, tiny_model_dir, name, tmp_path / "d", "qwen", mask_results=True, overwrite_cache=False)
+    assert masked[0]["input_ids"] == inline[0]["input_ids"] == again[0]["input_ids"]
+    assert masked[0]["labels"] == again[0]["labels"] != inline[0]["labels"]
+    assert masked[0]["labels"].count(IGNORE) > inline[0]["labels"].count(IGNORE)
 
 
 def test_converter_drops_unbalanced_and_malformed_trajectories(tmp_path, tiny_model_dir):

@@ -104,8 +104,11 @@ class FakeServer:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.server.daemon_threads = True
+        class _Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 256
+
+        self.server = _Server(("127.0.0.1", 0), _Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()

@@ -70,8 +70,16 @@ class ScriptedRollout:
         mask.append(1)
         tool_calls = [{"tool": "python", "content": "print(1 + 2)", "pos": len(self._enc(THINK))}] if calls else []
         return Trajectory(
-            uid=f"t{index}", group_index=0, prompt_ids=list(prompt), response_ids=ids, loss_mask=mask,
-            parent=parent, branch_pos=branch_pos, num_tool_calls=calls, tool_calls=tool_calls, finish_reason="eos",
+            uid=f"t{index}",
+            group_index=0,
+            prompt_ids=list(prompt),
+            response_ids=ids,
+            loss_mask=mask,
+            parent=parent,
+            branch_pos=branch_pos,
+            num_tool_calls=calls,
+            tool_calls=tool_calls,
+            finish_reason="eos",
             index=index,
         )
 
@@ -118,7 +126,9 @@ def render_qwen_prompt(row: dict) -> str:
     return f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
 
 
-def fit_tool_policy(model_dir, output_dir, rows: list[dict], steps: int = 150, seed: int = 0, context: int = 48) -> float:
+def fit_tool_policy(
+    model_dir, output_dir, rows: list[dict], steps: int = 150, seed: int = 0, context: int = 48
+) -> float:
     r"""A tiny "cold-started" policy: the random tiny model fitted for a few seconds to answer every prompt with SCRIPT
     (a search call, a python call, a boxed answer), so a CPU rollout really calls the tools. Observations are context
     only (not fitted), as in agentic SFT. Only the last `context` prompt tokens are used while fitting (fast on CPU)."""
@@ -154,4 +164,4 @@ def fit_tool_policy(model_dir, output_dir, rows: list[dict], steps: int = 150, s
         optim.zero_grad()
     model.save_pretrained(str(output_dir))
     tok.save_pretrained(str(output_dir))
-    return float(loss)
+    return float(loss.detach())

@@ -33,7 +33,16 @@ M = 4
 
 
 def make_trainer(
-    tmp_path, model_dir, tokenizer, finetuning_args, *, rollout_prompts=2, batch=2, accum=2, max_steps=1, ref_model=None
+    tmp_path,
+    model_dir,
+    tokenizer,
+    finetuning_args,
+    *,
+    rollout_prompts=2,
+    batch=2,
+    accum=2,
+    max_steps=1,
+    ref_model=None,
 ):
     resolve_presets(finetuning_args, verbose=False)
     finetuning_args.arpo_rollout_n = M
@@ -75,7 +84,9 @@ def trl_generation_batch(tokenizer, num_prompts):
 
 def test_steps_per_generation_reference_geometry():
     # spec section 10: 128 prompts x 16 per rollout, 16 prompts (256 trajectories) per update -> 8 updates
-    spg = derive_steps_per_generation(128, 16, per_device_train_batch_size=4, gradient_accumulation_steps=8, world_size=8)
+    spg = derive_steps_per_generation(
+        128, 16, per_device_train_batch_size=4, gradient_accumulation_steps=8, world_size=8
+    )
     assert spg == 64 and spg // 8 == 8
     with pytest.raises(ValueError, match="multiple"):
         derive_steps_per_generation(3, 4, per_device_train_batch_size=2, gradient_accumulation_steps=4, world_size=1)
@@ -90,8 +101,12 @@ def test_generation_batch_layout_advantages_and_masks(tmp_path, tiny_model_dir, 
     # rewards: correct (1.0), branch answering wrongly (0), wrong (0), no format (-1); one rollout call, 2 prompts
     rewards = torch.tensor([1.0, 0.0, 0.0, -1.0] * 2)
     expected_adv = compute_grpo_advantages(rewards, torch.tensor([0] * 4 + [1] * 4))
-    got_adv = torch.stack([b["advantages"][i].max() if expected_adv[k] >= 0 else b["advantages"][i].min()
-                           for k, (b, i) in enumerate((b, i) for b in batches for i in range(2))])
+    got_adv = torch.stack(
+        [
+            b["advantages"][i].max() if expected_adv[k] >= 0 else b["advantages"][i].min()
+            for k, (b, i) in enumerate((b, i) for b in batches for i in range(2))
+        ]
+    )
     torch.testing.assert_close(got_adv, expected_adv)
     assert trainer.rollout.calls == [(2, True)]
 
@@ -115,7 +130,9 @@ def _manual_loss(model, batch, kl_coef, entropy_coef):
     input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
     attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
     width = batch["completion_ids"].shape[1]
-    logits = model(input_ids=input_ids, attention_mask=attention, position_ids=(attention.cumsum(-1) - 1).clamp(min=0)).logits
+    logits = model(
+        input_ids=input_ids, attention_mask=attention, position_ids=(attention.cumsum(-1) - 1).clamp(min=0)
+    ).logits
     logits = logits[:, -width - 1 : -1]
     logps = torch.log_softmax(logits.float(), -1).gather(-1, batch["completion_ids"][..., None]).squeeze(-1)
     mask = batch["loss_mask"].float()
@@ -139,8 +156,12 @@ def test_loss_mask_gates_policy_kl_entropy_and_normaliser(tmp_path, tiny_model_d
     batch = dict(batches[0])
     assert "ref_per_token_logps" in batch  # rl_kl_coef > 0: reference log-probs computed with the rollout
     gen = torch.Generator().manual_seed(0)
-    batch["ref_per_token_logps"] = batch["old_per_token_logps"] - 0.3 * torch.rand(batch["loss_mask"].shape, generator=gen)
-    batch["old_per_token_logps"] = batch["old_per_token_logps"] + 0.1 * torch.randn(batch["loss_mask"].shape, generator=gen)
+    batch["ref_per_token_logps"] = batch["old_per_token_logps"] - 0.3 * torch.rand(
+        batch["loss_mask"].shape, generator=gen
+    )
+    batch["old_per_token_logps"] = batch["old_per_token_logps"] + 0.1 * torch.randn(
+        batch["loss_mask"].shape, generator=gen
+    )
 
     trainer.model.train()
     loss = trainer._compute_loss(trainer.model, batch)
@@ -175,8 +196,10 @@ def _train_once(tmp_path, model_dir, tokenizer, finetuning_args):
 
 
 def test_aepo_with_arpo_values_reproduces_arpo_exactly(tmp_path, tiny_model_dir, tiny_tokenizer):
-    arpo_values = {k: v for k, v in PRESETS["arpo"].items()}
-    arpo_trainer, arpo_params, arpo_losses = _train_once(tmp_path / "arpo", tiny_model_dir, tiny_tokenizer, agentic_args("arpo"))
+    arpo_values = dict(PRESETS["arpo"])
+    arpo_trainer, arpo_params, arpo_losses = _train_once(
+        tmp_path / "arpo", tiny_model_dir, tiny_tokenizer, agentic_args("arpo")
+    )
     aepo_args = agentic_args("aepo", **arpo_values)
     aepo_trainer, aepo_params, aepo_losses = _train_once(tmp_path / "aepo", tiny_model_dir, tiny_tokenizer, aepo_args)
     assert aepo_trainer.loss_config == arpo_trainer.loss_config
@@ -199,10 +222,23 @@ def test_metrics_reach_logs_and_rollout_log(tmp_path, tiny_model_dir, tiny_token
     trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, args, max_steps=1)
     trainer.train()
     record = trainer.state.log_history[0]
-    for key in ("reward/mean", "reward/std", "reward/accuracy", "rollout/tool_calls_per_traj", "rollout/branches",
-                "rollout/branches_at_call_1", "rollout/generated_tokens", "rollout/masked_tokens",
-                "rollout/delta_h_mean", "time/generation", "time/reward", "time/training", "loss/clip_frac",
-                "aepo/grad_preserved_frac", "aepo/trained_entropy_p90", "aepo/global_samples_per_group"):
+    for key in (
+        "reward/mean",
+        "reward/std",
+        "reward/accuracy",
+        "rollout/tool_calls_per_traj",
+        "rollout/branches",
+        "rollout/trained_tokens",
+        "rollout/observation_tokens",
+        "rollout/delta_h_mean",
+        "time/generation",
+        "time/reward",
+        "time/training",
+        "loss/clip_frac",
+        "aepo/grad_preserved_frac",
+        "aepo/trained_entropy_p90",
+        "aepo/global_samples_per_group",
+    ):
         assert key in record, key
     assert record["reward/accuracy"] == pytest.approx(0.25)
     lines = (tmp_path / "rollouts.jsonl").read_text().splitlines()
@@ -219,3 +255,15 @@ def test_validation_is_greedy_single_trajectory(tmp_path, tiny_model_dir, tiny_t
     metrics = trainer.evaluate(Dataset.from_list(make_rows(tiny_tokenizer, 3)))
     assert trainer.rollout.calls == [(3, False)]
     assert metrics["eval_reward/mean"] == pytest.approx(1.0) and metrics["eval_reward/accuracy"] == pytest.approx(1.0)
+
+
+def test_hard_attribution_shares_prefix_advantage(tmp_path, tiny_model_dir, tiny_tokenizer):
+    args = agentic_args("arpo", arpo_advantage_attribution="hard")
+    trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, args)
+    batch = trainer._generate_and_score_completions(trl_generation_batch(tiny_tokenizer, 2))[0]
+    adv = compute_grpo_advantages(torch.tensor([1.0, 0.0, 0.0, -1.0]), torch.zeros(4, dtype=torch.long))
+    prefix = len(tiny_tokenizer.encode(THINK, add_special_tokens=False))  # sampled tokens before the observation
+    shared = (adv[0] + adv[1]) / 2  # member 1 is a branch of member 0 copied after the observation
+    torch.testing.assert_close(batch["advantages"][:, :prefix], torch.full((2, prefix), float(shared)))
+    tail = batch["loss_mask"][0].nonzero().max()  # member 0's own EOS keeps its own advantage
+    torch.testing.assert_close(batch["advantages"][0, tail], adv[0])

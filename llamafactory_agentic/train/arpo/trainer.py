@@ -135,7 +135,10 @@ class ArpoLossConfig:
 
 
 def derive_steps_per_generation(
-    rollout_batch_size: int, group_size: int, per_device_train_batch_size: int, gradient_accumulation_steps: int,
+    rollout_batch_size: int,
+    group_size: int,
+    per_device_train_batch_size: int,
+    gradient_accumulation_steps: int,
     world_size: int,
 ) -> int:
     r"""TRL's `steps_per_generation` (micro-steps fed by one rollout) from the prompts per rollout.
@@ -287,9 +290,11 @@ class RolloutProgress:
     """
 
     def __init__(self, engine: Any, enabled: bool):
+        r"""Wrap `engine`; the bar is drawn only when `enabled`."""
         self._engine, self._enabled, self._bar = engine, enabled, None
 
     def __getattr__(self, name: str) -> Any:
+        r"""Delegate everything else to the wrapped engine."""
         return getattr(self._engine, name)
 
     def reset(self) -> None:
@@ -365,6 +370,11 @@ class ArpoTrainer(GRPOTrainer):
         callbacks: list[TrainerCallback] | None = None,
         optimizers: tuple = (None, None),
     ):
+        r"""Build the trainer (see the class docstring for the arguments).
+
+        Raises:
+            ValueError: `rl_kl_coef > 0` without a reference model and without a LoRA adapter to disable.
+        """
         self.rollout = rollout
         self.reward_fn = reward_fn
         self.loss_config = loss_config
@@ -442,7 +452,7 @@ class ArpoTrainer(GRPOTrainer):
 
         hf engine: `engine.set_model(unwrapped model)` inside TRL's `unwrap_model_for_generation` (ZeRO-3 gathers
         the parameters), model in eval mode (no gradient checkpointing during decoding). vllm engine: the weights are
-        pushed after each optimiser step via `engine.sync_weights(model)` when the engine offers it.
+        pushed with `engine.set_model(unwrapped model)` once per optimiser step (parameters gathered under ZeRO-3).
         """
         engine = getattr(self.rollout, "engine", None)
         backend = getattr(getattr(self.rollout, "config", None), "backend", "hf")
@@ -463,10 +473,11 @@ class ArpoTrainer(GRPOTrainer):
 
         step = self.state.global_step
         if engine is not None and getattr(self, "_last_synced_step", None) != step:
-            sync = getattr(engine, "sync_weights", None) or getattr(engine, "load_weights", None)
-            if sync is None:
-                raise RuntimeError(f"{type(engine).__name__} offers no weight sync (sync_weights/load_weights).")
-            sync(self.accelerator.unwrap_model(self.model))
+            # push the weights once per optimiser step; under ZeRO-3 the parameters are gathered for the copy
+            with unwrap_model_for_generation(
+                self.model_wrapped, self.accelerator, gather_deepspeed3_params=True
+            ) as unwrapped:
+                engine.set_model(unwrapped)
             self._last_synced_step = step
         return self.rollout.rollout(prompts, training=training)
 
@@ -667,13 +678,13 @@ class ArpoTrainer(GRPOTrainer):
     def _collate(self, records: list[dict], num_tokens: int) -> dict[str, Any]:
         device = self.accelerator.device
         prompt = [torch.tensor(r["prompt_ids"], dtype=torch.long, device=device) for r in records]
-        response = [torch.tensor(r["response_ids"] or [self.pad_token_id], dtype=torch.long, device=device) for r in records]
+        response = [
+            torch.tensor(r["response_ids"] or [self.pad_token_id], dtype=torch.long, device=device) for r in records
+        ]
         attn = [torch.ones(len(r["response_ids"]) or 1, dtype=torch.long, device=device) for r in records]
         if any(not r["response_ids"] for r in records):
             attn = [a * (1 if r["response_ids"] else 0) for a, r in zip(attn, records)]
-        loss_mask = [
-            torch.tensor(r["loss_mask_train"] or [0], dtype=torch.long, device=device) for r in records
-        ]
+        loss_mask = [torch.tensor(r["loss_mask_train"] or [0], dtype=torch.long, device=device) for r in records]
         adv = [torch.tensor(r["token_advantages"] or [0.0], dtype=torch.float32, device=device) for r in records]
         return {
             "prompt_ids": pad(prompt, padding_value=self.pad_token_id, padding_side="left"),
@@ -703,8 +714,13 @@ class ArpoTrainer(GRPOTrainer):
                 batch["ref_per_token_logps"] = ref
 
     def _policy_forward(
-        self, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
-        with_entropy: bool = False, entropy_grad: bool = False,
+        self,
+        model: Any,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        logits_to_keep: int,
+        with_entropy: bool = False,
+        entropy_grad: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         r"""Per-token log-probs `[b, C]` of the response tokens and, optionally, full-vocabulary entropy `[b, C]`.
 
@@ -757,9 +773,16 @@ class ArpoTrainer(GRPOTrainer):
         world = self.accelerator.num_processes
         normaliser = inputs["num_items_in_batch"].to(logps.device, torch.float32) / world
         loss, pg_metrics = compute_policy_loss(
-            logps, old, advantages, mask,
-            epsilon_low=cfg.epsilon_low, epsilon_high=cfg.epsilon_high, dual_clip=cfg.dual_clip,
-            balanced_clip=cfg.balanced_clip, balanced_clip_mask=clip_mask, num_tokens=normaliser,
+            logps,
+            old,
+            advantages,
+            mask,
+            epsilon_low=cfg.epsilon_low,
+            epsilon_high=cfg.epsilon_high,
+            dual_clip=cfg.dual_clip,
+            balanced_clip=cfg.balanced_clip,
+            balanced_clip_mask=clip_mask,
+            num_tokens=normaliser,
         )
         kl_value = entropy_value = None
         if self.beta != 0.0:
@@ -830,7 +853,9 @@ class ArpoTrainer(GRPOTrainer):
             self._metrics["eval"][key].append(value)
         return None, None, None
 
-    def evaluation_loop(self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"):
+    def evaluation_loop(
+        self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
+    ):
         r"""Transformers' loop, plus the validation metrics of `prediction_step` in the returned (and logged) metrics."""
         output = super().evaluation_loop(
             dataloader, description, prediction_loss_only, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix
@@ -985,7 +1010,6 @@ def _zero_spans(mask: list[int]) -> list[list[int]]:
     return spans
 
 
-_SUM_SUFFIXES = ("/calls", "/cache_hits", "/failures", "/timeouts", "/misses", "/backend_calls", "/backend_errors")
 # rollout counters that add up over ranks; every other rollout metric is a mean (weighted by the rank's groups,
 # or by its branch decisions for the mean entropy change)
 _ROLLOUT_COUNTS = {
@@ -1026,9 +1050,7 @@ def _combine_shards(shards: list[tuple[int, dict, dict, dict]]) -> tuple[dict, d
             w = float(m.get("rollout/decisions", 0.0)) if k == "rollout/mean_delta_h" else float(max(n, 0))
             metrics[k] = metrics.get(k, 0.0) + float(v) * w
             weights[k] += w
-    metrics = {
-        k: (v / weights[k] if weights[k] > 0 else 0.0) if k in weights else v for k, v in metrics.items()
-    }
+    metrics = {k: (v / weights[k] if weights[k] > 0 else 0.0) if k in weights else v for k, v in metrics.items()}
     if metrics.get("rollout/decisions"):
         metrics["rollout/branch_rate"] = metrics.get("rollout/branches", 0.0) / metrics["rollout/decisions"]
 
@@ -1037,21 +1059,21 @@ def _combine_shards(shards: list[tuple[int, dict, dict, dict]]) -> tuple[dict, d
         for k, v in t.items():
             timing[k] = max(timing.get(k, 0.0), float(v))
 
+    # tool metrics: rates and latency percentiles are averaged over ranks, counters summed, hit rates recomputed
     tools: dict[str, float] = {}
     counts = defaultdict(int)
     for _, _, _, tm in shards:
         for k, v in tm.items():
-            if k.endswith(_SUM_SUFFIXES):
-                tools[k] = tools.get(k, 0.0) + float(v)
-            else:
-                tools[k] = tools.get(k, 0.0) + float(v)
+            tools[k] = tools.get(k, 0.0) + float(v)
+            if k.endswith("_rate") or "latency" in k:
                 counts[k] += 1
     for k, c in counts.items():
         tools[k] /= c
     for k in list(tools):
         if k.endswith("/cache_hit_rate"):
             base = k[: -len("/cache_hit_rate")]
-            if tools.get(base + "/calls"):
-                tools[k] = tools.get(base + "/cache_hits", 0.0) / tools[base + "/calls"]
+            lookups = tools.get(base + "/cache_hits", 0.0) + tools.get(base + "/cache_misses", 0.0)
+            if lookups:
+                tools[k] = tools.get(base + "/cache_hits", 0.0) / lookups
     metrics.update(tools)
     return metrics, timing

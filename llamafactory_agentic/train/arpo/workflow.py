@@ -19,7 +19,7 @@ LLaMA-Factory's loaders do the model work (`load_tokenizer`, `get_template_and_f
 adds the RL dataset, the presets, the tool executor, the rollout engine and the trainer.
 """
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from ..presets import resolve_presets, save_agentic_config
 
@@ -58,7 +58,7 @@ def run_arpo(
     training_args: "Seq2SeqTrainingArguments",
     finetuning_args: Any,
     generating_args: Any,
-    callbacks: Optional[list["TrainerCallback"]] = None,
+    callbacks: list["TrainerCallback"] | None = None,
 ) -> None:
     r"""Train (and/or validate) with ARPO or AEPO; `finetuning_args.stage` selects the preset (spec section 5.5).
 

@@ -13,7 +13,6 @@
 # limitations under the License.
 
 import logging
-import sys
 import threading
 import time
 from types import SimpleNamespace
@@ -230,7 +229,9 @@ def test_tool_config_yaml(tmp_path, monkeypatch, caplog, local_index):
         assert ex.workers == 64 and set(ex.tools) == {"shout", "search", "python"}
         assert ex.tools["search"].retries == 3 and ex.tools["search"].topk == 2
         assert ex.tools["python"].timeout_s == 2 and ex.tools["python"].max_output_chars == 4000
-        r = ex.execute([ToolCall("shout", "hi", "t"), ToolCall("shout", "again", "t"), ToolCall("search", "Amy Smart")])
+        r = ex.execute(
+            [ToolCall("shout", "hi", "t"), ToolCall("shout", "again", "t"), ToolCall("search", "Amy Smart")]
+        )
         assert r[0].text == "HI! ***"  # secrets from ${VAR} are redacted from observations
         assert r[1].status == "limit"
         assert r[2].text.startswith("Page 1:") and r[2].text.count("Page ") == 2
@@ -276,5 +277,3 @@ def test_bad_tool_config(tmp_path):
     bad.write_text("tools:\n  - name: python\n    colour: red\n")
     with pytest.raises(ValueError, match="unknown keys"):
         load_tool_config(bad)
-
-

@@ -35,8 +35,19 @@ from llamafactory_agentic.tools.python_tool import (
 AVAILABLE = [level for level in ISOLATION_LEVELS if isolation_level(level) == level]
 
 
-def _sandbox_processes():
-    """Pids of processes whose working directory is a python-tool sandbox folder."""
+@pytest.fixture()
+def root():
+    """Private parent folder of this test's sandbox working directories (tells our sandboxes from others').
+
+    World-traversable (0755) so that code run as `nobody` can enter its working directory."""
+    folder = tempfile.mkdtemp(prefix="lfa-test-sandboxes-")
+    os.chmod(folder, 0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _sandbox_processes(root):
+    """Pids of processes whose working directory lies in `root`."""
     pids = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -45,15 +56,15 @@ def _sandbox_processes():
             cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             continue
-        if "/lfa-py-" in cwd:
+        if cwd.startswith(root):
             pids.append(int(pid))
     return pids
 
 
-def _wait_no_sandbox_processes(timeout=5.0):
+def _wait_no_sandbox_processes(root, timeout=5.0):
     deadline = time.time() + timeout
     while time.time() < deadline:
-        if not _sandbox_processes():
+        if not _sandbox_processes(root):
             return True
         time.sleep(0.1)
     return False
@@ -114,28 +125,29 @@ def test_empty_output_is_not_retried():
     assert len(calls) == 1
 
 
-def test_timeout_kills_the_whole_tree():
+def test_timeout_kills_the_whole_tree(root):
     code = "import subprocess, time\nsubprocess.Popen(['sleep', '30'])\nwhile True:\n    pass"
     start = time.time()
-    status, text = run_python_code(code, timeout_s=1.5)
+    status, text = run_python_code(code, timeout_s=1.5, workdir_root=root)
     assert (status, text) == ("timeout", "Execution timed out after 1.5 seconds.")
     assert time.time() - start < 5
-    assert _wait_no_sandbox_processes(), "a process of the timed-out sandbox survived"
+    assert _wait_no_sandbox_processes(root), "a process of the timed-out sandbox survived"
 
 
 @pytest.mark.parametrize("level", AVAILABLE)
-def test_infinite_loop_every_level(level):
-    status, text = run_python_code("while True:\n    pass", timeout_s=1, isolation=level)
+def test_infinite_loop_every_level(level, root):
+    status, text = run_python_code("while True:\n    pass", timeout_s=1, isolation=level, workdir_root=root)
     assert (status, text) == ("timeout", "Execution timed out after 1 seconds.")
-    assert _wait_no_sandbox_processes()
+    assert _wait_no_sandbox_processes(root)
 
 
 @pytest.mark.parametrize("level", AVAILABLE)
-def test_code_killing_its_parent(level):
-    status, text = run_python_code("import os\nos.kill(os.getppid(), 9)\nprint('alive')", timeout_s=3, isolation=level)
+def test_code_killing_its_parent(level, root):
+    code = "import os\nos.kill(os.getppid(), 9)\nprint('alive')"
+    status, text = run_python_code(code, timeout_s=3, isolation=level, workdir_root=root)
     # we are still running; the sandbox answered with some observation
     assert status in ("ok", "error") and text
-    assert _wait_no_sandbox_processes()
+    assert _wait_no_sandbox_processes(root)
 
 
 def test_memory_hog_is_stopped():
@@ -230,7 +242,7 @@ def test_files_outside_the_working_directory(level):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_fork_bomb_is_bounded():
+def test_fork_bomb_is_bounded(root):
     """RLIMIT_NPROC binds non-root users and root running the code as `nobody` (a world-readable interpreter
     is needed for that, so as root the system interpreter is used); the pid namespace of bwrap/unshare and the
     process-group kill end the rest at the timeout."""
@@ -245,11 +257,11 @@ def test_fork_bomb_is_bounded():
         "print('forked', n)"
     )
     start = time.time()
-    status, text = run_python_code(code, timeout_s=3, max_processes=32, executable=executable)
+    status, text = run_python_code(code, timeout_s=3, max_processes=32, executable=executable, workdir_root=root)
     assert time.time() - start < 8
-    assert status == "ok" and text.startswith("forked ")
+    assert status == "ok" and text.startswith("forked "), text
     assert int(text.split()[1]) < 32
-    assert _wait_no_sandbox_processes(), "forked children survived the sandbox"
+    assert _wait_no_sandbox_processes(root), "forked children survived the sandbox"
 
 
 def test_remote_sandbox_backend(fake_server):

@@ -202,8 +202,9 @@ def test_sqlite_many_processes_no_lost_update(tmp_path):
     path = tmp_path / "c.sqlite"
     SQLiteCache(path).close()
     procs = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(path), f"p{p}", "300"], env=_env(),
-                         stdout=subprocess.DEVNULL)  # fmt: skip
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), f"p{p}", "300"], env=_env(), stdout=subprocess.DEVNULL
+        )  # fmt: skip
         for p in range(4)
     ]
     for proc in procs:
@@ -279,8 +280,9 @@ def test_two_processes_import_at_once(tmp_path, shared_data):
     path = tmp_path / "c.sqlite"
     source = shared_data / "arpo" / "search_cache.json"
     procs = [
-        subprocess.Popen([sys.executable, "-c", IMPORTER, str(path), str(source)], env=_env(),
-                         stdout=subprocess.PIPE, text=True)  # fmt: skip
+        subprocess.Popen(
+            [sys.executable, "-c", IMPORTER, str(path), str(source)], env=_env(), stdout=subprocess.PIPE, text=True
+        )  # fmt: skip
         for _ in range(2)
     ]
     imported = [int(p.communicate(timeout=120)[0]) for p in procs]

@@ -1,0 +1,65 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License").
+
+"""Preset resolution (spec section 5.5): explicit keys win, every preset key is filled, values printed and saved."""
+
+import json
+
+import pytest
+
+from llamafactory_agentic.hparams import AgenticArguments
+from llamafactory_agentic.train.presets import AGENTIC_CONFIG_NAME, PRESETS, preset_name, resolve_presets
+
+from ._helpers import agentic_args
+
+
+def test_presets_cover_every_none_default_key():
+    none_keys = {k for k, v in vars(AgenticArguments()).items() if v is None} - {"rl_epsilon_high"}
+    none_keys -= {"agentic_tool_config", "agentic_cache_path", "arpo_val_max_samples"}  # optional paths / limits
+    for name, preset in PRESETS.items():
+        assert none_keys <= set(preset), (name, none_keys - set(preset))
+
+
+@pytest.mark.parametrize(
+    ("stage", "variant", "expected"),
+    [("arpo", "released", "arpo"), ("aepo", "released", "aepo"), ("aepo", "paper", "aepo-paper")],
+)
+def test_stage_selects_preset(stage, variant, expected):
+    args = agentic_args(stage, aepo_variant=variant)
+    assert preset_name(args) == expected
+    result = resolve_presets(args, verbose=False)
+    assert result["preset"] == expected
+    for key, value in PRESETS[expected].items():
+        assert getattr(args, key) == value
+
+
+def test_spec_table_values():
+    assert PRESETS["aepo"]["aepo_balanced_clip"] and PRESETS["aepo"]["aepo_balanced_clip_scope"] == "all"
+    assert PRESETS["aepo"]["aepo_branch_penalty_scope"] == "question" and not PRESETS["aepo"]["aepo_dynamic_rollouts"]
+    paper = PRESETS["aepo-paper"]
+    assert paper["aepo_dynamic_rollouts"] and paper["aepo_premonitor_rounds"] == "post_tool"
+    assert paper["aepo_balanced_clip_scope"] == "high_entropy" and paper["aepo_entropy_advantage"]
+    assert (PRESETS["arpo"]["agentic_tool_retries"], PRESETS["aepo"]["agentic_tool_workers"]) == (3, 32)
+
+
+def test_explicit_key_wins_and_effective_values_saved(tmp_path, capsys):
+    args = agentic_args("aepo", aepo_balanced_clip=False, agentic_max_tool_calls=3, rl_epsilon=0.3)
+    result = resolve_presets(args, output_dir=str(tmp_path))
+    assert args.aepo_balanced_clip is False and args.agentic_max_tool_calls == 3  # explicit
+    assert args.aepo_branch_penalty == 0.05 and args.agentic_tool_workers == 32  # preset
+    assert args.rl_epsilon_high == 0.3  # None means "equal to rl_epsilon"
+    assert "aepo_balanced_clip" in result["explicit"] and "aepo_branch_penalty" in result["from_preset"]
+
+    saved = json.loads((tmp_path / AGENTIC_CONFIG_NAME).read_text())
+    assert saved["values"]["aepo_balanced_clip"] is False and saved["values"]["aepo_branch_penalty"] == 0.05
+    assert saved["values"]["rl_epsilon_high"] == 0.3 and saved["preset"] == "aepo"
+    printed = capsys.readouterr().out
+    assert "aepo_balanced_clip: False (explicit)" in printed and "aepo_branch_penalty: 0.05 (preset)" in printed
+
+
+def test_unknown_stage_or_variant():
+    with pytest.raises(ValueError, match="stages"):
+        preset_name(agentic_args("sft"))
+    with pytest.raises(ValueError, match="aepo_variant"):
+        preset_name(agentic_args("aepo", aepo_variant="nightly"))
