@@ -11,8 +11,14 @@ demo:
 test:
 	CUDA_VISIBLE_DEVICES= WANDB_DISABLED=true HF_HUB_OFFLINE=1 python -m pytest -q -ra tests/
 
+# CPU benchmarks; each prints its ratio against a baseline measured in the same run.
+# GPU: python benchmarks/bench_rollout_gpu.py and python benchmarks/bench_arpo_gpu.py on a CUDA machine.
+CPU_BENCHMARKS := bench_activation bench_tools_cache bench_tools_python bench_tools_executor bench_entropy_chunked \
+	bench_rollout
+
 bench:
-	CUDA_VISIBLE_DEVICES= WANDB_DISABLED=true HF_HUB_OFFLINE=1 python -m pytest -q -m benchmark -s tests/ benchmarks/
+	@for b in $(CPU_BENCHMARKS); do echo "=== benchmarks/$$b.py"; \
+		CUDA_VISIBLE_DEVICES= HF_HUB_OFFLINE=1 python benchmarks/$$b.py || exit 1; done
 
 quality:
 	ruff check $(check_dirs)

@@ -142,7 +142,9 @@ def check_run(out: Path, preset: str) -> list[dict]:
 def test_arpo_cpu_recipe_two_steps(e2e_env):
     records = check_run(run_cli(e2e_env, "recipes/tiny/arpo_cpu.yaml", "arpo"), "arpo")
     first = next(r for r in records if "loss" in r)
-    assert first["rollout/trajectories"] == 8 and first["tools/search/calls"] + first.get("tools/python/calls", 0) > 0
+    assert first["rollout/trajectories"] == 8
+    # the real tools ran (python in a subprocess, search through the SQLite cache)
+    assert sum(v for r in records for k, v in r.items() if k.startswith("tools/") and k.endswith("/calls")) > 0
 
 
 def test_aepo_cpu_recipe_two_steps(e2e_env):

@@ -1,0 +1,41 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License").
+
+"""`llamafactory-agentic` console script: doctor and the command list."""
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from llamafactory_agentic import cli
+
+
+def console_script() -> str:
+    return shutil.which("llamafactory-agentic", path=str(Path(sys.executable).parent)) or "llamafactory-agentic"
+
+
+def test_doctor_reports_every_patch_active():
+    proc = subprocess.run([console_script(), "doctor"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "llamafactory  0.9.5" in proc.stdout
+    assert proc.stdout.count("[ok  ] llamafactory.") == 4
+    assert "result: ok" in proc.stdout
+    for optional in ("vllm", "deepspeed", "GPU", "python tool isolation"):
+        assert optional in proc.stdout
+
+
+def test_doctor_exits_non_zero_when_activation_is_broken(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_probe_activation_in_subprocess", lambda: {"hook": False, "patches": []})
+    assert cli.doctor(argparse.Namespace()) == 1
+    out = capsys.readouterr().out
+    assert "[FAIL] start-up hook" in out and "activation is broken" in out
+
+
+def test_help_lists_every_command():
+    proc = subprocess.run([console_script(), "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    for command in ("doctor", "demo", "build-tiny-model", "tool", "cache", "index"):
+        assert command in proc.stdout
