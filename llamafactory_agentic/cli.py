@@ -149,6 +149,12 @@ def demo(args: argparse.Namespace) -> int:
         link.symlink_to(shared / "arpo", target_is_directory=True)
         print(f"linked {link} -> {shared / 'arpo'}")
 
+    index_dir = repo / "saves" / "search_index"
+    if not (index_dir / "corpus.jsonl").is_file():
+        from .tools.index import build_corpus_from_cache_json
+
+        print("search index:", build_corpus_from_cache_json(link / "search_cache.json", index_dir))
+
     cli = shutil.which("llamafactory-cli") or "llamafactory-cli"
     for recipe in recipes:
         print(f"\n=== llamafactory-cli train {recipe.relative_to(repo)}", flush=True)

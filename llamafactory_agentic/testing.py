@@ -123,7 +123,66 @@ def build_tiny_model(
     return output_dir
 
 
+REAL_SIZE_CONFIGS = {
+    # public architecture hyper-parameters of the Qwen2.5 instruct models (weights are random here)
+    "qwen2.5-0.5b": dict(
+        hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2
+    ),
+    "qwen2.5-1.5b": dict(
+        hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2
+    ),
+}
+QWEN_VOCAB_SIZE = 151936
+
+
+def build_real_size_model(output_dir: str | os.PathLike, name: str = "qwen2.5-0.5b", dtype: str = "bfloat16") -> Path:
+    r"""Build a random-weight model with a real architecture (for GPU timing runs without the model hub).
+
+    The locally trained tokenizer is padded with ordinary added tokens `<|extra_i|>` up to the real vocabulary
+    (151936 for Qwen2.5) so that every id a random model samples decodes to text.
+
+    Args:
+        output_dir: Directory to save the model and tokenizer into.
+        name: One of `REAL_SIZE_CONFIGS`.
+        dtype: Storage dtype of the weights.
+
+    Returns:
+        The output directory.
+
+    Raises:
+        KeyError: for an unknown `name`.
+    """
+    import torch
+    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+    arch = REAL_SIZE_CONFIGS[name]
+    output_dir = Path(output_dir)
+    build_tiny_model(output_dir)  # tokenizer (and a tiny model that is overwritten below)
+    tokenizer = AutoTokenizer.from_pretrained(str(output_dir))
+    tokenizer.add_tokens([f"<|extra_{i}|>" for i in range(QWEN_VOCAB_SIZE - len(tokenizer))])
+    tokenizer.save_pretrained(str(output_dir))
+    config = Qwen2Config(
+        vocab_size=QWEN_VOCAB_SIZE,
+        max_position_embeddings=32768,
+        rope_theta=1000000.0,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        bos_token_id=None,
+        **arch,
+    )
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config).to(getattr(torch, dtype))
+    model.generation_config.eos_token_id = config.eos_token_id
+    model.generation_config.pad_token_id = config.pad_token_id
+    model.save_pretrained(str(output_dir))
+    return output_dir
+
+
 if __name__ == "__main__":
     import sys
 
-    print(build_tiny_model(sys.argv[1] if len(sys.argv) > 1 else "saves/tiny-qwen2"))
+    if len(sys.argv) > 2:
+        print(build_real_size_model(sys.argv[1], sys.argv[2]))
+    else:
+        print(build_tiny_model(sys.argv[1] if len(sys.argv) > 1 else "saves/tiny-qwen2"))

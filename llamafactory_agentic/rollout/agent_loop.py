@@ -95,6 +95,7 @@ class AgenticRollout:
     """
 
     def __init__(self, engine: GenerationEngine, executor: Any, tokenizer: Any, config: RolloutConfig) -> None:
+        r"""Create the rollout (arguments in the class docstring)."""
         self.engine = engine
         self.executor = executor
         self.tokenizer = tokenizer

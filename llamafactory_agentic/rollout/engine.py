@@ -123,6 +123,7 @@ class StopStringMatcher:
     """
 
     def __init__(self, tokenizer: Any, stop_strings: Sequence[str]) -> None:
+        r"""Create the matcher (arguments in the class docstring); the token table is built on first use."""
         self.tokenizer = tokenizer
         self.stop_strings = tuple(stop_strings)
         self._window = max((len(s) for s in self.stop_strings), default=0) + 2
@@ -150,7 +151,9 @@ class StopStringMatcher:
         return None
 
 
-def build_engine(backend: Literal["hf", "vllm"], model: Any, tokenizer: Any, config: Any, **kwargs: Any) -> GenerationEngine:
+def build_engine(
+    backend: Literal["hf", "vllm"], model: Any, tokenizer: Any, config: Any, **kwargs: Any
+) -> GenerationEngine:
     r"""Create the generation engine of a backend.
 
     Args:

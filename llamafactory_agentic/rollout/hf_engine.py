@@ -53,6 +53,7 @@ class SlotKVCache(Cache):
     """
 
     def __init__(self, num_slots: int, capacity: int) -> None:
+        r"""Create an empty cache; layer buffers are allocated (zeroed) on first use."""
         super().__init__(layers=[])
         self.num_slots = num_slots
         self.capacity = capacity
@@ -108,7 +109,56 @@ class SlotKVCache(Cache):
         return True
 
     def __len__(self) -> int:
+        r"""Number of allocated layers."""
         return len(self.keys)
+
+
+GROUPED_SDPA = "agentic_grouped_sdpa"
+
+
+def grouped_sdpa_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    r"""SDPA for grouped-query attention with an explicit mask, without materialising repeated KV heads.
+
+    transformers' `sdpa` path calls `repeat_kv` whenever a mask is given (a `[batch, heads, kv_len, head_dim]` copy
+    per layer and step); here the query heads sharing one KV head are folded into the query length instead.
+
+    Args:
+        module: The attention module.
+        query: `[batch, heads, seq, head_dim]`.
+        key: `[batch, kv_heads, kv_len, head_dim]`.
+        value: `[batch, kv_heads, kv_len, head_dim]`.
+        attention_mask: `[batch, 1, seq, kv_len]` additive mask.
+        dropout: Must be 0 (generation).
+        scaling: Softmax scale.
+        **kwargs: Ignored.
+
+    Returns:
+        `([batch, seq, heads, head_dim], None)` as transformers' attention functions.
+    """
+    batch, heads, seq, dim = query.shape
+    kv_heads = key.shape[1]
+    groups = heads // kv_heads
+    q = query.reshape(batch, kv_heads, groups * seq, dim)
+    mask = attention_mask
+    if mask is not None and groups > 1 and seq > 1:
+        mask = mask.repeat(1, 1, groups, 1)
+    out = torch.nn.functional.scaled_dot_product_attention(q, key, value, attn_mask=mask, dropout_p=0.0, scale=scaling)
+    return out.reshape(batch, heads, seq, dim).transpose(1, 2).contiguous(), None
+
+
+def _register_attention() -> None:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(GROUPED_SDPA, grouped_sdpa_attention)
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -142,6 +192,7 @@ class HFEngine(GenerationEngine):
         sync_every: Decode steps between host syncs (default 8 with CUDA graphs, else 1).
         length_bucket: Granularity (tokens) of the attention length, so graphs are reused.
         seed: Seed of the sampling generator (CPU/eager; CUDA graphs use the default CUDA generator).
+        grouped_attention: With `sdpa` models, use `grouped_sdpa_attention` during generation (no repeated KV heads).
     """
 
     def __init__(
@@ -157,7 +208,10 @@ class HFEngine(GenerationEngine):
         sync_every: int | None = None,
         length_bucket: int = 256,
         seed: int | None = None,
+        grouped_attention: bool = True,
     ) -> None:
+        r"""Create the engine (arguments in the class docstring)."""
+        self.grouped_attention = grouped_attention
         self.tokenizer = tokenizer
         self.max_batch_size = int(max_batch_size)
         self.max_context = max_context
@@ -453,6 +507,11 @@ class HFEngine(GenerationEngine):
         self._ensure_buffers(needed)
         was_training = self.model.training
         self.model.eval()
+        config = getattr(self.model, "config", None)
+        original_attn = getattr(config, "_attn_implementation", None)
+        if self.grouped_attention and original_attn == "sdpa":
+            _register_attention()
+            config._attn_implementation = GROUPED_SDPA
         try:
             while pending:
                 rows, copies, pending = self._assign(requests, contexts, pending)
@@ -464,6 +523,8 @@ class HFEngine(GenerationEngine):
                 self._run_wave(rows, requests, contexts, sampling, results)
                 self.stats["waves"] += 1
         finally:
+            if config is not None and getattr(config, "_attn_implementation", None) == GROUPED_SDPA:
+                config._attn_implementation = original_attn
             if was_training:
                 self.model.train()
         return results
@@ -523,7 +584,7 @@ class HFEngine(GenerationEngine):
     ) -> None:
         t0 = time.perf_counter()
         matcher = self._matcher(tuple(sampling.stop_strings))
-        eos = set(int(e) for e in sampling.eos_token_ids)
+        eos = {int(e) for e in sampling.eos_token_ids}
         n_ent = sampling.entropy_tokens
         logits = self._prefill(rows, contexts)
         tokens, terms = self._sample(logits, sampling)
@@ -534,7 +595,14 @@ class HFEngine(GenerationEngine):
         states = []
         for j, row in enumerate(rows):
             states.append(
-                {"gen": [], "ent": [], "done": False, "reason": "length", "stop": None, "max": requests[row["req"]].max_tokens}
+                {
+                    "gen": [],
+                    "ent": [],
+                    "done": False,
+                    "reason": "length",
+                    "stop": None,
+                    "max": requests[row["req"]].max_tokens,
+                }
             )
 
         def accept(state: dict, token: int, ent: float) -> None:

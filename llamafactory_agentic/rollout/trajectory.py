@@ -112,7 +112,7 @@ class Trajectory:
             "is_fill": self.is_fill,
             "response_length": len(self.response_ids),
             "num_tool_calls": self.num_tool_calls,
-            "tool_calls": [{k: v for k, v in c.items()} for c in self.tool_calls],
+            "tool_calls": [dict(c) for c in self.tool_calls],
             "hit_call_limit": self.hit_call_limit,
             "truncated": self.truncated,
             "finish_reason": self.finish_reason,
@@ -175,6 +175,7 @@ class RolloutConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        r"""Validate the choices."""
         if self.group_size < 1:
             raise ValueError(f"group_size (arpo_rollout_n) must be >= 1, got {self.group_size}.")
         if self.beam_size < 1:
@@ -196,7 +197,9 @@ class RolloutConfig:
         return self.temperature <= 0.0
 
     @classmethod
-    def from_args(cls, finetuning_args: Any, generating_args: Any, eos_token_id: int, **overrides: Any) -> "RolloutConfig":
+    def from_args(
+        cls, finetuning_args: Any, generating_args: Any, eos_token_id: int, **overrides: Any
+    ) -> "RolloutConfig":
         r"""Build from LLaMA-Factory's finetuning arguments (with `AgenticArguments` mixed in) and generating arguments.
 
         Args:

@@ -69,6 +69,7 @@ class VLLMEngine(GenerationEngine):
         llm: Any = None,
         **llm_kwargs: Any,
     ) -> None:
+        r"""Create or adopt the vLLM engine and push the current weights (arguments in the class docstring)."""
         self.vllm = _import_vllm()
         self.tokenizer = tokenizer
         self.enable_sleep_mode = enable_sleep_mode

@@ -84,6 +84,9 @@ class ScriptedEngine(GenerationEngine):
                 ids = ids + [self.filler] * max(0, req.max_tokens - len(ids))
             if len(ids) > req.max_tokens:
                 ids, finish, stop = ids[: req.max_tokens], "length", None
-            out.append(GenerationResult(token_ids=ids, entropy_terms=[h * self.log_vocab], finish_reason=finish,
-                                        stop_string=stop))
+            out.append(
+                GenerationResult(
+                    token_ids=ids, entropy_terms=[h * self.log_vocab], finish_reason=finish, stop_string=stop
+                )
+            )
         return out

@@ -73,11 +73,18 @@ def reference_terms(model, ids, n):
 @pytest.mark.parametrize("prefix_cache", [True, False])
 def test_kv_reuse_matches_fresh_prefill(tiny_model, tiny_tokenizer, prefix_cache):
     model = sharpen(tiny_model)
-    engine = HFEngine(model, tiny_tokenizer, max_batch_size=4, max_context=256, seed=0, prefix_cache=prefix_cache,
-                      length_bucket=16, prefill_chunk=7)
+    engine = HFEngine(
+        model,
+        tiny_tokenizer,
+        max_batch_size=4,
+        max_context=256,
+        seed=0,
+        prefix_cache=prefix_cache,
+        length_bucket=16,
+        prefill_chunk=7,
+    )
     p = prompt(tiny_tokenizer)
-    s = SamplingSettings(temperature=1.0, eos_token_ids=(), entropy_source="full", entropy_tokens=100,
-                         stop_strings=())
+    s = SamplingSettings(temperature=1.0, eos_token_ids=(), entropy_source="full", entropy_tokens=100, stop_strings=())
     first = engine.generate([GenerationRequest(i, p, [], 12 + i) for i in range(3)], s)
     obs = tiny_tokenizer.encode(" <result>\nhello\n</result>", add_special_tokens=False)
     resp = [o.token_ids for o in first]
@@ -157,8 +164,15 @@ def test_full_rollout_real_model_and_python_tool(tiny_model, tiny_tokenizer):
     obs = tiny_tokenizer.encode(" <result>\n3\n</result>", add_special_tokens=False)
     answer = tiny_tokenizer.encode(" <answer> \\boxed{3} </answer>", add_special_tokens=False) + [eos]
     target = call + obs + answer
-    config = RolloutConfig(group_size=4, initial_rollouts=2, max_response_length=200, max_prompt_length=64,
-                           eos_token_id=eos, hf_generation_batch_size=4, seed=0)
+    config = RolloutConfig(
+        group_size=4,
+        initial_rollouts=2,
+        max_response_length=200,
+        max_prompt_length=64,
+        eos_token_id=eos,
+        hf_generation_batch_size=4,
+        seed=0,
+    )
     engine = build_engine("hf", ForcedModel(tiny_model, len(p), target), tiny_tokenizer, config)
     executor = ToolExecutor([PythonTool(timeout_s=30.0)], workers=4)
     try:

@@ -58,8 +58,9 @@ def binomial_ok(k, n, p, z=4.5):
 
 @pytest.mark.parametrize("dh", [-1.0, 0.0, 1.0, 2.0])
 def test_stochastic_branch_frequency(tiny_tokenizer, dh):
-    rollout, _, _ = make(tiny_tokenizer, two_calls_then_answer(1.0, dh), group_size=64, initial_rollouts=8,
-                         max_tool_calls=5, seed=123)
+    rollout, _, _ = make(
+        tiny_tokenizer, two_calls_then_answer(1.0, dh), group_size=64, initial_rollouts=8, max_tool_calls=5, seed=123
+    )
     rollout.rollout(prompts(tiny_tokenizer, 12))
     log = rollout.last_state["decision_log"]
     for delta, expected in [(0.0, 0.5), (dh, min(max(0.5 + 0.2 * dh, 0), 1))]:
@@ -71,8 +72,14 @@ def test_stochastic_branch_frequency(tiny_tokenizer, dh):
 
 def test_deterministic_rule_branches_iff_entropy_rises(tiny_tokenizer):
     for dh, expect in [(0.5, True), (-0.5, False)]:
-        rollout, _, _ = make(tiny_tokenizer, two_calls_then_answer(1.0, dh), group_size=16, initial_rollouts=4,
-                             branch_rule="deterministic", max_tool_calls=5)
+        rollout, _, _ = make(
+            tiny_tokenizer,
+            two_calls_then_answer(1.0, dh),
+            group_size=16,
+            initial_rollouts=4,
+            branch_rule="deterministic",
+            max_tool_calls=5,
+        )
         out = rollout.rollout(prompts(tiny_tokenizer, 3))
         log = rollout.last_state["decision_log"]
         assert all(d["branched"] == (d["delta_h"] > 0) for d in log)
@@ -104,8 +111,9 @@ def test_premonitor_table():
 @pytest.mark.parametrize("n_init", [1, 3, 8])
 def test_groups_exactly_m_and_fill(tiny_tokenizer, n_init):
     # no tool calls at all: nobody is ever alive after round 1, so the budget is filled one global per round
-    rollout, engine, _ = make(tiny_tokenizer, lambda r: ("<answer> 1 </answer>", "eos", 1.0), group_size=8,
-                              initial_rollouts=n_init)
+    rollout, engine, _ = make(
+        tiny_tokenizer, lambda r: ("<answer> 1 </answer>", "eos", 1.0), group_size=8, initial_rollouts=n_init
+    )
     out = rollout.rollout(prompts(tiny_tokenizer, 3))
     assert [len(g) for g in out.groups] == [8, 8, 8]
     assert out.metrics["rollout/fills"] == 3 * (8 - n_init)
@@ -116,8 +124,15 @@ def test_groups_exactly_m_and_fill(tiny_tokenizer, n_init):
 
 
 def test_groups_exactly_m_with_branching_and_tree(tiny_tokenizer):
-    rollout, _, executor = make(tiny_tokenizer, two_calls_then_answer(1.0, 1.0), group_size=6, initial_rollouts=2,
-                                beam_size=3, max_tool_calls=5, seed=1)
+    rollout, _, executor = make(
+        tiny_tokenizer,
+        two_calls_then_answer(1.0, 1.0),
+        group_size=6,
+        initial_rollouts=2,
+        beam_size=3,
+        max_tool_calls=5,
+        seed=1,
+    )
     out = rollout.rollout(prompts(tiny_tokenizer, 5))
     assert all(len(g) == 6 for g in out.groups)
     for g in out.groups:
@@ -138,8 +153,14 @@ def test_groups_exactly_m_with_branching_and_tree(tiny_tokenizer):
 
 
 def test_branch_copies_state_and_never_reruns_tool(tiny_tokenizer):
-    rollout, engine, executor = make(tiny_tokenizer, two_calls_then_answer(1.0, 5.0), group_size=2,
-                                     initial_rollouts=1, branch_rule="deterministic", max_tool_calls=5)
+    rollout, engine, executor = make(
+        tiny_tokenizer,
+        two_calls_then_answer(1.0, 5.0),
+        group_size=2,
+        initial_rollouts=1,
+        branch_rule="deterministic",
+        max_tool_calls=5,
+    )
     out = rollout.rollout(prompts(tiny_tokenizer, 1))
     src, child = out.groups[0]
     # deterministic: no branch at the first call (dH = 0), branch after the second (dH = 5)
@@ -185,7 +206,9 @@ def test_observation_mask_token_level(tiny_tokenizer):
     t = rollout.rollout(prompts(tiny_tokenizer, 1)).groups[0][0]
     model1 = tiny_tokenizer.encode("<search> capital of France </search>", add_special_tokens=False)
     obs = tiny_tokenizer.encode(" <result>\nPage 1: Paris\n</result>", add_special_tokens=False)
-    model2 = tiny_tokenizer.encode("ok", add_special_tokens=False) + [tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    model2 = tiny_tokenizer.encode("ok", add_special_tokens=False) + [
+        tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    ]
     assert t.response_ids == model1 + obs + model2
     assert t.loss_mask == [1] * len(model1) + [0] * len(obs) + [1] * len(model2)
     assert observation_string("x") == " <result>\nx\n</result>"
@@ -198,8 +221,9 @@ def test_observation_mask_token_level(tiny_tokenizer):
 def test_max_tokens_never_overshoot(tiny_tokenizer):
     plan = lambda r: ("<search> q </search>", "stop", 1.0) if r < 3 else ("", "length", 1.0)  # noqa: E731
     budget = 40
-    rollout, engine, _ = make(tiny_tokenizer, plan, group_size=4, initial_rollouts=2, max_response_length=budget,
-                              max_tool_calls=10, seed=3)
+    rollout, engine, _ = make(
+        tiny_tokenizer, plan, group_size=4, initial_rollouts=2, max_response_length=budget, max_tool_calls=10, seed=3
+    )
     out = rollout.rollout(prompts(tiny_tokenizer, 2))
     for req in engine.requests:
         assert req.max_tokens == budget - len(req.response_ids) and req.max_tokens > 0
@@ -210,16 +234,25 @@ def test_max_tokens_never_overshoot(tiny_tokenizer):
 
 
 def test_validation_greedy_single_no_branch(tiny_tokenizer):
-    rollout, engine, _ = make(tiny_tokenizer, two_calls_then_answer(1.0, 3.0), group_size=8, initial_rollouts=4,
-                              dynamic_rollouts=True)
+    rollout, engine, _ = make(
+        tiny_tokenizer, two_calls_then_answer(1.0, 3.0), group_size=8, initial_rollouts=4, dynamic_rollouts=True
+    )
     out = rollout.rollout(prompts(tiny_tokenizer, 3), training=False)
     assert [len(g) for g in out.groups] == [1, 1, 1]
     assert out.metrics["rollout/decisions"] == 0 and out.timing["time/premonitor"] == 0.0
 
 
 def test_question_scope_counters(tiny_tokenizer):
-    rollout, _, _ = make(tiny_tokenizer, two_calls_then_answer(1.0, 0.5), group_size=6, initial_rollouts=2,
-                         branch_penalty=0.05, branch_penalty_scope="question", max_tool_calls=5, seed=5)
+    rollout, _, _ = make(
+        tiny_tokenizer,
+        two_calls_then_answer(1.0, 0.5),
+        group_size=6,
+        initial_rollouts=2,
+        branch_penalty=0.05,
+        branch_penalty_scope="question",
+        max_tool_calls=5,
+        seed=5,
+    )
     rollout.rollout(prompts(tiny_tokenizer, 4))
     state = rollout.last_state
     counters, expected_at_round = [0] * 4, {}
@@ -234,32 +267,52 @@ def test_question_scope_counters(tiny_tokenizer):
 
 def test_lineage_scope_counters(tiny_tokenizer):
     plan = lambda r: (f"<search> q{r} </search>", "stop", 1.0 + 0.5 * r) if r < 4 else ("x", "eos", 1.0)  # noqa: E731
-    rollout, _, _ = make(tiny_tokenizer, plan, group_size=12, initial_rollouts=2, branch_penalty=0.05,
-                         branch_rule="deterministic", max_tool_calls=6)
+    rollout, _, _ = make(
+        tiny_tokenizer,
+        plan,
+        group_size=12,
+        initial_rollouts=2,
+        branch_penalty=0.05,
+        branch_rule="deterministic",
+        max_tool_calls=6,
+    )
     out = rollout.rollout(prompts(tiny_tokenizer, 1))
     log = rollout.last_state["decision_log"]
     g = out.groups[0]
     # deterministic and dH rising: every evaluation after the first call branches, so l climbs along each lineage
     for d in log:
-        src = g[d["source"]]
         later = [e for e in log if e["source"] == d["source"] and e["round"] > d["round"]]
         if later:
             assert later[0]["l"] == (d["l"] + 1 if d["branched"] else 0)
-    for t in g:
-        if t.parent is not None:
-            first = [e for e in log if e["source"] == t.index]
-            src_decision = [e for e in log if e["source"] == t.parent and e["branched"]]
-            if first and src_decision:
-                assert first[0]["l"] >= 1
+    # each child starts with its source's incremented value (children appear in the order of branching decisions)
+    children = [t for t in g if t.parent is not None]
+    created_by = [d for d in log if d["branched"]]
+    assert len(children) == len(created_by) > 0
+    assert any(d["l"] >= 2 for d in log)
+    for child, d in zip(children, created_by):
+        assert child.parent == d["source"]
+        first = [e for e in log if e["source"] == child.index]
+        if first:
+            assert first[0]["l"] == d["l"] + 1
 
 
 def test_premonitor_sets_initial_counts(tiny_tokenizer):
     # first round H = 2, later rounds H = 0: H_root (first 20 tokens of the bare prompt) = 2, H_bar (all) = 2/3
-    plan = lambda r: ("<search> q </search>", "stop", 2.0) if r == 0 else (  # noqa: E731
-        ("<search> q </search>", "stop", 0.0) if r == 1 else ("x", "eos", 0.0)
+    plan = lambda r: (
+        ("<search> q </search>", "stop", 2.0)
+        if r == 0
+        # noqa: E731
+        else (("<search> q </search>", "stop", 0.0) if r == 1 else ("x", "eos", 0.0))
     )
-    rollout, _, executor = make(tiny_tokenizer, plan, group_size=16, initial_rollouts=8, dynamic_rollouts=True,
-                                premonitor_rounds="all", max_tool_calls=5)
+    rollout, _, executor = make(
+        tiny_tokenizer,
+        plan,
+        group_size=16,
+        initial_rollouts=8,
+        dynamic_rollouts=True,
+        premonitor_rounds="all",
+        max_tool_calls=5,
+    )
     out = rollout.rollout(prompts(tiny_tokenizer, 2))
     m = premonitor_initial_rollouts(16, 2.0, 2.0 / 3, 0.5)
     assert out.metrics["rollout/premonitor_global"] == m == 11  # floor(16 * sigmoid(0.5 * 4 / 3)) + 1

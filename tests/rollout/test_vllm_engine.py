@@ -28,7 +28,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from llamafactory_agentic.rollout import AgenticRollout, GenerationRequest, RolloutConfig, SamplingSettings, build_engine
+from llamafactory_agentic.rollout import (
+    AgenticRollout,
+    GenerationRequest,
+    RolloutConfig,
+    SamplingSettings,
+    build_engine,
+)
 
 from .helpers import RecordingExecutor
 
@@ -64,8 +70,9 @@ class FakeLLM:
                 finish = "stop"
             ids = ids[: sp.max_tokens]
             logprobs = [{t: Logprob(-0.1), t + 1: Logprob(-2.5)} for t in ids]
-            completion = types.SimpleNamespace(token_ids=ids, logprobs=logprobs, finish_reason=finish,
-                                               stop_reason=stop_reason)
+            completion = types.SimpleNamespace(
+                token_ids=ids, logprobs=logprobs, finish_reason=finish, stop_reason=stop_reason
+            )
             outs.append(types.SimpleNamespace(outputs=[completion]))
         return outs
 
@@ -122,7 +129,9 @@ def test_vllm_engine_round_and_rollout(fake_vllm, tiny_model, tiny_tokenizer):
     # entropy: each position pools two log-probs (-0.1, -2.5); 20 leading positions
     per_pos = -(math.exp(-0.1) * -0.1) - (math.exp(-2.5) * -2.5)
     n_first = len(second_prompt) - len(p) - len(rollout_obs(tiny_tokenizer))
-    assert t.round_entropies[0] == pytest.approx(min(n_first, 20) * per_pos / math.log(len(tiny_tokenizer.get_vocab())))
+    assert t.round_entropies[0] == pytest.approx(
+        min(n_first, 20) * per_pos / math.log(len(tiny_tokenizer.get_vocab()))
+    )
     engine.release()
     assert llm.slept == 1
     engine.generate([GenerationRequest(0, p, [], 0)], SamplingSettings())

@@ -72,7 +72,11 @@ def e2e_env(tmp_path_factory, tiny_model_dir, shared_data):
     rows = pq.read_table(shared_data / "arpo" / "rl" / "train_10k.parquet").slice(0, 16).to_pylist()
     policy = root / "policy"
     fit_tool_policy(tiny_model_dir, policy, rows, steps=120, context=48)
-    return {"root": root, "datasets": datasets, "policy": policy}
+    from llamafactory_agentic.tools.index import build_corpus_from_cache_json
+
+    search_index = root / "search_index"  # the offline `local` search backend over the reference's snippets
+    build_corpus_from_cache_json(shared_data / "arpo" / "search_cache.json", search_index)
+    return {"root": root, "datasets": datasets, "policy": policy, "search_index": search_index}
 
 
 def run_cli(e2e_env, recipe: str, name: str, extra_env: dict | None = None, timeout: int = 600) -> Path:
@@ -94,6 +98,7 @@ def run_cli(e2e_env, recipe: str, name: str, extra_env: dict | None = None, time
         f"dataset_dir={e2e_env['datasets']}",
         f"output_dir={out}",
         f"agentic_cache_path={cache_path}",
+        f"agentic_search_index={e2e_env['search_index']}",
     ]
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **(extra_env or {}))
     env.pop("LLAMAFACTORY_AGENTIC_DISABLE", None)

@@ -16,7 +16,8 @@ from ._helpers import agentic_args
 
 def test_presets_cover_every_none_default_key():
     none_keys = {k for k, v in vars(AgenticArguments()).items() if v is None} - {"rl_epsilon_high"}
-    none_keys -= {"agentic_tool_config", "agentic_cache_path", "arpo_val_max_samples"}  # optional paths / limits
+    # optional paths / limits, not preset values
+    none_keys -= {"agentic_tool_config", "agentic_cache_path", "agentic_search_index", "arpo_val_max_samples"}
     for name, preset in PRESETS.items():
         assert none_keys <= set(preset), (name, none_keys - set(preset))
 

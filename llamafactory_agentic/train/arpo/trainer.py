@@ -930,6 +930,12 @@ class ArpoTrainer(GRPOTrainer):
         for key, value in timing.items():
             out[key].append(float(value))
 
+        sampled = metrics.get("rollout/generated_tokens")
+        if sampled is not None and timing.get("time/generation"):
+            out["perf/generated_tokens_per_s"].append(float(sampled) / max(float(timing["time/generation"]), 1e-9))
+        if torch.cuda.is_available():
+            out["perf/peak_gpu_memory_gib"].append(torch.cuda.max_memory_allocated() / 2**30)
+
     def _write_rollout_log(self, records: list[dict], group_rows: list[dict]) -> None:
         r"""Append a sampled share (`arpo_rollout_log_ratio`) of groups, with their branch tree, to rollouts.jsonl."""
         ratio = self.loss_config.rollout_log_ratio
