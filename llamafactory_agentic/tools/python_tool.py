@@ -24,10 +24,16 @@ working directory, scrubbed environment, CPU/memory/process/file-size limits, th
 Isolation, probed once per interpreter at first use (`isolation_level()`):
 
 * `bwrap`: bubblewrap sandbox: read-only root file system, private /tmp, no network, own pid/ipc/uts namespaces;
-  the sandbox dies with its parent, so killing it kills every process the code started.
+  the sandbox dies with its parent, so killing it kills every process the code started. Folders of the interpreter
+  that lie under /tmp (e.g. a CI clone under /tmp: the venv prefix, `sys.path` entries and editable-install sources)
+  are bound read-only into the private /tmp; otherwise the interpreter could not start there and a weaker level
+  would be chosen.
 * `unshare`: `unshare --user --map-root-user --net --pid --mount --mount-proc --fork --kill-child`: no network,
-  own pid namespace; the file system is only protected by ordinary permissions.
-* `rlimits-only`: resource limits and a process group; the code runs under an intermediate `/bin/sh` so that
+  own pid namespace; the file system is only protected by ordinary permissions. A silent `/bin/sh` is the init
+  (pid 1) of the namespace, so that the code is an ordinary process: pid 1 ignores signals it has no handler for
+  (SIGXCPU would not end it), and `unshare` cannot pass a SIGKILL death on to itself (it fails with
+  `unshare: sigprocmask unblock failed`); the shell turns the death into the exit status 128 + signal.
+* `rlimits-only`: resource limits and a process group; the code runs under the same silent `/bin/sh` so that
   `os.kill(os.getppid(), 9)` does not reach the trainer. No network or file-system isolation.
 
 When running as root and the interpreter is usable by uid 65534 (`nobody`), the code runs as `nobody` so that
@@ -37,7 +43,9 @@ namespace teardown with bwrap/unshare, process-group kill otherwise).
 
 Resource limits are set by util-linux `prlimit`, exec'd between the sandbox and the interpreter (no Python code runs
 between fork and exec, which `preexec_fn` would do and which is unsafe in a threaded trainer); `preexec_fn` is only
-the fallback when `prlimit` is missing. The program is sent on stdin (`python -`), so tracebacks read
+the fallback when `prlimit` is missing. The CPU-time limit is soft N s / hard N + 1 s: SIGXCPU at N s, SIGKILL one
+second later if the code handles SIGXCPU; either death is reported as an error observation naming the signal and
+the limit. The program is sent on stdin (`python -`), so tracebacks read
 `File "<stdin>", line N` on every call, and `input()` sees an immediate EOF.
 
 Stronger isolation for clusters: install bubblewrap (`apt-get install bubblewrap`) and allow unprivileged user
@@ -47,6 +55,7 @@ processes per sandbox with cgroups (e.g. `systemd-run --user --scope -p TasksMax
 """
 
 import ast
+import json
 import logging
 import math
 import os
@@ -84,6 +93,29 @@ NOBODY_ID = 65534
 _PROBE_LOCK = threading.Lock()
 _PROBED: dict[tuple[str, str, bool], bool] = {}
 _NOBODY_OK: dict[str, bool] = {}
+_PATHS_LOCK = threading.Lock()
+_BWRAP_BINDS: dict[str, list[str]] = {}
+BWRAP_PRIVATE_DIRS = ("/tmp",)  # hidden by bwrap's `--tmpfs /tmp`
+# Silent intermediate shell (`sh -c SCRIPT sh CMD...`): the shell's own stderr goes to /dev/null (no "Killed" or
+# "CPU time limit exceeded" job messages, which dash/bash print for a child killed by a signal), the command keeps
+# the original stderr (fd 3); the subshell execs the command, the shell exits with its status (128 + signal).
+SILENT_SHELL = ["/bin/sh", "-c", 'exec 3>&2 2>/dev/null; ("$@") 2>&3 3>&-; exit $?', "sh"]
+# Run by the interpreter itself: its prefixes, `sys.path`, and the source folders of editable installs (PEP 610
+# `direct_url.json`; setuptools' editable finders import them from there without a `sys.path` entry).
+_QUERY_PATHS = """
+import json, sys, urllib.parse
+from importlib import metadata
+paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix] + [p for p in sys.path if p]
+for dist in metadata.distributions():
+    try:
+        info = json.loads(dist.read_text("direct_url.json") or "{}")
+    except (ValueError, OSError):
+        continue
+    url = info.get("url") if isinstance(info, dict) else None
+    if isinstance(url, str) and url.startswith("file:") and (info.get("dir_info") or {}).get("editable"):
+        paths.append(urllib.parse.unquote(urllib.parse.urlparse(url).path))
+print(json.dumps(paths))
+"""
 
 
 def timeout_text(timeout_s: float) -> str:
@@ -121,14 +153,59 @@ def rewrite_last_expression(code: str) -> str:
     return prefix.decode("utf-8") + "print(" + segment + ")" + suffix.decode("utf-8")
 
 
-def _sandbox_prefix(level: str, workdir: str) -> list[str]:
+def _is_under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _bwrap_interpreter_binds(executable: str) -> list[str]:
+    r"""Folders `executable` needs that bwrap's private /tmp would hide, outermost only (cached per interpreter).
+
+    The interpreter is asked (outside the sandbox, with a scrubbed environment like the code's) for its prefixes,
+    `sys.path` and the source folders of its editable installs (whose start-up `.pth` hooks must stay importable);
+    the folder of the executable and of its resolved path are added. Entries that lie (literally or
+    after resolving symlinks) under a folder of `BWRAP_PRIVATE_DIRS` and exist are returned, to be bound read-only.
+    """
+    with _PATHS_LOCK:
+        if executable in _BWRAP_BINDS:
+            return _BWRAP_BINDS[executable]
+        paths = [os.path.dirname(executable), os.path.dirname(os.path.realpath(executable))]
+        try:
+            proc = subprocess.run(
+                [executable, "-s", "-c", _QUERY_PATHS],
+                cwd="/",
+                env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
+                capture_output=True,
+                timeout=30,
+            )
+            if proc.returncode == 0:
+                paths += [p for p in json.loads(proc.stdout.decode("utf-8")) if isinstance(p, str) and p]
+        except (OSError, subprocess.SubprocessError, ValueError) as exc:
+            logger.info("[agentic-tools] could not ask %s for its paths: %s", executable, exc)
+        hidden = set()
+        for path in paths:
+            for candidate in (os.path.normpath(os.path.abspath(path)), os.path.realpath(path)):
+                if any(_is_under(candidate, d) for d in BWRAP_PRIVATE_DIRS) and os.path.exists(candidate):
+                    hidden.add(candidate)
+        outermost = []
+        for path in sorted(hidden, key=len):
+            if path not in BWRAP_PRIVATE_DIRS and not any(_is_under(path, kept) for kept in outermost):
+                outermost.append(path)
+        _BWRAP_BINDS[executable] = outermost
+        return outermost
+
+
+def _sandbox_prefix(level: str, workdir: str, executable: str) -> list[str]:
     if level == "bwrap":
+        binds = []
+        for path in _bwrap_interpreter_binds(executable):
+            binds += ["--ro-bind", path, path]
         return [
             "bwrap",
             "--ro-bind", "/", "/",
             "--dev", "/dev",
             "--proc", "/proc",
             "--tmpfs", "/tmp",
+            *binds,
             "--bind", workdir, workdir,
             "--chdir", workdir,
             "--unshare-all",
@@ -139,9 +216,9 @@ def _sandbox_prefix(level: str, workdir: str) -> list[str]:
     if level == "unshare":
         return [
             "unshare", "--user", "--map-root-user", "--net", "--pid", "--mount", "--mount-proc", "--fork",
-            "--kill-child", "--",
+            "--kill-child", "--", *SILENT_SHELL,
         ]  # fmt: skip
-    return ["/bin/sh", "-c", '"$@"; exit $?', "sh"]
+    return list(SILENT_SHELL)
 
 
 def _drop_kwargs(drop: bool) -> dict[str, Any]:
@@ -177,7 +254,7 @@ def _probe_level(level: str, executable: str, drop: bool) -> bool:
             try:
                 if drop:
                     os.chown(workdir, NOBODY_ID, NOBODY_ID)
-                cmd = _sandbox_prefix(level, workdir) + [executable, "-c", "import socket"]
+                cmd = _sandbox_prefix(level, workdir, executable) + [executable, "-c", "import socket"]
                 proc = subprocess.run(cmd, cwd=workdir, capture_output=True, timeout=30, **_drop_kwargs(drop))
                 ok = proc.returncode == 0
                 if not ok:
@@ -219,11 +296,11 @@ def isolation_level(preferred: str = "auto", executable: str | None = None, run_
     return "rlimits-only"
 
 
-def _limits_preexec(limits: list[tuple[int, int]]):
+def _limits_preexec(limits: list[tuple[int, int, int]]):
     def _apply() -> None:
-        for res, value in limits:
+        for res, soft, hard in limits:
             try:
-                resource.setrlimit(res, (value, value))
+                resource.setrlimit(res, (soft, hard))
             except (ValueError, OSError):
                 pass
 
@@ -250,7 +327,8 @@ def run_python_code(
         timeout_s: wall-clock limit in seconds; the whole sandbox / process group is SIGKILLed when it passes.
         max_output_chars: cap of the returned text (first and last halves around an omission line).
         memory_mb: RLIMIT_AS in MiB (None: unlimited).
-        cpu_time_s: RLIMIT_CPU in seconds (default `ceil(timeout_s) + 1`).
+        cpu_time_s: RLIMIT_CPU in seconds (default `ceil(timeout_s) + 1`): SIGXCPU when it is reached, SIGKILL one
+            second later; reported as an error observation naming the signal and the limit.
         max_processes: RLIMIT_NPROC (binding for non-root users, or for root when the code runs as `nobody`).
         max_file_mb: RLIMIT_FSIZE in MiB (largest file the code may write).
         isolation: see `isolation_level`.
@@ -265,14 +343,15 @@ def run_python_code(
     executable = executable or sys.executable
     level = isolation_level(isolation, executable, run_as)
     drop = run_as == "auto" and _can_drop_privileges(executable)
-    cpu = int(cpu_time_s if cpu_time_s is not None else math.ceil(timeout_s) + 1)
-    limits: list[tuple[int, int]] = [(resource.RLIMIT_CPU, max(1, cpu)), (resource.RLIMIT_CORE, 0)]
+    cpu = max(1, math.ceil(cpu_time_s if cpu_time_s is not None else math.ceil(timeout_s) + 1))
+    # (resource, soft, hard): SIGXCPU at the soft CPU limit; SIGKILL at the hard one if the code handles SIGXCPU
+    limits: list[tuple[int, int, int]] = [(resource.RLIMIT_CPU, cpu, cpu + 1), (resource.RLIMIT_CORE, 0, 0)]
     if memory_mb:
-        limits.append((resource.RLIMIT_AS, int(memory_mb) * 1024 * 1024))
+        limits.append((resource.RLIMIT_AS, int(memory_mb) * 1024 * 1024, int(memory_mb) * 1024 * 1024))
     if max_processes:
-        limits.append((resource.RLIMIT_NPROC, int(max_processes)))
+        limits.append((resource.RLIMIT_NPROC, int(max_processes), int(max_processes)))
     if max_file_mb:
-        limits.append((resource.RLIMIT_FSIZE, int(max_file_mb) * 1024 * 1024))
+        limits.append((resource.RLIMIT_FSIZE, int(max_file_mb) * 1024 * 1024, int(max_file_mb) * 1024 * 1024))
 
     workdir = tempfile.mkdtemp(prefix="lfa-py-", dir=workdir_root)
     try:
@@ -290,10 +369,10 @@ def run_python_code(
                 resource.RLIMIT_NPROC: "nproc",
                 resource.RLIMIT_FSIZE: "fsize",
             }
-            inner = [prlimit] + [f"--{names[r]}={v}:{v}" for r, v in limits] + ["--"] + inner
+            inner = [prlimit] + [f"--{names[r]}={soft}:{hard}" for r, soft, hard in limits] + ["--"] + inner
         else:  # documented as unsafe with threads, used only when util-linux's prlimit is missing
             preexec = _limits_preexec(limits)
-        cmd = _sandbox_prefix(level, workdir) + inner
+        cmd = _sandbox_prefix(level, workdir, executable) + inner
         bin_dir = os.path.dirname(executable)
         env = {
             "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
@@ -310,7 +389,7 @@ def run_python_code(
             "MKL_NUM_THREADS": "1",
             "MPLBACKEND": "Agg",
         }
-        return _run_and_collect(cmd, workdir, env, source, timeout_s, max_output_chars, preexec, drop)
+        return _run_and_collect(cmd, workdir, env, source, timeout_s, max_output_chars, preexec, drop, cpu)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -338,7 +417,25 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def _run_and_collect(cmd, workdir, env, source, timeout_s, max_output_chars, preexec, drop) -> tuple[str, str]:
+def _signal_text(rc: int, cpu_time_s: int) -> str | None:
+    r"""Readable cause of a death by signal: rc < 0 (Popen) or 128 + signal (sandbox/shell exit status); else None."""
+    if not (rc < 0 or 128 < rc < 128 + 65):
+        return None
+    signum = -rc if rc < 0 else rc - 128
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = str(signum)
+    if signum == signal.SIGXCPU:
+        return f"Process killed by signal SIGXCPU: CPU time limit of {cpu_time_s} seconds exceeded."
+    if signum == signal.SIGKILL:
+        return f"Process killed by signal SIGKILL (CPU time limit of {cpu_time_s} seconds or memory exhausted?)."
+    return f"Process killed by signal {name}."
+
+
+def _run_and_collect(
+    cmd, workdir, env, source, timeout_s, max_output_chars, preexec, drop, cpu_time_s
+) -> tuple[str, str]:
     start = time.monotonic()
     deadline = start + timeout_s
     try:
@@ -400,17 +497,11 @@ def _run_and_collect(cmd, workdir, env, source, timeout_s, max_output_chars, pre
         text = out.value()
         return (STATUS_OK, text) if text else (STATUS_EMPTY, empty_output_text("python"))
     text = err.value() or out.value()
-    if not text:
-        rc = proc.returncode
-        if rc < 0 or rc > 128:
-            signum = -rc if rc < 0 else rc - 128
-            try:
-                name = signal.Signals(signum).name
-            except ValueError:
-                name = str(signum)
-            text = f"Process killed by signal {name} (memory or CPU-time limit reached?)."
-        else:
-            text = f"Process exited with code {rc} and no output."
+    cause = _signal_text(proc.returncode, cpu_time_s)
+    if cause:  # what the code printed before it was killed, then why it ended
+        text = f"{text}\n{cause}" if text else cause
+    elif not text:
+        text = f"Process exited with code {proc.returncode} and no output."
     return STATUS_ERROR, text
 
 

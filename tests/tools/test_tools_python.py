@@ -16,6 +16,7 @@ import json
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -157,9 +158,58 @@ def test_memory_hog_is_stopped():
     assert "MemoryError" in text or "SIGKILL" in text or "SIGSEGV" in text
 
 
-def test_cpu_time_limit():
-    status, text = run_python_code("while True:\n    pass", timeout_s=10, cpu_time_s=1)
-    assert status == "error" and ("SIGXCPU" in text or "SIGKILL" in text)
+@pytest.mark.parametrize("level", AVAILABLE)
+def test_cpu_time_limit(level):
+    """Every level: SIGXCPU at the soft limit becomes a readable error observation (under `unshare` the code used to
+    be pid 1 of the namespace, and its SIGKILL death crashed `unshare` with `sigprocmask unblock failed`)."""
+    code = "import sys\nsys.stderr.write('started\\n')\nwhile True:\n    pass"
+    status, text = run_python_code(code, timeout_s=10, cpu_time_s=1, isolation=level)
+    assert (status, text) == (
+        "error",
+        "started\nProcess killed by signal SIGXCPU: CPU time limit of 1 seconds exceeded.",
+    )
+
+
+def test_cpu_time_limit_with_sigxcpu_ignored():
+    """Code that ignores SIGXCPU is SIGKILLed at the hard limit (one second later), still a readable observation."""
+    code = "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass"
+    status, text = run_python_code(code, timeout_s=10, cpu_time_s=1)
+    assert status == "error" and "SIGKILL" in text and "CPU time limit of 1 seconds" in text
+    assert "sigprocmask" not in text
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_bwrap_with_an_interpreter_under_tmp():
+    """A CI clone keeps its virtual environment (and editable sources) under /tmp, which bwrap replaces by a private
+    tmpfs: those folders are bound read-only so that bwrap stays usable wherever it works for the same base
+    interpreter. The venv is created without pip (milliseconds); the editable install is a PEP 610 record."""
+    if isolation_level("bwrap", executable=os.path.realpath(sys.executable)) != "bwrap":
+        pytest.skip("bwrap does not work on this machine")
+    folder = tempfile.mkdtemp(prefix="lfa-venv-", dir="/tmp")
+    try:
+        venv = os.path.join(folder, "venv")
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, capture_output=True)
+        python = os.path.join(venv, "bin", "python")
+        source = os.path.join(folder, "project")
+        os.makedirs(source)
+        with open(os.path.join(source, "data.txt"), "w") as f:
+            f.write("editable source")
+        site = os.path.join(venv, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}", "site-packages")
+        info = os.path.join(site, "demo-0.dist-info")
+        os.makedirs(info)
+        with open(os.path.join(info, "METADATA"), "w") as f:
+            f.write("Metadata-Version: 2.1\nName: demo\nVersion: 0\n")
+        with open(os.path.join(info, "direct_url.json"), "w") as f:
+            json.dump({"url": f"file://{source}", "dir_info": {"editable": True}}, f)
+        assert isolation_level("bwrap", executable=python) == "bwrap"
+        with open(os.path.join(folder, "secret.txt"), "w") as f:
+            f.write("not for the sandbox")
+        code = f"import os\nprint(open({source!r} + '/data.txt').read(), os.path.exists({folder!r} + '/secret.txt'))"
+        status, text = run_python_code(code, timeout_s=10, isolation="bwrap", executable=python)
+        # the editable source is readable; the rest of the host's /tmp stays hidden
+        assert (status, text) == ("ok", "editable source False")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_hundred_megabytes_of_output_stays_bounded():
