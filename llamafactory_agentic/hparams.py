@@ -45,6 +45,17 @@ class AgenticArguments:
             "sampling (RUC-NLPIR/ARPO issue 22)."
         },
     )
+    arpo_budget_fill: Literal["per_round", "all_at_once"] = field(
+        default="per_round",
+        metadata={
+            "help": "How the budget fill adds fresh global rollouts to a prompt that has no active trajectory left "
+            "while its group is short of M. `per_round` (default, reference code RUC-NLPIR/ARPO "
+            "`ARPO/verl_arpo_entropy/verl/workers/rollout/vllm_rollout/vllm_rollout_with_tools.py:237-555`, "
+            "spec section 3.4): one per round, so a policy that stops early needs M - N extra rounds. "
+            "`all_at_once`: all M - len(group) remaining rollouts in that round, as the paper describes "
+            "(arXiv 2507.19849 section 3.1)."
+        },
+    )
     arpo_beam_size: int | None = field(
         default=None,
         metadata={"help": "At most `beam_size - 1` branches per source per round. Preset default: 2."},

@@ -249,6 +249,13 @@ class AgenticRollout:
 
     # ------------------------------------------------------------------ branching
     def _branch_phase(self, alive: list[Trajectory], state: dict, prompts: list[list[int]]) -> list[Trajectory]:
+        r"""Branch the alive sources (creation order), then budget-fill prompts without active trajectories.
+
+        Budget fill (spec section 3.4): a prompt whose group is short of M and has no alive member gets fresh global
+        rollouts (`is_fill=True`): one per round with `budget_fill="per_round"` (reference code), or all
+        M - len(group) missing ones at once with `"all_at_once"` (arXiv 2507.19849 section 3.1). Fills may branch in
+        later rounds. Returns the trajectories created this round (branches first, then fills).
+        """
         cfg = self.config
         metrics = state["metrics"]
         groups = state["groups"]
@@ -311,11 +318,17 @@ class AgenticRollout:
                         source.consecutive_branches = 0
                 created[g] += made
         for g, prompt in enumerate(prompts):
+            # budget fill (spec section 3.4): only for a prompt without active trajectories whose group is short
             has_alive = any(id(t) in alive_ids for t in groups[g])
-            if not has_alive and len(groups[g]) < cfg.group_size:
+            missing = cfg.group_size - len(groups[g])
+            if has_alive or missing <= 0:
+                continue
+            count = missing if cfg.budget_fill == "all_at_once" else 1
+            for _ in range(count):
                 new.append(self._new_global(state, g, prompt, is_fill=True))
-                created[g] += 1
-                metrics["fills"] += 1
+            created[g] += count
+            metrics["fills"] += count
+            metrics["fill_rounds"] += 1
         state["created_log"].append(list(created))
         if cfg.branch_penalty_scope == "question" and any(created):
             counters = state["question_counters"]
@@ -448,6 +461,7 @@ class AgenticRollout:
             "rollout/initial_rollouts": float(np.mean(initial)) if initial else 0.0,
             "rollout/branches": m["branches"],
             "rollout/fills": m["fills"],
+            "rollout/fill_rounds": m["fill_rounds"],
             "rollout/decisions": m["decisions"],
             "rollout/branch_rate": m["branches"] / m["decisions"] if m["decisions"] else 0.0,
             "rollout/mean_delta_h": m["delta_h_sum"] / m["decisions"] if m["decisions"] else 0.0,

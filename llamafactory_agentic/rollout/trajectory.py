@@ -141,10 +141,14 @@ class RolloutConfig:
     r"""Resolved rollout settings (no None values).
 
     Field names drop the `arpo_`/`aepo_`/`agentic_` prefix of the matching key in `llamafactory_agentic/hparams.py`.
+    `budget_fill` (`arpo_budget_fill`): `per_round` adds one fresh global rollout per round to a prompt without active
+    trajectories (reference code, spec section 3.4); `all_at_once` adds all missing ones in that round (arXiv
+    2507.19849 section 3.1).
     """
 
     group_size: int = 16
     initial_rollouts: int = 8
+    budget_fill: Literal["per_round", "all_at_once"] = "per_round"
     beam_size: int = 2
     branch_rule: Literal["stochastic", "deterministic"] = "stochastic"
     branch_tau: float = 0.5
@@ -178,6 +182,8 @@ class RolloutConfig:
         r"""Validate the choices."""
         if self.group_size < 1:
             raise ValueError(f"group_size (arpo_rollout_n) must be >= 1, got {self.group_size}.")
+        if self.budget_fill not in ("per_round", "all_at_once"):
+            raise ValueError(f"Unknown budget fill {self.budget_fill!r}; expected 'per_round' or 'all_at_once'.")
         if self.beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {self.beam_size}.")
         if self.branch_rule not in ("stochastic", "deterministic"):
@@ -230,6 +236,7 @@ class RolloutConfig:
         values = dict(
             group_size=int(get("arpo_rollout_n", 16)),
             initial_rollouts=int(get("arpo_initial_rollouts", 8)),
+            budget_fill=get("arpo_budget_fill", "per_round"),
             beam_size=int(get("arpo_beam_size")),
             branch_rule=get("arpo_branch_rule"),
             branch_tau=float(get("arpo_branch_tau")),
