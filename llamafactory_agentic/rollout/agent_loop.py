@@ -317,6 +317,7 @@ class AgenticRollout:
                     else:
                         source.consecutive_branches = 0
                 created[g] += made
+        filled = False
         for g, prompt in enumerate(prompts):
             # budget fill (spec section 3.4): only for a prompt without active trajectories whose group is short
             has_alive = any(id(t) in alive_ids for t in groups[g])
@@ -328,7 +329,8 @@ class AgenticRollout:
                 new.append(self._new_global(state, g, prompt, is_fill=True))
             created[g] += count
             metrics["fills"] += count
-            metrics["fill_rounds"] += 1
+            filled = True
+        metrics["fill_rounds"] += float(filled)  # rounds after which at least one fill was created
         state["created_log"].append(list(created))
         if cfg.branch_penalty_scope == "question" and any(created):
             counters = state["question_counters"]
