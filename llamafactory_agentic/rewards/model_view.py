@@ -34,7 +34,10 @@ def build_model_view(
 ) -> str:
     r"""Decode a response for reward computation, keeping only what the model wrote.
 
-    The response is cut at its first EOS token (the EOS itself and everything after it are dropped). Every observation
+    The response is cut at its first model-written EOS token, i.e. the first EOS id whose loss mask is 1 (the EOS itself
+    and everything after it are dropped). An EOS id inside an observation (loss mask 0, e.g. a tool output holding the
+    literal text `<|im_end|>`, which the tokenizer maps to the special id) does not cut: the model wrote nothing there
+    (section 6, "Model-written text only"). Every observation
     span, i.e. every maximal run of loss-mask-0 tokens (the inserted ` <result>\n...\n</result>` string), becomes the
     literal `<result></result>`; every run of loss-mask-1 tokens is decoded on its own with special tokens skipped.
     Tag-order checks thus still see the result tags, while answer extraction, the tool bonus and every tag count see
@@ -48,7 +51,8 @@ def build_model_view(
         tokenizer: A Hugging Face tokenizer (`decode` is used).
         response_ids: Response token ids (no prompt, no padding), `[response_len]`.
         loss_mask: 1 for sampled tokens, 0 for observation tokens, `[response_len]`.
-        eos_token_id: EOS id or ids (e.g. `<|im_end|>`); None disables the cut.
+        eos_token_id: EOS id or ids (e.g. `<|im_end|>`); None disables the cut. Only occurrences with loss mask 1
+            cut.
 
     Returns:
         The model view string.
@@ -66,8 +70,8 @@ def build_model_view(
         eos_ids = {eos_token_id}
     else:
         eos_ids = {int(x) for x in eos_token_id}
-    for position, token in enumerate(ids):
-        if token in eos_ids:
+    for position, (token, trained) in enumerate(zip(ids, mask)):
+        if trained and token in eos_ids:
             ids, mask = ids[:position], mask[:position]
             break
 

@@ -131,7 +131,10 @@ class CallableReward(RewardFunction):
     r"""A user reward function as a `RewardFunction`.
 
     The function is called as `fn(model_text, ground_truth, metadata)` and returns a number, a dict with `score`, or a
-    `RewardResult`.
+    `RewardResult`. A `RewardResult` is used as returned. For a number or a dict the other fields are derived from the
+    score on the reference scale (spec section 6: -1 = format failure, 1 = fully correct): `format_ok = score > -1`
+    and `correctness = clip(score, 0, 1)`, so `reward/format_ok_rate` and `reward/accuracy` (`correctness == 1`,
+    i.e. score >= 1) are meaningful for user rewards too.
     """
 
     def __init__(self, fn: Callable, name: str) -> None:
@@ -163,6 +166,9 @@ class CallableReward(RewardFunction):
                 f"reward function {self.name} returned a non-finite or non-numeric score {result.score!r}."
             )
         result.score = float(result.score)
+        if not isinstance(value, RewardResult):
+            result.format_ok = result.score > FORMAT_PENALTY
+            result.correctness = min(max(result.score, 0.0), 1.0)
         return result
 
 

@@ -18,7 +18,9 @@ For every call, in order: unknown tag -> `unknown_tool`; empty body -> `Error: e
 per-trajectory call limit of the tool -> `limit`; parse; cache lookup (cached tools only; `offline` mode answers a
 miss with the no-result text); in-flight dedup (identical (tool, key) calls share one execution, also across threads);
 otherwise the call runs in the thread pool with the tool's retries (tenacity) and the executor waits at most the
-tool's `timeout_s` plus a grace period. New "ok" results of cached tools are stored by the worker thread.
+tool's `timeout_s` plus a grace period counted from the moment a worker starts the call (time spent queued behind other
+calls when there are more calls than workers does not count), with an overall safety bound on the queueing time.
+New "ok" results of cached tools are stored by the worker thread.
 Nothing raises into the caller: every failure, including cache failures, becomes observation text plus a metric.
 """
 
@@ -56,9 +58,30 @@ DEFAULT_WORKERS = 64  # ARPO preset (spec section 7)
 DEFAULT_RETRIES = 3
 
 
+class _StartMark:
+    r"""Set by the worker thread when it picks a call up: the per-call deadline counts from `at`."""
+
+    __slots__ = ("at", "event")
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+        self.event = threading.Event()
+
+    def mark(self) -> None:
+        self.at = time.perf_counter()
+        self.event.set()
+
+    def release(self, _: Future) -> None:
+        self.event.set()  # done without having started (cancelled at shutdown): wake the waiter
+
+
 def empty_call_text(tag: str) -> str:
     r"""`Error: empty <tag> call.` (spec section 12)."""
     return f"Error: empty <{tag}> call."
+
+
+class _NotStarted(Exception):
+    r"""No worker picked the call up within the queueing safety bound."""
 
 
 class ToolExecutor:
@@ -70,7 +93,10 @@ class ToolExecutor:
         cache_tools: names of the tools whose results are cached (`agentic_cache_tools`, default `("search",)`).
         workers: thread-pool size (`agentic_tool_workers`, 64).
         cache_errors: also store "error"/"timeout" results (never "empty").
-        grace_s: seconds the executor waits beyond a tool's `timeout_s` before answering `timeout` itself.
+        grace_s: seconds the executor waits beyond a tool's `timeout_s` (counted from the moment a worker starts the
+            call) before answering `timeout` itself. A call still queued (all workers busy) is answered `timeout`
+            after `(max tool timeout_s + grace_s) * (1 + calls ahead of it // workers)` seconds, a safety bound
+            that holds when the calls ahead of it end within their own budget.
         max_tracked_trajectories: trajectories whose per-tool call counts are remembered (oldest forgotten first).
     """
 
@@ -97,7 +123,9 @@ class ToolExecutor:
         self.cache_errors = cache_errors
         self.grace_s = float(grace_s)
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="agentic-tool")
-        self._inflight: dict[tuple[str, str], Future] = {}
+        self._inflight: dict[tuple[str, str], tuple[Future, _StartMark, float]] = {}
+        self._outstanding = 0  # submitted executions not finished yet (queued or running)
+        self._outstanding_lock = threading.Lock()
         self._inflight_lock = threading.Lock()
         self._counts: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._counts_lock = threading.Lock()
@@ -197,25 +225,58 @@ class ToolExecutor:
                     logger.warning("[agentic-tools] cache write failed for %s: %s", tool.name, exc)
         return result
 
-    def _submit(self, tool: BaseTool, args: Any, key: str) -> tuple[Future, bool]:
-        r"""Future of the execution of (tool, key); reuses an in-flight one when the tool dedups."""
+    def _run_marked(self, mark: _StartMark, tool: BaseTool, args: Any, key: str) -> ToolResult:
+        mark.mark()  # the per-call deadline starts here, in the worker, not at submission
+        return self._run(tool, args, key)
+
+    def _queue_bound(self, now: float) -> float:
+        r"""Latest time a call submitted `now` may still be waiting for a worker (the safety bound)."""
+        budget = max((t.timeout_s for t in self.tools.values()), default=0.0) + self.grace_s
+        with self._outstanding_lock:
+            ahead = self._outstanding
+            self._outstanding += 1
+        return now + budget * (1 + ahead // self.workers)
+
+    def _finished(self, _: Future) -> None:
+        with self._outstanding_lock:
+            self._outstanding -= 1
+
+    def _new_execution(self, tool: BaseTool, args: Any, key: str) -> tuple[Future, _StartMark, float]:
+        mark = _StartMark()
+        queue_bound = self._queue_bound(time.perf_counter())
+        try:
+            future = self._pool.submit(self._run_marked, mark, tool, args, key)
+        except BaseException:
+            self._finished(None)
+            raise
+        future.add_done_callback(self._finished)
+        future.add_done_callback(mark.release)
+        return future, mark, queue_bound
+
+    def _submit(self, tool: BaseTool, args: Any, key: str) -> tuple[Future, _StartMark, float, bool]:
+        r"""(future, start mark, queue bound, deduped) of the execution of (tool, key).
+
+        Reuses an in-flight execution when the tool dedups.
+        """
         if not tool.dedup:
-            return self._pool.submit(self._run, tool, args, key), False
+            return *self._new_execution(tool, args, key), False
         ident = (tool.tag, key)
         with self._inflight_lock:
-            future = self._inflight.get(ident)
-            if future is not None:
-                return future, True
-            future = self._pool.submit(self._run, tool, args, key)
-            self._inflight[ident] = future
+            entry = self._inflight.get(ident)
+            if entry is not None:
+                return *entry, True
+            entry = self._new_execution(tool, args, key)
+            self._inflight[ident] = entry
+        future = entry[0]
 
         def _done(_: Future) -> None:
             with self._inflight_lock:
-                if self._inflight.get(ident) is future:
+                current = self._inflight.get(ident)
+                if current is not None and current[0] is future:
                     del self._inflight[ident]
 
         future.add_done_callback(_done)
-        return future, False
+        return *entry, False
 
     def execute(self, calls: list[ToolCall]) -> list[ToolResult]:
         r"""Run a batch of calls concurrently.
@@ -224,7 +285,7 @@ class ToolExecutor:
             One `ToolResult` per call, in the order of `calls`. Never raises.
         """
         results: list[ToolResult | None] = [None] * len(calls)
-        pending: list[tuple[int, BaseTool, Future, float, float, bool]] = []
+        pending: list[tuple[int, BaseTool, Future, _StartMark, float, float, bool]] = []
         for i, call in enumerate(calls):
             start = time.perf_counter()
             try:
@@ -234,10 +295,20 @@ class ToolExecutor:
                 results[i] = ToolResult(error_text(str(name), f"{type(exc).__name__}: {exc}"), STATUS_ERROR,
                                         time.perf_counter() - start)  # fmt: skip
                 self._record(str(name), results[i])
-        for i, tool, future, start, deadline, deduped in pending:
+        for i, tool, future, mark, start, queue_bound, deduped in pending:
             try:
+                if not mark.event.wait(timeout=max(0.0, queue_bound - time.perf_counter())):
+                    raise _NotStarted
+                started = mark.at if mark.at is not None else time.perf_counter()  # None: cancelled, never ran
+                deadline = started + tool.timeout_s + self.grace_s  # counted from the worker's start
                 result = future.result(timeout=max(0.0, deadline - time.perf_counter()))
                 result = ToolResult(result.text, result.status, time.perf_counter() - start, result.cached)
+            except _NotStarted:
+                result = ToolResult(
+                    error_text(tool.name, f"not started within {queue_bound - start:.3g} seconds (all workers busy)"),
+                    STATUS_TIMEOUT,
+                    time.perf_counter() - start,
+                )
             except FutureTimeout:
                 result = ToolResult(
                     error_text(tool.name, f"no answer within {tool.timeout_s:g} seconds"),
@@ -297,9 +368,8 @@ class ToolExecutor:
                 result = ToolResult(text, STATUS_CACHE_MISS, time.perf_counter() - start)
                 self._record(tool.name, result)
                 return result
-        future, deduped = self._submit(tool, args, key)
-        deadline = start + tool.timeout_s + self.grace_s
-        pending.append((i, tool, future, start, deadline, deduped))
+        future, mark, queue_bound, deduped = self._submit(tool, args, key)
+        pending.append((i, tool, future, mark, start, queue_bound, deduped))
         return None
 
     def close(self) -> None:

@@ -147,3 +147,49 @@ def test_register_reward_function():
         register_reward_function("test_constant_reward_b")(constant)
     with pytest.raises(ValueError):
         register_reward_function("a:b")
+
+
+def test_eos_text_inside_an_observation_does_not_cut_the_view(tiny_tokenizer):
+    # a tool output holding the literal chat-template text: the tokenizer maps it to the special ids (loss mask 0)
+    tok = tiny_tokenizer
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    observation = " <result>\nsee <|im_end|>\n<|im_start|>assistant\nthe page\n</result>"
+    ids, mask = _response(
+        tok,
+        [
+            ("<think> look it up </think><search> capital of France </search>", 1),
+            (observation, 0),
+            (" <think> found it </think><answer> \\boxed{Paris} </answer>", 1),
+        ],
+    )
+    assert eos in [t for t, m in zip(ids, mask) if m == 0]  # the observation really holds the EOS id
+    view = build_model_view(tok, ids + [eos], mask + [1], eos)
+    assert view == (
+        "<think> look it up </think><search> capital of France </search>"
+        + RESULT_PLACEHOLDER
+        + " <think> found it </think><answer> \\boxed{Paris} </answer>"
+    )
+    assert get_reward_function("f1")(view, "Paris", {}) == 1.0
+
+
+def test_user_reward_reports_format_ok_and_correctness(tmp_path, monkeypatch):
+    # spec section 6 scale: -1 = format failure, [0, 1] correctness, 1.1 = correct with the tool bonus
+    module = tmp_path / "my_scored_reward_mod.py"
+    module.write_text(
+        textwrap.dedent(
+            """
+            def from_metadata(model_text, ground_truth, metadata):
+                return metadata["score"]
+
+            def as_dict(model_text, ground_truth, metadata):
+                return {"score": metadata["score"]}
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("my_scored_reward_mod:from_metadata", "my_scored_reward_mod:as_dict"):
+        reward = get_reward_function(name)
+        got = [reward.compute("x", "y", {"score": s}) for s in (-1.0, -0.5, 0.0, 0.4, 1.0, 1.1)]
+        assert [r.format_ok for r in got] == [False, True, True, True, True, True]
+        assert [r.correctness for r in got] == [0.0, 0.0, 0.0, 0.4, 1.0, 1.0]
+        assert [r.score for r in got] == [-1.0, -0.5, 0.0, 0.4, 1.0, 1.1]

@@ -277,3 +277,27 @@ def test_bad_tool_config(tmp_path):
     bad.write_text("tools:\n  - name: python\n    colour: red\n")
     with pytest.raises(ValueError, match="unknown keys"):
         load_tool_config(bad)
+
+
+def test_queued_calls_get_their_full_timeout_from_the_worker_start():
+    # 6 calls of ~0.5 s on 2 workers: the last ones wait ~1 s in the queue; each runs well inside its 1 s budget
+    tool = SlowEcho(delay=0.5, timeout_s=1.0, retries=1)
+    with ToolExecutor([tool], workers=2, grace_s=0.1) as ex:
+        start = time.time()
+        results = ex.execute([ToolCall("echo", f"q{i}") for i in range(6)])
+        elapsed = time.time() - start
+        assert [r.status for r in results] == ["ok"] * 6
+        assert [r.text for r in results] == [f"echo: q{i}" for i in range(6)]
+        assert 1.4 < elapsed < 4.0  # three waves of two
+        assert ex.pop_metrics()["tools/echo/timeouts"] == 0
+
+
+def test_a_call_never_picked_up_times_out_at_the_queue_bound():
+    # one worker held by a call that overruns its budget: the queued call gives up at the safety bound
+    tool = SlowEcho(delay=2.0, timeout_s=0.3, retries=1)
+    with ToolExecutor([tool], workers=1, grace_s=0.1) as ex:
+        start = time.time()
+        results = ex.execute([ToolCall("echo", "a"), ToolCall("echo", "b")])
+        assert time.time() - start < 1.5
+        assert results[0].status == "timeout" and "no answer within 0.3 seconds" in results[0].text
+        assert results[1].status == "timeout" and "not started within" in results[1].text

@@ -18,6 +18,7 @@ from transformers import AutoModelForCausalLM, Seq2SeqTrainingArguments  # noqa:
 
 from llamafactory_agentic.algorithms import compute_grpo_advantages, entropy_from_logits, low_var_kl  # noqa: E402
 from llamafactory_agentic.rewards import get_reward_function  # noqa: E402
+from llamafactory_agentic.tools import BaseTool, ToolCall, ToolExecutor, ToolOutput  # noqa: E402
 from llamafactory_agentic.train.arpo.trainer import (  # noqa: E402
     ArpoLossConfig,
     ArpoTrainer,
@@ -43,6 +44,10 @@ def make_trainer(
     accum=2,
     max_steps=1,
     ref_model=None,
+    reward_fn=None,
+    rollout=None,
+    executor=None,
+    config_hook=None,
 ):
     resolve_presets(finetuning_args, verbose=False)
     finetuning_args.arpo_rollout_n = M
@@ -63,17 +68,20 @@ def make_trainer(
     )
     generating_args = GeneratingArguments(temperature=1.0, top_p=1.0, top_k=0)
     config = build_grpo_config(training_args, finetuning_args, generating_args, world_size=1)
+    if config_hook is not None:
+        config_hook(config)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir))
     rows = make_rows(tokenizer, 4)
     return ArpoTrainer(
         model=model,
         args=config,
-        rollout=ScriptedRollout(tokenizer),
-        reward_fn=get_reward_function("f1"),
+        rollout=rollout if rollout is not None else ScriptedRollout(tokenizer),
+        reward_fn=reward_fn if reward_fn is not None else get_reward_function("f1"),
         loss_config=ArpoLossConfig.from_args(finetuning_args),
         processing_class=tokenizer,
         train_dataset=Dataset.from_list(rows),
         ref_model=ref_model,
+        executor=executor,
     )
 
 
@@ -267,3 +275,227 @@ def test_hard_attribution_shares_prefix_advantage(tmp_path, tiny_model_dir, tiny
     torch.testing.assert_close(batch["advantages"][:, :prefix], torch.full((2, prefix), float(shared)))
     tail = batch["loss_mask"][0].nonzero().max()  # member 0's own EOS keeps its own advantage
     torch.testing.assert_close(batch["advantages"][0, tail], adv[0])
+
+
+# ---------------------------------------------------------------------------------------------- reviewer fixes
+
+
+def test_rollout_batch_must_split_over_ranks():
+    # 3 prompts x 4 = 12 trajectories fill 6 updates of 2 on 2 ranks, but rank 1 would roll out 1 group, rank 0 two
+    # (and with 1 prompt on 2 ranks one rank would have none and skip the ZeRO-3 gather collective -> hang)
+    for prompts, world in ((3, 2), (1, 2), (6, 4)):
+        with pytest.raises(ValueError, match=rf"arpo_rollout_batch_size \({prompts}\).*world size \({world}\)"):
+            derive_steps_per_generation(prompts, 4, per_device_train_batch_size=1, gradient_accumulation_steps=1,
+                                        world_size=world)  # fmt: skip
+    assert derive_steps_per_generation(4, 4, 1, 1, 2) == 8
+    args = agentic_args("arpo")
+    resolve_presets(args, verbose=False)
+    args.arpo_rollout_batch_size, args.arpo_rollout_n = 3, 4
+    training_args = Seq2SeqTrainingArguments(output_dir="unused", per_device_train_batch_size=1, report_to=[])
+    with pytest.raises(ValueError, match="multiple of the world size"):
+        build_grpo_config(training_args, args, GeneratingArguments(), world_size=2)
+
+
+def test_ds3_gather_off_is_refused_with_the_hf_backend(tmp_path, tiny_model_dir, tiny_tokenizer):
+    def gather_off(config):
+        config.ds3_gather_for_generation = False
+
+    with pytest.raises(ValueError, match="ds3_gather_for_generation"):
+        make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, agentic_args("arpo"), config_hook=gather_off)
+
+
+def test_a_rank_without_groups_still_enters_the_generation_collective(
+    tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch
+):
+    # stands in for 2 ranks (no process group on CPU): rank 1 of 2 with a single group has nothing to roll out
+    import contextlib
+    from types import SimpleNamespace
+
+    from llamafactory_agentic.train.arpo import trainer as trainer_module
+
+    trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, agentic_args("arpo"))
+    entered = []
+
+    @contextlib.contextmanager
+    def fake_unwrap(model, accelerator, gather_deepspeed3_params=True):
+        entered.append(gather_deepspeed3_params)  # ZeRO-3 enters a collective here on every rank
+        yield trainer.accelerator.unwrap_model(model)
+
+    monkeypatch.setattr(trainer_module, "unwrap_model_for_generation", fake_unwrap)
+    monkeypatch.setattr(trainer_module, "gather_object", lambda obj: obj)
+    monkeypatch.setattr(trainer, "accelerator", SimpleNamespace(num_processes=2, process_index=1,
+                                                                unwrap_model=trainer.accelerator.unwrap_model))  # fmt: skip
+    records, _, _ = trainer._rollout_groups(make_rows(tiny_tokenizer, 1), training=True)
+    assert records == [] and trainer.rollout.calls == []  # nothing rolled out on this rank ...
+    assert entered == [True]  # ... but the gather was entered like on rank 0
+
+
+def test_kl_and_entropy_bonus_metrics_are_local_token_means(tmp_path, tiny_model_dir, tiny_tokenizer):
+    args = agentic_args("arpo", rl_kl_coef=0.1, rl_entropy_coef=0.01)
+    ref_model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
+    trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, args, ref_model=ref_model, accum=2)
+    batch = dict(trainer._generate_and_score_completions(trl_generation_batch(tiny_tokenizer, 2))[0])
+    gen = torch.Generator().manual_seed(1)
+    batch["ref_per_token_logps"] = batch["old_per_token_logps"] - 0.5 * torch.rand(
+        batch["loss_mask"].shape, generator=gen
+    )
+    # the update's normaliser covers both accumulation steps: it must not leak into the metric
+    assert float(batch["num_items_in_batch"]) > float(batch["loss_mask"].sum())
+    trainer.model.train()
+    trainer._metrics["train"].clear()
+    trainer._compute_loss(trainer.model, batch)
+
+    input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+    width = batch["completion_ids"].shape[1]
+    with torch.no_grad():
+        logits = trainer.model(
+            input_ids=input_ids, attention_mask=attention, position_ids=(attention.cumsum(-1) - 1).clamp(min=0)
+        ).logits[:, -width - 1 : -1]
+    logps = torch.log_softmax(logits.float(), -1).gather(-1, batch["completion_ids"][..., None]).squeeze(-1)
+    mask = batch["loss_mask"].bool()
+    expected_kl = low_var_kl(logps, batch["ref_per_token_logps"])[mask].mean()
+    expected_entropy = entropy_from_logits(logits)[mask].mean()
+    assert trainer._metrics["train"]["loss/kl"][-1] == pytest.approx(float(expected_kl), rel=1e-4)
+    assert trainer._metrics["train"]["loss/entropy_bonus_term"][-1] == pytest.approx(float(expected_entropy), rel=1e-4)
+
+
+def _write_reward_module(tmp_path, monkeypatch):
+    (tmp_path / "trainer_user_reward_mod.py").write_text(
+        "from llamafactory_agentic.rewards import get_reward_function\n\n"
+        "_F1 = get_reward_function('f1')\n\n\n"
+        "def f1_as_number(model_text, ground_truth, metadata):\n"
+        "    return _F1(model_text, ground_truth, metadata)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def test_user_reward_reports_accuracy_and_format_rate(tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch):
+    _write_reward_module(tmp_path, monkeypatch)
+    import trainer_user_reward_mod
+
+    for reward_fn in (
+        get_reward_function("trainer_user_reward_mod:f1_as_number"),
+        trainer_user_reward_mod.f1_as_number,
+    ):
+        trainer = make_trainer(
+            tmp_path / "out", tiny_model_dir, tiny_tokenizer, agentic_args("arpo"), reward_fn=reward_fn
+        )
+        trainer._generate_and_score_completions(trl_generation_batch(tiny_tokenizer, 2))
+        metrics = trainer._metrics["train"]
+        # rewards per group: 1.0 (correct), 0 (wrong), 0 (wrong), -1 (no format)
+        assert metrics["reward/mean"][-1] == pytest.approx(0.0)
+        assert metrics["reward/accuracy"][-1] == pytest.approx(0.25)
+        assert metrics["reward/format_ok_rate"][-1] == pytest.approx(0.75)
+
+
+def test_rollout_log_advantage_is_the_mean_over_trained_tokens(tmp_path, tiny_model_dir, tiny_tokenizer):
+    args = agentic_args("arpo", arpo_rollout_log_ratio=1.0)
+    trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, args)
+    trainer._generate_and_score_completions(trl_generation_batch(tiny_tokenizer, 2))
+    expected = compute_grpo_advantages(torch.tensor([1.0, 0.0, 0.0, -1.0]), torch.zeros(4, dtype=torch.long))
+    for line in (tmp_path / "rollouts.jsonl").read_text().splitlines():
+        members = json.loads(line)["trajectories"]
+        assert members[0]["observation_spans"]  # observation tokens (advantage 0) must not dilute the mean
+        got = torch.tensor([m["advantage"] for m in members])
+        torch.testing.assert_close(got, expected)  # soft attribution: one advantage on every trained token
+
+
+def test_greedy_training_is_refused():
+    from types import SimpleNamespace
+
+    from llamafactory_agentic.train.arpo.trainer import check_rl_sampling
+    from llamafactory_agentic.train.arpo.workflow import run_arpo
+
+    check_rl_sampling(GeneratingArguments(do_sample=True, temperature=1.0))
+    for bad in (GeneratingArguments(do_sample=False), GeneratingArguments(temperature=0.0)):
+        with pytest.raises(ValueError, match="do_sample.*temperature"):
+            check_rl_sampling(bad)
+        # the workflow refuses before loading anything (the other arguments are never read)
+        with pytest.raises(ValueError, match="do_sample.*temperature"):
+            run_arpo(None, None, SimpleNamespace(do_train=True), None, bad)
+        args = agentic_args("arpo")
+        resolve_presets(args, verbose=False)
+        args.arpo_rollout_batch_size = 1
+        training_args = Seq2SeqTrainingArguments(output_dir="unused", do_train=True, report_to=[])
+        with pytest.raises(ValueError, match="do_sample.*temperature"):
+            build_grpo_config(training_args, args, bad, world_size=1)
+
+
+def test_loss_entropy_without_grad_unless_the_bonus_needs_it(tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch):
+    from llamafactory_agentic.algorithms import entropy_from_logits_chunked
+    from llamafactory_agentic.train.arpo import trainer as trainer_module
+
+    seen = []
+
+    def spy(logits, *a, **k):
+        seen.append((torch.is_grad_enabled(), logits.requires_grad))
+        return entropy_from_logits_chunked(logits, *a, **k)
+
+    monkeypatch.setattr(trainer_module, "entropy_from_logits_chunked", spy)
+    for stage, overrides, grad in (
+        ("arpo", {}, False),  # plain ARPO: only the loss/entropy metric
+        ("aepo", {}, False),  # released AEPO preset: entropy used detached
+        ("aepo", {"aepo_entropy_advantage": True, "aepo_balanced_clip_scope": "high_entropy"}, False),
+        ("arpo", {"rl_entropy_coef": 0.01}, True),  # entropy bonus: differentiable
+    ):
+        trainer = make_trainer(tmp_path / stage, tiny_model_dir, tiny_tokenizer, agentic_args(stage, **overrides))
+        batch = trainer._generate_and_score_completions(trl_generation_batch(tiny_tokenizer, 2))[0]
+        trainer.model.train()
+        seen.clear()
+        trainer._metrics["train"].clear()
+        trainer._compute_loss(trainer.model, batch)
+        assert seen == [(grad, grad)], (stage, overrides)
+        assert trainer._metrics["train"]["loss/entropy"][-1] > 0
+
+
+class _Echo(BaseTool):
+    """Test tool: echoes its argument (stands in for search/python, which are not what is tested here)."""
+
+    name = "echo"
+    default_tag = "echo"
+
+    def run(self, args):
+        return ToolOutput(f"echo: {args}")
+
+
+class _ToolCallingRollout(ScriptedRollout):
+    """ScriptedRollout whose validation pass calls the executor once per prompt (training calls no tool)."""
+
+    def __init__(self, tokenizer, executor):
+        super().__init__(tokenizer)
+        self.executor = executor
+
+    def rollout(self, prompts, training=True):
+        if not training:
+            self.executor.execute([ToolCall("echo", f"prompt {i}") for i in range(len(prompts))])
+        return super().rollout(prompts, training)
+
+
+def test_validation_tool_metrics_do_not_leak_into_training(tmp_path, tiny_model_dir, tiny_tokenizer):
+    with ToolExecutor([_Echo()], workers=2) as executor:
+        rollout = _ToolCallingRollout(tiny_tokenizer, executor)
+        trainer = make_trainer(
+            tmp_path, tiny_model_dir, tiny_tokenizer, agentic_args("arpo"), rollout=rollout, executor=executor
+        )
+        trainer.args.per_device_eval_batch_size = 2
+        metrics = trainer.evaluate(Dataset.from_list(make_rows(tiny_tokenizer, 3)))
+        assert metrics["eval_tools/echo/calls"] == 3.0 and metrics["eval_tools/echo/backend_calls"] == 3.0
+        trainer.train()
+        train_logs = [h for h in trainer.state.log_history if "loss" in h]
+        assert train_logs and all(h.get("tools/echo/calls", 0.0) == 0.0 for h in train_logs)
+
+
+def test_validation_counts_each_prompt_once(tmp_path, tiny_model_dir, tiny_tokenizer):
+    trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, agentic_args("arpo"))
+    rows = make_rows(tiny_tokenizer, 3)
+    rows[1]["_ground_truth"] = rows[2]["_ground_truth"] = "5"  # the scripted answer 3 is right only for row 0
+    dataset = Dataset.from_list(rows)
+    loaded = [row for batch in trainer.get_eval_dataloader(dataset) for row in batch]
+    assert [row["_eval_index"] for row in loaded] == [0, 1, 2]
+    # Accelerate's even_batches pads the last batch of a rank with the first prompts again: row 0 twice
+    batches = [loaded[:2], [loaded[2], loaded[0]]]
+    metrics = trainer.evaluation_loop(batches, "Evaluation").metrics
+    assert metrics["eval_reward/mean"] == pytest.approx(1 / 3)
+    assert metrics["eval_reward/accuracy"] == pytest.approx(1 / 3)
+    assert trainer.rollout.calls == [(2, False), (2, False)]

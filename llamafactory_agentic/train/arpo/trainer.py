@@ -60,6 +60,7 @@ from ...algorithms import (
     masked_mean,
 )
 from ...rewards import build_model_view
+from ...rewards.registry import CallableReward, RewardFunction
 from .trl_compat import (
     GRPOConfig,
     GRPOTrainer,
@@ -71,6 +72,7 @@ from .trl_compat import (
 
 
 ROLLOUT_LOG_NAME = "rollouts.jsonl"
+EVAL_INDEX = "_eval_index"  # row number of a validation prompt, added by `ArpoTrainer.get_eval_dataloader`
 
 
 @dataclass
@@ -95,7 +97,6 @@ class ArpoLossConfig:
     hard_dedup: bool = False
     rollout_log_ratio: float = 0.0
     val_max_samples: int | None = None
-    accuracy_threshold: float = 1.0
 
     @classmethod
     def from_args(cls, finetuning_args: Any) -> "ArpoLossConfig":
@@ -149,9 +150,22 @@ def derive_steps_per_generation(
     rollout feeds `steps_per_generation / gradient_accumulation_steps` updates (reference, spec section 10: 128 prompts
     x 16 = 2048 trajectories, 256 per update = 16 prompts, 8 updates).
 
+    Whole groups are rolled out per rank (group g on rank g % world_size), so the prompts per rollout must split
+    evenly over the ranks: every rank then has groups to roll out and enters the same collectives (ZeRO-3 parameter
+    gathering, weight sync) the same number of times, and no rank idles through the rollout.
+
     Raises:
-        ValueError: if the rollout does not split into whole micro-steps and whole optimiser updates.
+        ValueError: if `rollout_batch_size` is not a multiple of `world_size`, or the rollout does not split into
+            whole micro-steps and whole optimiser updates.
     """
+    if rollout_batch_size % world_size != 0:
+        raise ValueError(
+            f"arpo_rollout_batch_size ({rollout_batch_size}) must be a multiple of the world size ({world_size}): "
+            f"each rank rolls out whole groups, so with {rollout_batch_size % world_size} prompt(s) left over some "
+            f"ranks would get fewer groups (or none). Set arpo_rollout_batch_size to a multiple of {world_size} "
+            f"(e.g. {max(world_size, rollout_batch_size - rollout_batch_size % world_size)}) or change the number of "
+            f"processes."
+        )
     trajectories = rollout_batch_size * group_size
     per_step = per_device_train_batch_size * world_size
     per_update = per_step * gradient_accumulation_steps
@@ -163,6 +177,26 @@ def derive_steps_per_generation(
             f"({gradient_accumulation_steps}) x world size ({world_size}) = {per_update}."
         )
     return trajectories // per_step
+
+
+def check_rl_sampling(generating_args: Any) -> None:
+    r"""Refuse greedy decoding for RL training (`arpo`/`aepo` stages).
+
+    GRPO needs M different trajectories per prompt, and the loss divides the logits by `generating_args.temperature`
+    (spec section 5.4), which must be the temperature the rollout sampled with. With `do_sample: false` or
+    `temperature <= 0` the rollout would be greedy while the loss assumes sampling.
+
+    Raises:
+        ValueError: `do_sample` is false or `temperature` is not positive.
+    """
+    do_sample = getattr(generating_args, "do_sample", True)
+    temperature = getattr(generating_args, "temperature", 1.0)
+    if not do_sample or temperature is None or not float(temperature) > 0:
+        raise ValueError(
+            f"RL training (stage arpo/aepo) needs sampled rollouts, got do_sample={do_sample}, "
+            f"temperature={temperature}: set do_sample: true and temperature > 0 (the recipes use temperature: 1.0, "
+            f"top_p: 1.0, top_k: 0). Validation is greedy on its own."
+        )
 
 
 def build_grpo_config(
@@ -180,7 +214,7 @@ def build_grpo_config(
     per prompt), so the config is built with evaluation off and LLaMA-Factory's evaluation settings are restored after.
 
     Raises:
-        ValueError: from `derive_steps_per_generation`.
+        ValueError: from `derive_steps_per_generation`, or from `check_rl_sampling` when `training_args.do_train`.
     """
     import dataclasses
 
@@ -188,6 +222,8 @@ def build_grpo_config(
 
     if world_size is None:
         world_size = training_args.world_size
+    if getattr(training_args, "do_train", False):
+        check_rl_sampling(generating_args)
 
     shared = {f.name for f in dataclasses.fields(TrainingArguments) if f.init}
     kwargs = {}
@@ -343,7 +379,8 @@ class ArpoTrainer(GRPOTrainer):
         model: The policy (LLaMA-Factory's `load_model` result: full, freeze, LoRA, quantised).
         args: `GRPOConfig` from `build_grpo_config`.
         rollout: `llamafactory_agentic.rollout.AgenticRollout` (its `engine` is an hf or vllm engine).
-        reward_fn: `RewardFunction(model_text, ground_truth, metadata) -> float`.
+        reward_fn: A `RewardFunction`; a plain `fn(model_text, ground_truth, metadata) -> float` is wrapped in
+            `CallableReward` (format ok = score > -1, correctness = clip(score, 0, 1)).
         loss_config: `ArpoLossConfig`.
         processing_class: The tokenizer.
         train_dataset / eval_dataset: Rows with `prompt_ids` (or `input_ids`), `_ground_truth`, `_data_source`,
@@ -373,15 +410,27 @@ class ArpoTrainer(GRPOTrainer):
         r"""Build the trainer (see the class docstring for the arguments).
 
         Raises:
-            ValueError: `rl_kl_coef > 0` without a reference model and without a LoRA adapter to disable.
+            ValueError: `rl_kl_coef > 0` without a reference model and without a LoRA adapter to disable;
+                `ds3_gather_for_generation=False` with the hf rollout backend.
         """
+        backend = getattr(getattr(rollout, "config", None), "backend", "hf")
+        if backend == "hf" and not getattr(args, "ds3_gather_for_generation", True):
+            raise ValueError(
+                "ds3_gather_for_generation: false is not supported with arpo_rollout_backend: hf: ranks decode "
+                "different numbers of tokens, so ZeRO-3's per-layer parameter gathers would not match across ranks "
+                "and training would hang. Keep ds3_gather_for_generation: true (the default) or use the vllm backend."
+            )
         self.rollout = rollout
+        if not isinstance(reward_fn, RewardFunction):  # a plain `fn(text, ground_truth, metadata) -> float`
+            reward_fn = CallableReward(reward_fn, getattr(reward_fn, "__name__", "reward"))
         self.reward_fn = reward_fn
         self.loss_config = loss_config
         self.executor = executor
         self._time_accum: dict[str, float] = defaultdict(float)
         self._rollout_rng = random.Random(args.seed)
         self._rollout_count = 0
+        self._eval_records: dict[Any, dict] = {}  # validation records by dataset row (see `prediction_step`)
+        self._eval_tool_shards: list[dict[str, float]] = []  # executor metrics popped during validation
 
         if not hasattr(model, "warnings_issued"):  # Transformers 5 dropped it; TRL 0.24 still writes to it
             model.warnings_issued = {}
@@ -439,31 +488,42 @@ class ArpoTrainer(GRPOTrainer):
         return SequentialSampler(eval_dataset)
 
     def get_eval_dataloader(self, eval_dataset=None):
-        r"""Cap validation at `arpo_val_max_samples` prompts (first rows)."""
+        r"""Cap validation at `arpo_val_max_samples` prompts (first rows) and number the rows (`_eval_index`).
+
+        The index lets `prediction_step` drop the prompts Accelerate repeats to even out the last batch over ranks.
+        """
+        if isinstance(eval_dataset, str):
+            eval_dataset = self.eval_dataset[eval_dataset]
         dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
         limit = self.loss_config.val_max_samples
         if limit is not None and dataset is not None and not isinstance(dataset, dict) and len(dataset) > limit:
             dataset = dataset.select(range(limit))
+        column_names = getattr(dataset, "column_names", None)
+        if isinstance(column_names, list) and EVAL_INDEX not in column_names and hasattr(dataset, "add_column"):
+            dataset = dataset.add_column(EVAL_INDEX, list(range(len(dataset))))
         return super().get_eval_dataloader(dataset)
 
     # ------------------------------------------------------------------------------------------------ rollout
     def _rollout_call(self, prompts: list[list[int]], training: bool) -> Any:
-        r"""One call of the rollout with up-to-date weights in its engine.
+        r"""One call of the rollout with up-to-date weights in its engine; every rank must call it (collectives).
 
         hf engine: `engine.set_model(unwrapped model)` inside TRL's `unwrap_model_for_generation` (ZeRO-3 gathers
-        the parameters), model in eval mode (no gradient checkpointing during decoding). vllm engine: the weights are
-        pushed with `engine.set_model(unwrapped model)` once per optimiser step (parameters gathered under ZeRO-3).
+        the parameters, a collective), model in eval mode (no gradient checkpointing during decoding). vllm engine:
+        the weights are pushed with `engine.set_model(unwrapped model)` once per optimiser step (parameters gathered
+        under ZeRO-3). A rank without prompts still enters the same collectives and returns None.
         """
         engine = getattr(self.rollout, "engine", None)
         backend = getattr(getattr(self.rollout, "config", None), "backend", "hf")
         if backend == "hf":
-            gather = getattr(self.args, "ds3_gather_for_generation", True)
+            # ds3_gather_for_generation=False is refused in __init__: the parameters are always gathered
             with unwrap_model_for_generation(
-                self.model_wrapped, self.accelerator, gather_deepspeed3_params=gather
+                self.model_wrapped, self.accelerator, gather_deepspeed3_params=True
             ) as unwrapped:
                 was_training = unwrapped.training
                 unwrapped.eval()
                 try:
+                    if not prompts:
+                        return None
                     if engine is not None:
                         engine.set_model(unwrapped)
                     with torch.no_grad():
@@ -479,24 +539,19 @@ class ArpoTrainer(GRPOTrainer):
             ) as unwrapped:
                 engine.set_model(unwrapped)
             self._last_synced_step = step
-        return self.rollout.rollout(prompts, training=training)
+        return self.rollout.rollout(prompts, training=training) if prompts else None
 
     def _score(self, trajectory: Any, row: dict[str, Any]) -> tuple[float, float, bool]:
         r"""(reward, accuracy, format ok) of one trajectory on its model view (spec section 6).
 
         Accuracy is `correctness == 1` of the reward's `RewardResult` (exact answer after normalisation, or math
-        equivalence); for a plain callable reward it is `reward >= accuracy_threshold`.
+        equivalence; for a user function `score >= 1`, see `CallableReward`).
         """
         text = build_model_view(
             self.processing_class, list(trajectory.response_ids), list(trajectory.loss_mask), self._eos_ids
         )
-        ground_truth, metadata = row.get("_ground_truth"), self._metadata(row)
-        compute = getattr(self.reward_fn, "compute", None)
-        if compute is not None:
-            result = compute(text, ground_truth, metadata)
-            return float(result.score), float(result.correctness >= 1.0), bool(result.format_ok)
-        reward = float(self.reward_fn(text, ground_truth, metadata))
-        return reward, float(reward >= self.loss_config.accuracy_threshold), reward > -1.0
+        result = self.reward_fn.compute(text, row.get("_ground_truth"), self._metadata(row))
+        return float(result.score), float(result.correctness >= 1.0), bool(result.format_ok)
 
     @staticmethod
     def _branch_call_index(trajectory: Any) -> int | None:
@@ -552,8 +607,9 @@ class ArpoTrainer(GRPOTrainer):
         world, rank = self.accelerator.num_processes, self.accelerator.process_index
         mine = [g for g in range(len(group_rows)) if g % world == rank]
         t0 = time.perf_counter()
+        # every rank calls the rollout, even without groups: it enters collectives (ZeRO-3 gathers, weight sync)
+        output = self._rollout_call([self._prompt_ids(group_rows[g]) for g in mine], training=training)
         if mine:
-            output = self._rollout_call([self._prompt_ids(group_rows[g]) for g in mine], training=training)
             expected = self.num_generations if training else 1
             if len(output.groups) != len(mine) or any(len(g) != expected for g in output.groups):
                 raise RuntimeError(
@@ -725,7 +781,10 @@ class ArpoTrainer(GRPOTrainer):
         r"""Per-token log-probs `[b, C]` of the response tokens and, optionally, full-vocabulary entropy `[b, C]`.
 
         Logits are divided by the rollout temperature (spec section 5.4). Position ids follow the attention mask, so
-        left padding of the prompt does not shift positions.
+        left padding of the prompt does not shift positions. The entropy is computed in chunks of positions
+        (`entropy_from_logits_chunked`): with `entropy_grad` (entropy bonus, `rl_entropy_coef > 0`) it is
+        differentiable, otherwise (the `loss/entropy` metric, AEPO's entropy-aware advantage and `high_entropy` clip
+        scope, which use it detached) it runs under `torch.no_grad()` and keeps no graph.
         """
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False}
         if "position_ids" in self.model_kwarg_keys:
@@ -784,18 +843,23 @@ class ArpoTrainer(GRPOTrainer):
             balanced_clip_mask=clip_mask,
             num_tokens=normaliser,
         )
-        kl_value = entropy_value = None
+        kl_metric = entropy_bonus_metric = None  # local token means of this micro-batch (for the logs only)
         if self.beta != 0.0:
-            kl_value = masked_mean(low_var_kl(logps, inputs["ref_per_token_logps"]), mask, normaliser)
-            loss = loss + self.beta * kl_value
+            kl = low_var_kl(logps, inputs["ref_per_token_logps"])
+            loss = loss + self.beta * masked_mean(kl, mask, normaliser)
+            kl_metric = masked_mean(kl.detach(), mask)
         if cfg.entropy_coef != 0.0:
-            entropy_value = masked_mean(entropy, mask, normaliser)
-            loss = loss - cfg.entropy_coef * entropy_value
+            loss = loss - cfg.entropy_coef * masked_mean(entropy, mask, normaliser)
+            entropy_bonus_metric = masked_mean(entropy_detached, mask)
 
-        self._log_loss_metrics(pg_metrics, entropy_detached, mask_bool, kl_value, entropy_value, clip_mask)
+        self._log_loss_metrics(pg_metrics, entropy_detached, mask_bool, kl_metric, entropy_bonus_metric, clip_mask)
         return loss
 
     def _log_loss_metrics(self, pg_metrics, entropy, mask, kl_value, entropy_value, clip_mask) -> None:
+        r"""Append this micro-batch's loss metrics to `self._metrics`, token-weighted over ranks.
+
+        `kl_value` and `entropy_value` are local token means without gradient, like every other metric here.
+        """
         mode = "train" if self.model.training else "eval"
         count = float(mask.sum().item())
         trained = entropy[mask].float()
@@ -815,9 +879,9 @@ class ArpoTrainer(GRPOTrainer):
         if clip_mask is not None:
             local["aepo/high_entropy_token_frac"] = float(clip_mask.sum().item()) / max(count, 1.0)
         if kl_value is not None:
-            local["loss/kl"] = float(kl_value.item()) * self.accelerator.num_processes
+            local["loss/kl"] = float(kl_value.item())
         if entropy_value is not None:
-            local["loss/entropy_bonus_term"] = float(entropy_value.item()) * self.accelerator.num_processes
+            local["loss/entropy_bonus_term"] = float(entropy_value.item())
         keys = sorted(local)
         # token-weighted mean over ranks in one collective
         values = torch.tensor([local[k] * count for k in keys] + [count], device=self.accelerator.device)
@@ -832,23 +896,32 @@ class ArpoTrainer(GRPOTrainer):
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
         r"""Greedy validation rollout of this rank's prompts (one trajectory each, no branching, no pre-monitoring).
 
-        Per-prompt rewards and accuracies are gathered over ranks and appended value by value to `self._metrics`
-        (`eval_reward/mean`, `eval_reward/accuracy`, ... after `log`). No loss is returned.
+        Every rank calls it the same number of times (Accelerate's `even_batches`), so the gathers below match.
+        Per-prompt records are gathered over ranks and kept by dataset row (`_eval_index`, added by
+        `get_eval_dataloader`), so prompts that `even_batches` repeats on several ranks are counted once in
+        `eval_reward/*` and `eval_rollout/*`; rows without the index (an eval dataset that is not a
+        `datasets.Dataset`) cannot be told apart and repeated prompts then count twice. The tool executor's metrics
+        are popped here (so validation calls never reach the next training step's `tools/*`) and reported as
+        `eval_tools/*` by `evaluation_loop`; they count the repeated prompts' tool calls too. No loss is returned.
         """
         rows = list(inputs)
         t0 = time.perf_counter()
         output = self._rollout_call([self._prompt_ids(r) for r in rows], training=False)
-        records = self._records_from_output(output, rows, list(range(len(rows))))
-        timing = dict(output.timing)
+        records = self._records_from_output(output, rows, list(range(len(rows)))) if output is not None else []
+        for rec in records:
+            rec["eval_index"] = rows[rec["group"]].get(EVAL_INDEX)
+        timing = dict(output.timing) if output is not None else {}
         timing["time/rollout"] = time.perf_counter() - t0
+        tool_metrics = self.executor.pop_metrics() if self.executor is not None else {}
         if self.accelerator.num_processes > 1:
             records = gather_object(records)
+            tool_shards = gather_object([tool_metrics])
+        else:
+            tool_shards = [tool_metrics]
         for rec in records:
-            self._metrics["eval"]["reward/mean"].append(rec["reward"])
-            self._metrics["eval"]["reward/accuracy"].append(rec["accuracy"])
-            self._metrics["eval"]["rollout/tool_calls_per_traj"].append(rec["num_tool_calls"])
-            self._metrics["eval"]["rollout/response_tokens"].append(len(rec["response_ids"]))
-            self._metrics["eval"]["rollout/call_limit_hit_rate"].append(float(rec["hit_call_limit"]))
+            key = rec["eval_index"] if rec["eval_index"] is not None else ("unindexed", len(self._eval_records))
+            self._eval_records.setdefault(key, rec)
+        self._eval_tool_shards.extend(shard for shard in tool_shards if shard)
         for key, value in timing.items():
             self._metrics["eval"][key].append(value)
         return None, None, None
@@ -856,17 +929,41 @@ class ArpoTrainer(GRPOTrainer):
     def evaluation_loop(
         self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
     ):
-        r"""Transformers' loop, plus the validation metrics of `prediction_step` in the returned (and logged) metrics."""
-        output = super().evaluation_loop(
-            dataloader, description, prediction_loss_only, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix
-        )
+        r"""Transformers' loop, plus the validation metrics of `prediction_step` in the returned (and logged) metrics.
+
+        Per prompt (each dataset row once): `reward` (= `reward/mean`), `reward/std`, `reward/accuracy`,
+        `rollout/tool_calls_per_traj`, `rollout/response_tokens`, `rollout/call_limit_hit_rate`; per batch: the
+        rollout timings; for the whole pass: `tools/*` (counters summed, rates and latencies averaged), all prefixed
+        with `metric_key_prefix`.
+        """
+        self._eval_records, self._eval_tool_shards = {}, []
+        try:
+            output = super().evaluation_loop(
+                dataloader,
+                description,
+                prediction_loss_only,
+                ignore_keys=ignore_keys,
+                metric_key_prefix=metric_key_prefix,
+            )
+            records = list(self._eval_records.values())
+            tool_metrics = _combine_tool_metrics(self._eval_tool_shards)
+        finally:
+            self._eval_records, self._eval_tool_shards = {}, []
         values = self._metrics["eval"]
+        for rec in records:
+            values["reward/mean"].append(rec["reward"])
+            values["reward/accuracy"].append(rec["accuracy"])
+            values["rollout/tool_calls_per_traj"].append(rec["num_tool_calls"])
+            values["rollout/response_tokens"].append(len(rec["response_ids"]))
+            values["rollout/call_limit_hit_rate"].append(float(rec["hit_call_limit"]))
         rewards = values.get("reward/mean", [])
         if len(rewards) > 1:
             output.metrics[f"{metric_key_prefix}_reward/std"] = float(torch.tensor(rewards, dtype=torch.float64).std())
         for key, items in values.items():
             if items:
                 output.metrics[f"{metric_key_prefix}_{key}"] = sum(items) / len(items)
+        for key, value in tool_metrics.items():
+            output.metrics[f"{metric_key_prefix}_{key}"] = value
         if rewards:
             output.metrics[f"{metric_key_prefix}_reward"] = output.metrics[f"{metric_key_prefix}_reward/mean"]
         values.clear()
@@ -966,11 +1063,7 @@ class ArpoTrainer(GRPOTrainer):
                             "observation_spans": _zero_spans(r["loss_mask"]),
                             "reward": r["reward"],
                             "accuracy": r["accuracy"],
-                            "advantage": (
-                                sum(r["token_advantages"]) / len(r["token_advantages"])
-                                if r["token_advantages"]
-                                else 0.0
-                            ),
+                            "advantage": _trained_mean(r["token_advantages"], r["loss_mask_train"]),
                             "num_tool_calls": r["num_tool_calls"],
                             "tool_calls": r["tool_calls"],
                             "finish_reason": r["finish_reason"],
@@ -1002,6 +1095,12 @@ def _concat(batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, int]:
     input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
     attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
     return input_ids, attention_mask, batch["completion_ids"].size(1)
+
+
+def _trained_mean(values: list[float], mask: list[int]) -> float:
+    r"""Mean of `values` over the positions where the loss mask is 1 (0.0 when there are none)."""
+    selected = [v for v, m in zip(values, mask) if m]
+    return sum(selected) / len(selected) if selected else 0.0
 
 
 def _zero_spans(mask: list[int]) -> list[list[int]]:
@@ -1065,10 +1164,19 @@ def _combine_shards(shards: list[tuple[int, dict, dict, dict]]) -> tuple[dict, d
         for k, v in t.items():
             timing[k] = max(timing.get(k, 0.0), float(v))
 
-    # tool metrics: rates and latency percentiles are averaged over ranks, counters summed, hit rates recomputed
+    metrics.update(_combine_tool_metrics([tm for _, _, _, tm in shards]))
+    return metrics, timing
+
+
+def _combine_tool_metrics(shards: list[dict[str, float]]) -> dict[str, float]:
+    r"""Combine `ToolExecutor.pop_metrics` results (per rank and/or per batch).
+
+    Rates and latency percentiles are averaged over the shards that report them, counters summed, cache hit rates
+    recomputed from the summed hits and misses.
+    """
     tools: dict[str, float] = {}
     counts = defaultdict(int)
-    for _, _, _, tm in shards:
+    for tm in shards:
         for k, v in tm.items():
             tools[k] = tools.get(k, 0.0) + float(v)
             if k.endswith("_rate") or "latency" in k:
@@ -1081,5 +1189,4 @@ def _combine_shards(shards: list[tuple[int, dict, dict, dict]]) -> tuple[dict, d
             lookups = tools.get(base + "/cache_hits", 0.0) + tools.get(base + "/cache_misses", 0.0)
             if lookups:
                 tools[k] = tools.get(base + "/cache_hits", 0.0) / lookups
-    metrics.update(tools)
-    return metrics, timing
+    return tools

@@ -78,7 +78,9 @@ def run_arpo(
         callbacks: Callbacks LLaMA-Factory built (LogCallback, reporters, ...).
 
     Raises:
-        ValueError: inconsistent batch geometry (see `derive_steps_per_generation`) or unresolvable keys.
+        ValueError: greedy decoding for training (`do_sample: false` or `temperature <= 0`, see
+            `check_rl_sampling`), inconsistent batch geometry (see `derive_steps_per_generation`) or unresolvable
+            keys.
     """
     from llamafactory.data import get_template_and_fix_tokenizer
     from llamafactory.extras.ploting import plot_loss
@@ -89,8 +91,10 @@ def run_arpo(
     from ...rewards import get_reward_function
     from ...rollout import AgenticRollout, RolloutConfig, build_engine
     from ...tools import build_executor_from_args
-    from .trainer import ArpoLossConfig, ArpoTrainer, build_grpo_config, extend_log_callback
+    from .trainer import ArpoLossConfig, ArpoTrainer, build_grpo_config, check_rl_sampling, extend_log_callback
 
+    if training_args.do_train:
+        check_rl_sampling(generating_args)  # before any model is loaded
     effective = resolve_presets(finetuning_args, verbose=training_args.should_log)
     if training_args.should_save:
         save_agentic_config(effective, training_args.output_dir)
