@@ -26,6 +26,8 @@ rounds have different lengths and entropies). For the budget-fill case the real 
 that could complete a stop string masked out (no tool call, no early end). Tool results come from a fixed-text
 executor: tool latency is not what this measures. Usage:
 `python benchmarks/bench_rollout.py [--prompts 4 --group 8 --response 256 --repeats 2 --cases branch,fill]`.
+Cases are measured interleaved (one call of each per repeat); on a CPU shared with other processes prefer
+`--threads 1` (2-thread OpenMP regions stall erratically when a core is taken).
 """
 
 import argparse
@@ -115,48 +117,55 @@ class FixedExecutor:
         return [_Result("Page 1: Paris is the capital of France.") for _ in calls]
 
 
-def run(model, tok, prompts, *, group, initial, response, prefix_cache, repeats, budget_fill="per_round", seed=0):
+def run(model, tok, prompts, cases, *, group, response, repeats, seed=0):
+    """Measure several rollout configurations, interleaved (one call of each per repeat) so that load from other
+    processes on a shared CPU affects them alike. `cases`: name -> dict(initial=N, prefix_cache=..., budget_fill=...).
+    """
     eos = tok.convert_tokens_to_ids("<|im_end|>")
-    cfg = RolloutConfig(
-        group_size=group,
-        initial_rollouts=initial,
-        max_response_length=response,
-        max_prompt_length=64,
-        max_tool_calls=3,
-        eos_token_id=eos,
-        hf_prefix_cache=prefix_cache,
-        budget_fill=budget_fill,
-        hf_generation_batch_size=len(prompts) * group,
-        seed=seed,
-    )
-    engine = build_engine("hf", model, tok, cfg)
-    rollout = AgenticRollout(engine, FixedExecutor(), tok, cfg)
-    torch.manual_seed(seed)
-    rollout.rollout(prompts)  # warm-up
-    engine.reset_stats()
-    wall = gen = 0.0
-    tokens = rounds = 0.0
-    metrics = {}
+    setups = {}
+    for name, case in cases.items():
+        cfg = RolloutConfig(
+            group_size=group,
+            initial_rollouts=case["initial"],
+            max_response_length=response,
+            max_prompt_length=64,
+            max_tool_calls=3,
+            eos_token_id=eos,
+            hf_prefix_cache=case.get("prefix_cache", True),
+            budget_fill=case.get("budget_fill", "per_round"),
+            hf_generation_batch_size=len(prompts) * group,
+            seed=seed,
+        )
+        engine = build_engine("hf", model, tok, cfg)
+        rollout = AgenticRollout(engine, FixedExecutor(), tok, cfg)
+        torch.manual_seed(seed)
+        rollout.rollout(prompts)  # warm-up
+        engine.reset_stats()
+        setups[name] = (engine, rollout, {"wall": [], "gen": 0.0, "tokens": 0.0, "rounds": 0.0, "out": None})
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = rollout.rollout(prompts)
-        wall += time.perf_counter() - t0
-        gen += out.timing["time/generation"]
-        tokens += out.metrics["rollout/generated_tokens"]
-        rounds += out.metrics["rollout/rounds"]
-        metrics = out.metrics
-    stats = dict(engine.stats)
-    return {
-        "step_s": wall / repeats,
-        "tok_s": tokens / gen,
-        "tokens": tokens / repeats,
-        "stats": stats,
-        "branches": metrics["rollout/branches"],
-        "calls": metrics["rollout/tool_calls_per_traj"],
-        "fills": metrics["rollout/fills"],
-        "rounds": rounds / repeats,
-        "group_sizes": sorted({len(g) for g in out.groups}),
-    }
+        for engine, rollout, acc in setups.values():
+            t0 = time.perf_counter()
+            out = rollout.rollout(prompts)
+            acc["wall"].append(time.perf_counter() - t0)
+            acc["gen"] += out.timing["time/generation"]
+            acc["tokens"] += out.metrics["rollout/generated_tokens"]
+            acc["rounds"] += out.metrics["rollout/rounds"]
+            acc["out"] = out
+    results = {}
+    for name, (engine, _, acc) in setups.items():
+        out = acc["out"]
+        results[name] = {
+            "step_s": sum(acc["wall"]) / repeats,
+            "tok_s": acc["tokens"] / acc["gen"],
+            "tokens": acc["tokens"] / repeats,
+            "stats": dict(engine.stats),
+            "branches": out.metrics["rollout/branches"],
+            "calls": out.metrics["rollout/tool_calls_per_traj"],
+            "fills": out.metrics["rollout/fills"],
+            "rounds": acc["rounds"] / repeats,
+            "group_sizes": sorted({len(g) for g in out.groups}),
+        }
+    return results
 
 
 def report(name, r):
@@ -198,9 +207,18 @@ def main():
     )
     if "branch" in cases:
         model = MarkovBiasedModel(base, tok)
-        grpo = run(model, tok, prompts, initial=m, prefix_cache=True, **common)
-        arpo = run(model, tok, prompts, initial=m // 2, prefix_cache=True, **common)
-        arpo_nocache = run(model, tok, prompts, initial=m // 2, prefix_cache=False, **common)
+        res = run(
+            model,
+            tok,
+            prompts,
+            {
+                "grpo": dict(initial=m),
+                "arpo": dict(initial=m // 2, prefix_cache=True),
+                "arpo_nocache": dict(initial=m // 2, prefix_cache=False),
+            },
+            **common,
+        )
+        grpo, arpo, arpo_nocache = res["grpo"], res["arpo"], res["arpo_nocache"]
         report("GRPO (N=M)", grpo)
         report("ARPO (N=M/2) prefix KV reuse", arpo)
         report("ARPO no prefix KV reuse", arpo_nocache)
@@ -215,9 +233,18 @@ def main():
         )
     if "fill" in cases:
         model = NoToolModel(base, tok)
-        per_round = run(model, tok, prompts, initial=m // 2, prefix_cache=True, budget_fill="per_round", **common)
-        at_once = run(model, tok, prompts, initial=m // 2, prefix_cache=True, budget_fill="all_at_once", **common)
-        grpo = run(model, tok, prompts, initial=m, prefix_cache=True, **common)
+        res = run(
+            model,
+            tok,
+            prompts,
+            {
+                "per_round": dict(initial=m // 2, budget_fill="per_round"),
+                "all_at_once": dict(initial=m // 2, budget_fill="all_at_once"),
+                "grpo": dict(initial=m),
+            },
+            **common,
+        )
+        per_round, at_once, grpo = res["per_round"], res["all_at_once"], res["grpo"]
         print("policy without tool calls (every trajectory ends at the length budget in one round), N=M/2:")
         report("budget fill per_round", per_round)
         report("budget fill all_at_once", at_once)

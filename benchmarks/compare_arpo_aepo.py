@@ -69,7 +69,7 @@ def main() -> None:
             f"max_steps={args.steps}",
             f"arpo_rollout_batch_size={args.prompts}",
             f"per_device_train_batch_size={args.prompts * 4 // 2}",
-            "eval_strategy=no",
+            "eval_steps=100000",  # no validation inside the compared steps
             "arpo_rollout_log_ratio=0",
             *extra,
         ]

@@ -25,6 +25,7 @@ from .engine import (
     build_engine,
 )
 from .trajectory import ARPO_PRESET, STOP_STRINGS, RolloutConfig, RolloutOutput, Trajectory
+from .weight_sync import push_weights, weight_units
 
 
 __all__ = [
@@ -43,6 +44,8 @@ __all__ = [
     "extract_tool_call",
     "observation_string",
     "premonitor_initial_rollouts",
+    "push_weights",
     "round_entropy",
     "should_branch",
+    "weight_units",
 ]

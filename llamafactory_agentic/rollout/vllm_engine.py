@@ -20,6 +20,12 @@ trajectory. Supported vLLM versions: 0.10.2 - 0.11.0 (the `vllm` extra of setup.
 `distributed_executor_backend="external_launcher"` (as TRL's colocate mode), where the worker's model is reachable
 as `llm.llm_engine.model_executor.driver_worker.model_runner.model`; weights are pushed with its `load_weights`
 after each optimiser step and the prefix cache is reset. Sleep mode releases the engine's memory during training.
+
+LoRA (and other peft adapters) are supported: vLLM holds the base architecture and receives the merged weights under
+the base model's parameter names (`weight_sync.push_weights`: adapters merged per layer, `base_model.model.` and
+`.base_layer` stripped, no `lora_*` tensors, `modules_to_save` copies instead of the frozen originals). Under
+DeepSpeed ZeRO-3 the parameters are gathered module by module during the copy (see `weight_sync` for the memory
+trade-off). Quantized base models (QLoRA) are not supported by this backend.
 """
 
 import os
@@ -27,6 +33,7 @@ from typing import Any
 
 from .branching import logprob_dict_entropy_term
 from .engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingSettings
+from .weight_sync import GatherFn, base_model_of, push_weights
 
 
 def _import_vllm():
@@ -43,18 +50,26 @@ def _import_vllm():
 class VLLMEngine(GenerationEngine):
     r"""Round generation with a colocated vLLM engine.
 
+    Supports full models and peft (LoRA/DoRA) models: `set_model` pushes the merged base weights (adapters merged
+    temporarily per layer, PEFT prefixes stripped, no adapter tensors), gathering ZeRO-3 parameters one module at a
+    time (`weight_sync.push_weights`).
+
     Args:
-        model: The policy; `model.name_or_path` is loaded by vLLM, then weights are synced by `set_model`.
+        model: The policy (transformers model or peft `PeftModel`); the base model's `name_or_path` is loaded by
+            vLLM, then weights are synced by `set_model`.
         tokenizer: Its tokenizer (unused by vLLM itself; kept for the interface).
         gpu_memory_utilization: Share of GPU memory for vLLM (`arpo_vllm_gpu_memory_utilization`).
         enable_sleep_mode: Offload vLLM's weights and KV cache while the trainer optimises.
         max_model_len: Prompt + response tokens.
         seed: Sampling seed.
         llm: An already built `vllm.LLM` (tests, custom setups).
+        gather: Context-manager factory gathering a module's parameters during the weight copy (default:
+            DeepSpeed ZeRO-3 `GatheredParameters` when the parameters are partitioned, else a no-op).
         **llm_kwargs: Extra `vllm.LLM` arguments.
 
     Raises:
         ImportError: vLLM is not installed.
+        ValueError: (from `set_model`) a quantized base model under LoRA.
     """
 
     def __init__(
@@ -67,6 +82,7 @@ class VLLMEngine(GenerationEngine):
         max_model_len: int | None = None,
         seed: int = 0,
         llm: Any = None,
+        gather: GatherFn | None = None,
         **llm_kwargs: Any,
     ) -> None:
         r"""Create or adopt the vLLM engine and push the current weights (arguments in the class docstring)."""
@@ -76,8 +92,9 @@ class VLLMEngine(GenerationEngine):
         self.sleeping = False
         if llm is None:
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+            base = base_model_of(model)
             llm = self.vllm.LLM(
-                model=getattr(model, "name_or_path", None) or model.config._name_or_path,
+                model=getattr(base, "name_or_path", None) or base.config._name_or_path,
                 gpu_memory_utilization=gpu_memory_utilization,
                 max_model_len=max_model_len,
                 enable_prefix_caching=True,
@@ -88,17 +105,23 @@ class VLLMEngine(GenerationEngine):
                 **llm_kwargs,
             )
         self.llm = llm
+        self.gather = gather
         self.model = None
         self.set_model(model)
 
     def set_model(self, model: Any) -> None:
-        r"""Push the policy's current weights into vLLM (after each optimiser step) and reset the prefix cache."""
+        r"""Push the policy's current weights into vLLM (after each optimiser step) and reset the prefix cache.
+
+        One `load_weights` call per module (`weight_sync.push_weights`); for a peft model the values are the merged
+        base weights under the base model's names. The model is left unchanged (adapters unmerged, same tensors).
+        Under ZeRO-3, pass the model without gathering it first: parameters are gathered per module here.
+        """
         self.model = model
         if model is None:
             return
         self.wake_up()
         runner_model = self.llm.llm_engine.model_executor.driver_worker.model_runner.model
-        runner_model.load_weights((name, param.data) for name, param in model.named_parameters())
+        push_weights(model, runner_model.load_weights, gather=self.gather)
         self.llm.reset_prefix_cache()
 
     def wake_up(self) -> None:

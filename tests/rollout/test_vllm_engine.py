@@ -112,7 +112,8 @@ def test_vllm_engine_round_and_rollout(fake_vllm, tiny_model, tiny_tokenizer):
     llm = FakeLLM(tiny_tokenizer, list(scripts))
     config = RolloutConfig(group_size=1, initial_rollouts=1, eos_token_id=eos, max_response_length=64)
     engine = build_engine("vllm", tiny_model, tiny_tokenizer, config, llm=llm)
-    assert len(llm.loaded) == 1 and {n for n, _ in llm.loaded[0]} == {n for n, _ in tiny_model.named_parameters()}
+    loaded = [pair for call in llm.loaded for pair in call]  # one load_weights call per module
+    assert [n for n, _ in loaded] == [n for n, _ in tiny_model.named_parameters()]
     assert llm.resets == 1
     p = tiny_tokenizer.encode("<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n")
     out = AgenticRollout(engine, RecordingExecutor("Page 1: Paris"), tiny_tokenizer, config).rollout([p])
@@ -140,3 +141,60 @@ def test_vllm_engine_round_and_rollout(fake_vllm, tiny_model, tiny_tokenizer):
 
 def rollout_obs(tok):
     return tok.encode(" <result>\nPage 1: Paris\n</result>", add_special_tokens=False)
+
+
+@pytest.mark.parametrize("variant", ["lora", "dora"])
+def test_vllm_weight_sync_merges_peft_adapters(fake_vllm, tiny_model, tiny_tokenizer, variant):
+    # what reaches vLLM's load_weights for a LoRA policy must be the merged base model: base names, merged values
+    import copy
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(0)
+    lora = LoraConfig(
+        r=4,
+        lora_alpha=8,
+        target_modules=["q_proj", "v_proj", "up_proj", "down_proj"],
+        modules_to_save=["norm"],
+        init_lora_weights=False,  # random lora_B: the adapters change the weights
+        use_dora=variant == "dora",
+    )
+    peft_model = get_peft_model(tiny_model, lora)
+    with torch.no_grad():  # the trained copy of the modules_to_save module differs from the frozen original
+        peft_model.base_model.model.model.norm.modules_to_save["default"].weight.add_(0.5)
+    before = {n: p.detach().clone() for n, p in peft_model.named_parameters()}
+    ids = torch.tensor([tiny_tokenizer.encode("<search> x </search>")])
+    logits_before = peft_model(input_ids=ids).logits
+
+    llm = FakeLLM(tiny_tokenizer, [])
+    engine = build_engine("vllm", peft_model, tiny_tokenizer, RolloutConfig(), llm=llm)
+    sent = [pair for call in llm.loaded for pair in call]
+    names = [n for n, _ in sent]
+    assert len(names) == len(set(names))
+    assert not any("lora_" in n or "base_layer" in n or "base_model" in n or "modules_to_save" in n for n in names)
+    assert not any("original_module" in n for n in names)
+
+    merged = copy.deepcopy(peft_model).merge_and_unload()
+    expected = merged.state_dict()
+    assert set(names) == {n for n, _ in merged.named_parameters()}
+    assert set(expected) - set(names) <= {"lm_head.weight"}  # tied to embed_tokens: sent once
+    for name, value in sent:
+        torch.testing.assert_close(value, expected[name], rtol=0, atol=1e-6, msg=name)
+    q_name = "model.layers.0.self_attn.q_proj.weight"
+    base_q = before["base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight"]
+    assert not torch.allclose(dict(sent)[q_name], base_q)  # the adapter really was merged in
+    trained_norm = before["base_model.model.model.norm.modules_to_save.default.weight"]
+    torch.testing.assert_close(dict(sent)["model.norm.weight"], trained_norm)
+
+    # the policy itself is unchanged, bit for bit, and its adapters are not left merged
+    after = dict(peft_model.named_parameters())
+    assert set(after) == set(before) and all(torch.equal(after[n], before[n]) for n in before)
+    assert not any(getattr(m, "merged", False) for m in peft_model.modules())
+    torch.testing.assert_close(peft_model(input_ids=ids).logits, logits_before, rtol=0, atol=0)
+
+    calls = len(llm.loaded)
+    engine.set_model(peft_model)  # a second sync (next optimiser step) sends the same tensors again
+    again = [pair for call in llm.loaded[calls:] for pair in call]
+    assert [n for n, _ in again] == names and llm.resets == 2
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(again, sent))
