@@ -129,6 +129,11 @@ def wrap_observation(text: str) -> str:
     return OBSERVATION_PREFIX + text + OBSERVATION_SUFFIX
 
 
+def empty_call_text(tag: str) -> str:
+    r"""Observation of a tool call with nothing between its tags: `Error: empty <tag> call.` (spec section 12)."""
+    return f"Error: empty <{tag}> call."
+
+
 def _strip_one_newline(text: str) -> str:
     if text.startswith("\n"):
         text = text[1:]

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ..data.tags import empty_call_text, wrap_observation
 from .branching import premonitor_initial_rollouts, round_entropy, should_branch
 from .engine import GenerationEngine, GenerationRequest, SamplingSettings
 from .trajectory import RolloutConfig, RolloutOutput, Trajectory
@@ -79,9 +80,18 @@ def extract_tool_call(text: str, stop_string: str) -> tuple[str, str]:
     return tool, text[start + len(tool) + 2 : close].strip()
 
 
-def observation_string(text: str) -> str:
-    r"""The inserted observation: `" <result>\n" + text + "\n</result>"` (spec section 2)."""
-    return " <result>\n" + text + "\n</result>"
+def extract_call_after_last_observation(response_text: str, stop_string: str) -> tuple[str, str]:
+    r"""`extract_tool_call` on the part of a response after its last `</result>`.
+
+    Used when a round's own text lacks the opening tag (it can sit in the last token of the previous round): the call
+    is looked for only after the last observation, never in an earlier call or its tool output.
+    """
+    last_result = response_text.rfind("</result>")
+    tail = response_text[last_result + len("</result>") :] if last_result >= 0 else response_text
+    return extract_tool_call(tail, stop_string)
+
+
+observation_string = wrap_observation  # the inserted observation: " <result>\n" + text + "\n</result>"
 
 
 class AgenticRollout:
@@ -119,8 +129,14 @@ class AgenticRollout:
         )
 
     def encode_observation(self, text: str) -> list[int]:
-        r"""Token ids of `observation_string(text)`, encoded alone with `add_special_tokens=False`."""
-        return self.tokenizer.encode(observation_string(text), add_special_tokens=False)
+        r"""Token ids of `observation_string(text)`, encoded alone with `add_special_tokens=False`.
+
+        Special-token text inside tool output (e.g. a web page containing `<|im_end|>`) is split into ordinary
+        tokens (`split_special_tokens=True`): an observation never injects an end-of-turn or role token.
+        """
+        return self.tokenizer(observation_string(text), add_special_tokens=False, split_special_tokens=True)[
+            "input_ids"
+        ]
 
     def _new_global(self, state: dict, group: int, prompt: list[int], is_fill: bool) -> Trajectory:
         members = state["groups"][group]
@@ -207,7 +223,7 @@ class AgenticRollout:
                 tool, content = extract_tool_call(text, seg.stop_string)
                 if not content and f"<{tool}>" not in text:
                     full = self.tokenizer.decode(traj.response_ids, skip_special_tokens=False)
-                    tool, content = extract_tool_call(full, seg.stop_string)
+                    tool, content = extract_call_after_last_observation(full, seg.stop_string)
                 record = {"tool": tool, "content": content, "pos": len(traj.response_ids)}
                 traj.tool_calls.append(record)
                 pending.append((traj, record))
@@ -232,7 +248,7 @@ class AgenticRollout:
                 text, status = res.text, res.status
                 record.update(status=status, latency_s=float(res.latency_s), cached=bool(res.cached))
             else:
-                text = f"Error: empty <{record['tool']}> call."
+                text = empty_call_text(record["tool"])
                 record.update(status="empty", latency_s=0.0, cached=False)
                 metrics["empty_calls"] += 1
             obs = self.encode_observation(text)

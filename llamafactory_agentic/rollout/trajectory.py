@@ -18,26 +18,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..train.presets import PRESETS
+
 
 STOP_STRINGS = ("</search>", "</python>")
 
-# ARPO preset values (spec section 5.5), used when the trainer hands over an unresolved `None`.
-ARPO_PRESET: dict[str, Any] = {
-    "arpo_beam_size": 2,
-    "arpo_branch_rule": "stochastic",
-    "arpo_branch_tau": 0.5,
-    "arpo_entropy_weight": 0.2,
-    "arpo_entropy_source": "topk",
-    "arpo_entropy_topk": 10,
-    "arpo_entropy_tokens": 20,
-    "aepo_branch_penalty": 0.0,
-    "aepo_branch_penalty_scope": "lineage",
-    "aepo_dynamic_rollouts": False,
-    "aepo_premonitor_beta": 0.5,
-    "aepo_premonitor_tokens": 50,
-    "aepo_premonitor_rounds": "all",
-    "agentic_max_tool_calls": 3,
-}
+# ARPO preset values (spec section 5.5), used when the trainer hands over an unresolved `None`; one source of truth
+# with the presets the stages apply (`llamafactory_agentic.train.presets`).
+ARPO_PRESET: dict[str, Any] = PRESETS["arpo"]
 
 
 @dataclass

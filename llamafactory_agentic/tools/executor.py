@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..data.tags import empty_call_text  # shared with the rollout (spec section 12)
 from .base import (
     NO_SEARCH_RESULTS_TEXT,
     STATUS_CACHE_MISS,
@@ -73,11 +74,6 @@ class _StartMark:
 
     def release(self, _: Future) -> None:
         self.event.set()  # done without having started (cancelled at shutdown): wake the waiter
-
-
-def empty_call_text(tag: str) -> str:
-    r"""`Error: empty <tag> call.` (spec section 12)."""
-    return f"Error: empty <{tag}> call."
 
 
 class _NotStarted(Exception):

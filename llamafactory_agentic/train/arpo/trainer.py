@@ -509,8 +509,8 @@ class ArpoTrainer(GRPOTrainer):
 
         hf engine: `engine.set_model(unwrapped model)` inside TRL's `unwrap_model_for_generation` (ZeRO-3 gathers
         the parameters, a collective), model in eval mode (no gradient checkpointing during decoding). vllm engine:
-        the weights are pushed with `engine.set_model(unwrapped model)` once per optimiser step (parameters gathered
-        under ZeRO-3). A rank without prompts still enters the same collectives and returns None.
+        the weights are pushed with `engine.set_model(unwrapped model)` once per optimiser step (under ZeRO-3 the
+        engine gathers the parameters module by module). A rank without prompts still enters the same collectives and returns None.
         """
         engine = getattr(self.rollout, "engine", None)
         backend = getattr(getattr(self.rollout, "config", None), "backend", "hf")
@@ -533,9 +533,10 @@ class ArpoTrainer(GRPOTrainer):
 
         step = self.state.global_step
         if engine is not None and getattr(self, "_last_synced_step", None) != step:
-            # push the weights once per optimiser step; under ZeRO-3 the parameters are gathered for the copy
+            # push the weights once per optimiser step; under ZeRO-3 the engine gathers one module at a time
+            # (rollout.weight_sync), so the whole model is never materialised on one GPU for the copy
             with unwrap_model_for_generation(
-                self.model_wrapped, self.accelerator, gather_deepspeed3_params=True
+                self.model_wrapped, self.accelerator, gather_deepspeed3_params=False
             ) as unwrapped:
                 engine.set_model(unwrapped)
             self._last_synced_step = step
