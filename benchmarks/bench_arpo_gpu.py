@@ -137,7 +137,7 @@ def main() -> None:
     print(f"llamafactory-cli train: {wall:.1f}s wall for {args.steps} optimiser steps")
     for line in (work / "out" / "trainer_log.jsonl").read_text().splitlines():
         record = json.loads(line)
-        if "current_steps" not in record:
+        if "current_steps" not in record or not any(k in record for k in KEYS):
             continue
         fields = " ".join(f"{k}={record[k]:.4g}" for k in KEYS if isinstance(record.get(k), (int, float)))
         print(f"step {record['current_steps']}: {fields}")
