@@ -168,3 +168,38 @@ def test_arpo_cpu_recipe_two_ranks_gloo(e2e_env):
     for record in (r for r in records if "reward/mean" in r):
         # both ranks' groups were gathered: 2 prompts x M = 4 trajectories per rollout over the 2 ranks
         assert record["rollout/trajectories"] == 8
+
+
+def test_arpo_lora_then_resume_from_checkpoint(e2e_env):
+    """LoRA through LLaMA-Factory's loader (adapter checkpoints), then a second run resumes from checkpoint-2."""
+    out = e2e_env["root"] / "arpo-lora"
+    cache_path = out / "tool_cache.sqlite"
+    base = [
+        str(BIN / "llamafactory-cli"),
+        "train",
+        str(REPO / "recipes/tiny/arpo_cpu.yaml"),
+        f"model_name_or_path={e2e_env['policy']}",
+        f"dataset_dir={e2e_env['datasets']}",
+        f"output_dir={out}",
+        f"agentic_cache_path={cache_path}",
+        f"agentic_search_index={e2e_env['search_index']}",
+        "finetuning_type=lora",
+        "lora_target=all",
+        "eval_steps=100000",
+    ]
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("LLAMAFACTORY_AGENTIC_DISABLE", None)
+
+    first = subprocess.run(base, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-5000:]
+    assert (out / "adapter_model.safetensors").is_file() and (out / "checkpoint-2" / "adapter_config.json").is_file()
+
+    second = subprocess.run(
+        base + ["max_steps=4", "overwrite_output_dir=false"], cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-5000:]
+    assert "Resuming training from" in second.stdout + second.stderr
+    assert (out / "checkpoint-4").is_dir()
+    steps = [json.loads(line).get("current_steps") for line in (out / "trainer_log.jsonl").read_text().splitlines()]
+    assert {3, 4} <= set(steps)
