@@ -12,6 +12,8 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
+"""Packaging of llamafactory-agentic (ships the start-up `.pth` hook with regular and editable installs)."""
+
 import os
 import re
 
@@ -29,11 +31,13 @@ PTH_NAME = "llamafactory_agentic.pth"
 
 
 def get_version() -> str:
+    """Version string from `llamafactory_agentic/__init__.py`."""
     with open(os.path.join("llamafactory_agentic", "__init__.py"), encoding="utf-8") as f:
         return re.search(r'__version__ = "([^"]+)"', f.read()).group(1)
 
 
 def get_requires() -> list[str]:
+    """Install requirements from `requirements.txt` (comments and pip options skipped)."""
     with open("requirements.txt", encoding="utf-8") as f:
         return [line.strip() for line in f if line.strip() and not line.startswith(("#", "-"))]
 
@@ -46,10 +50,12 @@ class BuildPyWithPth(build_py):
     """
 
     def run(self) -> None:
+        """Build the package, then copy the `.pth` file next to it."""
         super().run()
         self.copy_file(PTH_NAME, os.path.join(self.build_lib, PTH_NAME), preserve_mode=0)
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
+        """Declare the `.pth` file as an output so that wheels include it."""
         return super().get_outputs(include_bytecode) + [os.path.join(self.build_lib, PTH_NAME)]
 
 

@@ -174,7 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"llamafactory-agentic {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = subparsers.add_parser("doctor", help="versions, active patches, optional parts; exit 1 if activation is broken")
+    p = subparsers.add_parser(
+        "doctor", help="versions, active patches, optional parts; exit 1 if activation is broken"
+    )
     p.set_defaults(func=doctor)
 
     p = subparsers.add_parser("build-tiny-model", help="build the tiny local Qwen2 model used by the demo and tests")

@@ -34,6 +34,7 @@ class PatchError(RuntimeError):
     r"""A patch's precondition failed: LLaMA-Factory is not the release the plugin was written for."""
 
     def __init__(self, module: str, what: str, found_version: str | None = None):
+        r"""Build the message from the patched `module`, `what` failed and the installed version, if known."""
         supported = ", ".join(SUPPORTED_LLAMAFACTORY)
         found = f" (found llamafactory {found_version})" if found_version else ""
         super().__init__(
@@ -142,7 +143,9 @@ def _validate_literal_fields(args: Any) -> None:
         value = getattr(args, f.name)
         choices = [arg for arg in typing.get_args(hints[f.name]) if arg is not type(None)]
         if typing.get_origin(hints[f.name]) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-            choices = [c for arg in choices for c in (typing.get_args(arg) if typing.get_origin(arg) is Literal else [])]
+            choices = [
+                c for arg in choices for c in (typing.get_args(arg) if typing.get_origin(arg) is Literal else [])
+            ]
         elif typing.get_origin(hints[f.name]) is Literal:
             choices = list(typing.get_args(hints[f.name]))
         else:

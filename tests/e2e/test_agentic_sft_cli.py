@@ -77,7 +77,16 @@ def test_agentic_sft_trains_and_the_checkpoint_exports_and_chats(tmp_path, tiny_
     assert model.config.num_hidden_layers == 2
 
     chat = run(
-        [cli("llamafactory-cli"), "chat", "--model_name_or_path", str(out), "--template", "qwen", "--max_new_tokens", "8"],
+        [
+            cli("llamafactory-cli"),
+            "chat",
+            "--model_name_or_path",
+            str(out),
+            "--template",
+            "qwen",
+            "--max_new_tokens",
+            "8",
+        ],
         cwd=tmp_path,
         stdin="What is 1 + 2?\nexit\n",
     )
