@@ -193,6 +193,7 @@ def test_arpo_lora_then_resume_from_checkpoint(e2e_env):
     first = subprocess.run(base, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-5000:]
     assert (out / "adapter_model.safetensors").is_file() and (out / "checkpoint-2" / "adapter_config.json").is_file()
+    assert (out / "checkpoint-2" / "rollout_rng_state_0.json").is_file()  # the rollout's own generators
 
     second = subprocess.run(
         base + ["max_steps=4", "overwrite_output_dir=false"], cwd=REPO, env=env, capture_output=True, text=True,

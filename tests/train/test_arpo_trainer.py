@@ -499,3 +499,31 @@ def test_validation_counts_each_prompt_once(tmp_path, tiny_model_dir, tiny_token
     assert metrics["eval_reward/mean"] == pytest.approx(1 / 3)
     assert metrics["eval_reward/accuracy"] == pytest.approx(1 / 3)
     assert trainer.rollout.calls == [(2, False), (2, False)]
+
+
+def test_rollout_random_draws_survive_a_checkpoint_round_trip():
+    """Branching draws, engine sampling and the rollouts.jsonl sampler resume where they were (not from the seed)."""
+    import json
+    import random
+    from types import SimpleNamespace
+
+    import numpy as np
+    import torch
+
+    from llamafactory_agentic.train.arpo.trainer import rollout_rng_state, set_rollout_rng_state
+
+    generator = torch.Generator().manual_seed(3)
+    rollout = SimpleNamespace(rng=np.random.default_rng(7), engine=SimpleNamespace(_generator=generator))
+    log_rng = random.Random(11)
+    for _ in range(5):  # advance every generator as a few training steps would
+        rollout.rng.random(), torch.rand(2, generator=generator), log_rng.random()
+
+    saved = json.loads(json.dumps(rollout_rng_state(rollout, log_rng)))  # what the checkpoint file holds
+    expected = (rollout.rng.random(), torch.rand(3, generator=generator).tolist(), log_rng.random())
+
+    fresh_generator = torch.Generator().manual_seed(3)
+    resumed = SimpleNamespace(rng=np.random.default_rng(7), engine=SimpleNamespace(_generator=fresh_generator))
+    resumed_log = random.Random(11)
+    set_rollout_rng_state(resumed, resumed_log, saved)
+    got = (resumed.rng.random(), torch.rand(3, generator=fresh_generator).tolist(), resumed_log.random())
+    assert got == expected

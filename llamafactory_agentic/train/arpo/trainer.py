@@ -971,6 +971,30 @@ class ArpoTrainer(GRPOTrainer):
         return output
 
     # ------------------------------------------------------------------------------------------------ observability
+    def _save_rng_state(self, output_dir: str) -> None:
+        r"""Transformers' RNG states plus the rollout's own generators (`rollout_rng_state_<rank>.json`).
+
+        The branching draws (`AgenticRollout.rng`), the hf engine's sampling generator (CPU / eager decoding; CUDA
+        graphs use the default CUDA generator that Transformers already saves) and the rollouts.jsonl sampler live
+        outside the global RNGs, so a resumed run would otherwise replay the draws of step 0.
+        """
+        super()._save_rng_state(output_dir)
+        state = rollout_rng_state(self.rollout, self._rollout_rng)
+        with open(os.path.join(output_dir, f"rollout_rng_state_{self.args.process_index}.json"), "w") as f:
+            json.dump(state, f)
+
+    def _load_rng_state(self, checkpoint: str | None) -> None:
+        r"""Restore what `_save_rng_state` wrote (a checkpoint without the rollout file is resumed with a warning)."""
+        super()._load_rng_state(checkpoint)
+        if checkpoint is None:
+            return
+        path = os.path.join(checkpoint, f"rollout_rng_state_{self.args.process_index}.json")
+        if not os.path.isfile(path):
+            print(f"[agentic-rl] {path} not found: the rollout's random draws restart from the seed")
+            return
+        with open(path) as f:
+            set_rollout_rng_state(self.rollout, self._rollout_rng, json.load(f))
+
     def training_step(self, model, inputs, num_items_in_batch=None):
         r"""TRL/Transformers' micro-step, timed: `time/training` = forward/backward seconds per optimiser update.
 
@@ -1191,3 +1215,35 @@ def _combine_tool_metrics(shards: list[dict[str, float]]) -> dict[str, float]:
             if lookups:
                 tools[k] = tools.get(base + "/cache_hits", 0.0) / lookups
     return tools
+
+
+def rollout_rng_state(rollout: Any, log_rng: random.Random) -> dict[str, Any]:
+    r"""JSON-serialisable states of the rollout's generators: branching (numpy), engine sampling (torch), log sampler.
+
+    Args:
+        rollout: An `AgenticRollout` (anything without `rng` / `engine._generator` is skipped).
+        log_rng: The trainer's `random.Random` choosing the groups written to rollouts.jsonl.
+
+    Returns:
+        `{"branching": ..., "engine": [bytes as ints] | None, "log": ...}`.
+    """
+    rng = getattr(rollout, "rng", None)
+    generator = getattr(getattr(rollout, "engine", None), "_generator", None)
+    return {
+        "branching": rng.bit_generator.state if rng is not None else None,
+        "engine": generator.get_state().tolist() if generator is not None else None,
+        "log": [log_rng.getstate()[0], list(log_rng.getstate()[1]), log_rng.getstate()[2]],
+    }
+
+
+def set_rollout_rng_state(rollout: Any, log_rng: random.Random, state: dict[str, Any]) -> None:
+    r"""Inverse of `rollout_rng_state`; parts missing on either side are left as they are."""
+    rng = getattr(rollout, "rng", None)
+    if rng is not None and state.get("branching") is not None:
+        rng.bit_generator.state = state["branching"]
+    generator = getattr(getattr(rollout, "engine", None), "_generator", None)
+    if generator is not None and state.get("engine") is not None:
+        generator.set_state(torch.tensor(state["engine"], dtype=torch.uint8))
+    if state.get("log") is not None:
+        version, internal, gauss = state["log"]
+        log_rng.setstate((version, tuple(internal), gauss))
