@@ -29,12 +29,13 @@ import sys
 import time
 
 import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import Qwen2ForCausalLM
 
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from llamafactory_agentic.rollout import AgenticRollout, RolloutConfig, build_engine  # noqa: E402
+from llamafactory_agentic.testing import real_size_config  # noqa: E402
 
 
 VOCAB = 151936
@@ -53,19 +54,8 @@ class NoExecutor:
 
 
 def build(layers: int | None, device: str) -> Qwen2ForCausalLM:
-    cfg = Qwen2Config(
-        vocab_size=VOCAB,
-        hidden_size=896,
-        num_hidden_layers=layers or 24,
-        num_attention_heads=14,
-        num_key_value_heads=2,
-        intermediate_size=4864,
-        tie_word_embeddings=True,
-        max_position_embeddings=32768,
-        rope_theta=1000000.0,
-        rms_norm_eps=1e-6,
-        attn_implementation="sdpa",
-    )
+    overrides = {"num_hidden_layers": layers} if layers else {}
+    cfg = real_size_config("qwen2.5-0.5b", vocab_size=VOCAB, attn_implementation="sdpa", **overrides)
     torch.manual_seed(0)
     with torch.device(device):
         model = Qwen2ForCausalLM(cfg).to(torch.bfloat16 if device == "cuda" else torch.float32)

@@ -28,35 +28,21 @@ import sys
 import time
 
 import torch
-from transformers import DynamicCache, Qwen2Config, Qwen2ForCausalLM
+from transformers import DynamicCache, Qwen2ForCausalLM
 
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from llamafactory_agentic.rollout.engine import GenerationRequest, SamplingSettings  # noqa: E402
 from llamafactory_agentic.rollout.hf_engine import HFEngine  # noqa: E402
+from llamafactory_agentic.testing import real_size_config  # noqa: E402
 
 
-CONFIGS = {
-    "0.5b": dict(
-        hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2, intermediate_size=4864
-    ),
-    "1.5b": dict(
-        hidden_size=1536, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2, intermediate_size=8960
-    ),
-}
+CONFIGS = {"0.5b": "qwen2.5-0.5b", "1.5b": "qwen2.5-1.5b"}  # architectures from llamafactory_agentic.testing
 
 
 def build(size: str) -> Qwen2ForCausalLM:
-    cfg = Qwen2Config(
-        vocab_size=151936,
-        tie_word_embeddings=True,
-        max_position_embeddings=32768,
-        rope_theta=1000000.0,
-        rms_norm_eps=1e-6,
-        attn_implementation="sdpa",
-        **CONFIGS[size],
-    )
+    cfg = real_size_config(CONFIGS[size], attn_implementation="sdpa")
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = Qwen2ForCausalLM(cfg).to(torch.bfloat16)

@@ -135,6 +135,26 @@ REAL_SIZE_CONFIGS = {
 QWEN_VOCAB_SIZE = 151936
 
 
+def real_size_config(name: str = "qwen2.5-0.5b", **overrides):
+    r"""`Qwen2Config` of a real Qwen2.5 size (vocabulary 151936, tied embeddings, RoPE base 1e6); `overrides` win.
+
+    Raises:
+        KeyError: for a name not in `REAL_SIZE_CONFIGS`.
+    """
+    from transformers import Qwen2Config
+
+    values = dict(
+        vocab_size=QWEN_VOCAB_SIZE,
+        max_position_embeddings=32768,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        **REAL_SIZE_CONFIGS[name],
+    )
+    values.update(overrides)
+    return Qwen2Config(**values)
+
+
 def build_real_size_model(output_dir: str | os.PathLike, name: str = "qwen2.5-0.5b", dtype: str = "bfloat16") -> Path:
     r"""Build a random-weight model with a real architecture (for GPU timing runs without the model hub).
 
@@ -153,23 +173,18 @@ def build_real_size_model(output_dir: str | os.PathLike, name: str = "qwen2.5-0.
         KeyError: for an unknown `name`.
     """
     import torch
-    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+    from transformers import AutoTokenizer, Qwen2ForCausalLM
 
-    arch = REAL_SIZE_CONFIGS[name]
     output_dir = Path(output_dir)
     build_tiny_model(output_dir)  # tokenizer (and a tiny model that is overwritten below)
     tokenizer = AutoTokenizer.from_pretrained(str(output_dir))
     tokenizer.add_tokens([f"<|extra_{i}|>" for i in range(QWEN_VOCAB_SIZE - len(tokenizer))])
     tokenizer.save_pretrained(str(output_dir))
-    config = Qwen2Config(
-        vocab_size=QWEN_VOCAB_SIZE,
-        max_position_embeddings=32768,
-        rope_theta=1000000.0,
-        tie_word_embeddings=True,
+    config = real_size_config(
+        name,
         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
         pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
         bos_token_id=None,
-        **arch,
     )
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(config).to(getattr(torch, dtype))
