@@ -14,7 +14,7 @@
 
 """Tool cache throughput: SQLite (WAL) cache vs a baseline that behaves like the reference JSON cache.
 
-Baseline (written here, modelled on RUC-NLPIR/ARPO search_tool.py:30-323 as described in the spec): the cache is a
+Baseline (written here after RUC-NLPIR/ARPO search_tool.py:30-323, docs/algorithms.md §7.4): the cache is a
 dict in memory; every insert takes an exclusive lock on `<file>.lock`, reads and merges the JSON file on disk,
 writes the whole file to a temporary file and renames it. Lookups are plain dict lookups.
 

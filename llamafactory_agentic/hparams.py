@@ -16,10 +16,10 @@
 
 `AgenticArguments` is mixed into LLaMA-Factory's `FinetuningArguments` by the activation hook, so every key below is
 accepted in a recipe YAML and on the command line next to LLaMA-Factory's own keys. Prefixes follow
-`shared/specs/ALGORITHMS.md`: `arpo_*` rollout and advantage (shared by ARPO and AEPO), `aepo_*` AEPO only,
+`docs/algorithms.md`: `arpo_*` rollout and advantage (shared by ARPO and AEPO), `aepo_*` AEPO only,
 `agentic_*` tools, data and reward, `rl_*` optimisation.
 
-Keys whose default depends on the preset of the stage (section 5.5 of the spec) default to `None` here and are filled
+Keys whose default depends on the preset of the stage (docs/algorithms.md §5.5) default to `None` here and are filled
 by `llamafactory_agentic.train.presets.resolve_presets`, so an explicit value in a recipe always wins.
 
 This module imports nothing heavy (no torch, no LLaMA-Factory): it is loaded while LLaMA-Factory's parser is built.
@@ -33,7 +33,7 @@ from typing import Literal
 class AgenticArguments:
     r"""Arguments of the agentic stages (`agentic_sft`, `arpo`, `aepo`)."""
 
-    # ---------------------------------------------------------------- rollout (ARPO, section 3 of the spec)
+    # ---------------------------------------------------------------- rollout (ARPO, docs/algorithms.md §3)
     arpo_rollout_n: int = field(
         default=16,
         metadata={"help": "Group size M: trajectories per prompt. Every group has exactly M members."},
@@ -51,7 +51,7 @@ class AgenticArguments:
             "help": "How the budget fill adds fresh global rollouts to a prompt that has no active trajectory left "
             "while its group is short of M. `per_round` (default, reference code RUC-NLPIR/ARPO "
             "`ARPO/verl_arpo_entropy/verl/workers/rollout/vllm_rollout/vllm_rollout_with_tools.py:237-555`, "
-            "spec section 3.4): one per round, so a policy that stops early needs M - N extra rounds. "
+            "docs/algorithms.md §3.4): one per round, so a policy that stops early needs M - N extra rounds. "
             "`all_at_once`: all M - len(group) remaining rollouts in that round, as the paper describes "
             "(arXiv 2507.19849 section 3.1)."
         },
@@ -153,7 +153,7 @@ class AgenticArguments:
         metadata={"help": "Validation prompts per evaluation (greedy, one trajectory, no branching). None: all."},
     )
 
-    # ---------------------------------------------------------------- AEPO (section 5 of the spec)
+    # ---------------------------------------------------------------- AEPO (docs/algorithms.md §5)
     aepo_variant: Literal["released", "paper"] = field(
         default="released",
         metadata={"help": "AEPO preset: `released` (the published scripts) or `paper` (the paper's description)."},
@@ -203,7 +203,7 @@ class AgenticArguments:
         metadata={"help": "a of the entropy-aware advantage. Preset (paper): 0.2."},
     )
 
-    # ---------------------------------------------------------------- tools (section 7)
+    # ---------------------------------------------------------------- tools (docs/algorithms.md §7)
     agentic_tool_config: str | None = field(
         default=None,
         metadata={"help": "YAML file listing the tools (name or class, params, timeout, retries, call limit)."},
@@ -264,7 +264,7 @@ class AgenticArguments:
         metadata={"help": "Comma-separated tools whose results are cached (python results are not by default)."},
     )
 
-    # ---------------------------------------------------------------- data and reward (sections 2, 6, 8)
+    # ---------------------------------------------------------------- data and reward (docs/algorithms.md §2, §6, §8)
     agentic_repair_boxed: bool = field(
         default=True,
         metadata={"help": "Repair the `\\x08oxed` corruption of the ARPO RL files on load and log the count."},
@@ -300,7 +300,7 @@ class AgenticArguments:
         metadata={"help": "Correctness of `ability == math` rows: token F1, math-verify equivalence, or the max."},
     )
 
-    # ---------------------------------------------------------------- optimisation (section 4)
+    # ---------------------------------------------------------------- optimisation (docs/algorithms.md §4)
     rl_epsilon: float = field(
         default=0.2,
         metadata={"help": "Lower PPO clip range eps_low."},

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-r"""Dataset formats of the agentic stages (spec sections 2 and 8).
+r"""Dataset formats of the agentic stages (docs/algorithms.md §2 and §8).
 
 * `formatting: arpo_rl` — verl-style RL prompts (ARPO-RL-Reasoning-10K, ARPO-RL-DeepSearch-1K, their validation and
   test files); loaded for the RL stages with `load_rl_dataset` and tokenised with `encode_rl_prompts`.

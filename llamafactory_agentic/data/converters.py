@@ -65,7 +65,7 @@ class ArpoRLDatasetConverter(DatasetConverter):
     r"""Convert one verl-style RL row (ARPO's `rl_datasets/*.parquet`) to LLaMA-Factory's aligned layout.
 
     Reads `data_args.agentic_repair_boxed` (default True; set by `load_rl_dataset` from the finetuning arguments) to
-    repair `\x08oxed` in every message (spec section 2). Rows are validated by `load_rl_dataset` before conversion; a
+    repair `\x08oxed` in every message (docs/algorithms.md §2.8). Rows are validated by `load_rl_dataset` first; a
     malformed row reaching this converter raises.
 
     Raises:

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-r"""Inline-tag variants of LLaMA-Factory chat templates (spec section 2, "LLaMA-Factory view").
+r"""Inline-tag variants of LLaMA-Factory chat templates (docs/algorithms.md §2.7).
 
 `get_inline_template_name("qwen")` registers `qwen_agentic`: a copy of `qwen` whose `function` messages are rendered
 verbatim (no JSON tool-call parsing, no end-of-turn token) and whose `observation` messages are rendered as

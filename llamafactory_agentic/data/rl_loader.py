@@ -16,7 +16,7 @@ r"""Loading RL prompt datasets for the `arpo`/`aepo` stages through LLaMA-Factor
 
 `load_rl_dataset` resolves `dataset` / `eval_dataset` with LLaMA-Factory's `dataset_info.json` parsing
 (`get_dataset_list`) and loader (`_load_single_dataset`: local files, hub, `num_samples`, `max_samples`), validates every
-row before conversion (spec section 8), repairs `\x08oxed` (spec section 2), converts with the `arpo_rl` converter and
+row before conversion (docs/algorithms.md §8.1), repairs `\x08oxed` (§2.8), converts with the `arpo_rl` converter and
 splits off `val_size` like LLaMA-Factory. `encode_rl_prompts` renders the prompts with the LLaMA-Factory template.
 """
 
@@ -303,7 +303,7 @@ def encode_rl_prompts(
 
     The system prompt is the row's `_system` (message 0 of the data's `prompt`; the template's default system when
     empty). The rendering is `template.encode_oneturn(messages + [empty assistant])`'s prompt part, i.e. exactly the
-    ids LLaMA-Factory's SFT processing puts before the first response token (spec section 2, "Chat-template view").
+    ids LLaMA-Factory's SFT processing puts before the first response token (docs/algorithms.md §2.7).
     Prompts longer than `max_prompt_length` keep their last `max_prompt_length` tokens (left truncation) and are
     counted in one warning.
 

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-r"""Validation and normalisation of one RL row in the verl layout of the ARPO files (spec section 8).
+r"""Validation and normalisation of one RL row in the verl layout of the ARPO files (docs/algorithms.md §8.1).
 
 Columns: `data_source` (str), `prompt` (list of `{role, content}`: system, user), `ability` (str or null),
 `reward_model` (`{ground_truth, style}`), `extra_info` (`{index, question, split, need_tools_kwargs}`), `metadata`.
@@ -189,7 +189,7 @@ def parse_rl_row(row: dict[str, Any], prompt_column: str = PROMPT_COLUMN, repair
     Args:
         row: One dataset row as a dict of column values.
         prompt_column: Name of the chat-messages column.
-        repair: Replace `\x08oxed` with `\boxed` in every message (spec section 2, `agentic_repair_boxed`).
+        repair: Replace `\x08oxed` with `\boxed` in every message (docs/algorithms.md §2.8, `agentic_repair_boxed`).
 
     Returns:
         The validated `RLRow`.

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-r"""The inline-tag trajectory format of ARPO (spec section 2) as plain-text operations.
+r"""The inline-tag trajectory format of ARPO (docs/algorithms.md §2) as plain-text operations.
 
 A trajectory is one assistant text such as::
 
@@ -39,7 +39,7 @@ TOOL_TAGS = ("search", "python")
 CHECKED_TAGS = (THINK_TAG, *TOOL_TAGS, RESULT_TAG, ANSWER_TAG)
 NON_TOOL_TAGS = frozenset({THINK_TAG, ANSWER_TAG, RESULT_TAG})
 
-# Inserted after a tool call, RUC-NLPIR/ARPO vllm_rollout_with_tools.py:363-426 (spec section 2).
+# Inserted after a tool call, RUC-NLPIR/ARPO vllm_rollout_with_tools.py:363-426 (docs/algorithms.md §2.3).
 OBSERVATION_PREFIX = " <result>\n"
 OBSERVATION_SUFFIX = "\n</result>"
 
@@ -83,7 +83,7 @@ class Turn:
 def repair_boxed(text: str) -> tuple[str, int]:
     r"""Replace every `\x08oxed` (backspace + "oxed", an unescaped `\b`) with `\boxed`.
 
-    Source: spec section 2, "Corrupted `\boxed` in the shipped RL parquet files".
+    Source: docs/algorithms.md §2.8.
 
     Returns:
         The repaired text and the number of replacements.
@@ -125,12 +125,12 @@ def unwrap_observation(text: str) -> str:
 
 
 def wrap_observation(text: str) -> str:
-    r"""The observation string the rollout inserts: `" <result>\n" + text + "\n</result>"` (spec section 2)."""
+    r"""The observation the rollout inserts: `" <result>\n" + text + "\n</result>"` (docs/algorithms.md §2.3)."""
     return OBSERVATION_PREFIX + text + OBSERVATION_SUFFIX
 
 
 def empty_call_text(tag: str) -> str:
-    r"""Observation of a tool call with nothing between its tags: `Error: empty <tag> call.` (spec section 12)."""
+    r"""Observation of an empty tool call: `Error: empty <tag> call.` (docs/algorithms.md §2.5, §12)."""
     return f"Error: empty <{tag}> call."
 
 

@@ -14,7 +14,7 @@
 
 r"""The reference deep-research reward: format gate, `\boxed{}` extraction, SQuAD-style token F1, multi-tool bonus.
 
-Spec: shared/specs/ALGORITHMS.md section 6; reference RUC-NLPIR/ARPO
+Documented in docs/algorithms.md §6; reference RUC-NLPIR/ARPO
 `ARPO/verl_arpo_entropy/verl/utils/reward_score/deep_research.py:9-76,212-279,317-351` (arXiv 2507.19849 section 3.2,
 Eq. 8). All functions take the *model view* of a response (see `model_view.build_model_view`): model-written text with
 every observation reduced to `<result></result>`.
@@ -102,7 +102,7 @@ def extract_boxed_answer(text: str) -> str | None:
 
     Source: `last_boxed_only_string` / `remove_boxed` in RUC-NLPIR/ARPO
     `ARPO/verl_arpo_entropy/verl/utils/reward_score/deep_research.py` (which lets any `\boxed ` win over a later
-    `\boxed{`; we use the last occurrence, see ALGORITHMS.md section 6 "the last ... \boxed").
+    `\boxed{`; we use the last occurrence, see docs/algorithms.md §6.2).
 
     Args:
         text: Typically the answer span.

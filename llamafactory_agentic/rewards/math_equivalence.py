@@ -14,7 +14,7 @@
 
 r"""Math answer equivalence through the math-verify library (`parse` + `verify`).
 
-Spec: shared/specs/ALGORITHMS.md section 6 ("Optional math equivalence", `agentic_reward_math`).
+Documented in docs/algorithms.md §6.3 (`agentic_reward_math`).
 """
 
 import logging

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Agentic rollout: multi-round generation with tools and ARPO/AEPO entropy-gated branching (spec sections 2-3, 5)."""
+"""Agentic rollout: multi-round tool use with ARPO/AEPO entropy-gated branching (docs/algorithms.md §2, §3, §5)."""
 
 from .agent_loop import AgenticRollout, extract_tool_call, observation_string
 from .branching import premonitor_initial_rollouts, round_entropy, should_branch

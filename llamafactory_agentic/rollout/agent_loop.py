@@ -14,7 +14,7 @@
 
 """The agentic rollout loop: multi-round generation with tool calls and entropy-gated branching.
 
-Implements spec section 3.4 (ARPO), 5.1 (AEPO pre-monitoring) and 5.2 (consecutive-branch penalty). Reference loop:
+Implements docs/algorithms.md §3.4 (ARPO), §5.1 (AEPO pre-monitoring) and §5.2 (branch penalty). Reference loop:
 RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/workers/rollout/vllm_rollout/vllm_rollout_with_tools.py:237-555`.
 """
 
@@ -60,7 +60,7 @@ def _tool_call_class() -> type:
 def extract_tool_call(text: str, stop_string: str) -> tuple[str, str]:
     r"""Tool name and call content of a round that ended on `stop_string` (e.g. `</search>`).
 
-    The content is the text between the last `<tag>` and the `</tag>` after it, whitespace-stripped (spec section 2);
+    The content is the text between the last `<tag>` and the `</tag>` after it, stripped (docs/algorithms.md §2.2);
     without an opening tag it is empty.
 
     Args:
@@ -267,7 +267,7 @@ class AgenticRollout:
     def _branch_phase(self, alive: list[Trajectory], state: dict, prompts: list[list[int]]) -> list[Trajectory]:
         r"""Branch the alive sources (creation order), then budget-fill prompts without active trajectories.
 
-        Budget fill (spec section 3.4): a prompt whose group is short of M and has no alive member gets fresh global
+        Budget fill (docs/algorithms.md §3.4): a prompt whose group is short of M and has none alive gets fresh global
         rollouts (`is_fill=True`): one per round with `budget_fill="per_round"` (reference code), or all
         M - len(group) missing ones at once with `"all_at_once"` (arXiv 2507.19849 section 3.1). Fills may branch in
         later rounds. Returns the trajectories created this round (branches first, then fills).
@@ -335,7 +335,7 @@ class AgenticRollout:
                 created[g] += made
         filled = False
         for g, prompt in enumerate(prompts):
-            # budget fill (spec section 3.4): only for a prompt without active trajectories whose group is short
+            # budget fill (docs/algorithms.md §3.4): only for a prompt without active trajectories whose group is short
             has_alive = any(id(t) in alive_ids for t in groups[g])
             missing = cfg.group_size - len(groups[g])
             if has_alive or missing <= 0:
@@ -388,7 +388,7 @@ class AgenticRollout:
         return gen_s, tool_s
 
     def _premonitor(self, prompts: list[list[int]], sampling: SamplingSettings) -> tuple[list[int], dict]:
-        r"""AEPO entropy pre-monitoring (spec section 5.1): m per prompt; probe samples are discarded."""
+        r"""AEPO entropy pre-monitoring (docs/algorithms.md §5.1): m per prompt; probe samples are discarded."""
         cfg = self.config
         state = self._new_state(len(prompts))
         root_sampling = SamplingSettings(**{**sampling.__dict__})
@@ -412,7 +412,7 @@ class AgenticRollout:
         return ms, info
 
     def rollout(self, prompts: list[list[int]], training: bool = True) -> RolloutOutput:
-        r"""Generate the trajectories of one rollout call (spec section 3.4).
+        r"""Generate the trajectories of one rollout call (docs/algorithms.md §3.4).
 
         Args:
             prompts: Prompt token ids per prompt (already rendered with the chat template, ending with the assistant

@@ -34,7 +34,7 @@ class SamplingSettings:
         top_k: Top-k filter (0 = off).
         stop_strings: A round ends right after the token that completes one of these (token kept).
         eos_token_ids: Token ids that end the trajectory (kept in the output).
-        entropy_source: `topk` or `full` (spec section 3.2).
+        entropy_source: `topk` or `full` (docs/algorithms.md §3.2).
         entropy_topk: k of the `topk` source.
         entropy_tokens: Positions per round whose entropy terms are returned.
     """
@@ -62,7 +62,7 @@ class GenerationRequest:
         key: Stable id of the trajectory within the rollout call (an engine may keep state, e.g. a KV cache, per key).
         prompt_ids: Prompt token ids.
         response_ids: Response token ids so far (context = prompt + response).
-        max_tokens: Most tokens to generate this round (R - len(response), spec section 12).
+        max_tokens: Most tokens to generate this round (R - len(response), docs/algorithms.md §12).
         parent_key: Key of the source trajectory when this trajectory is a fresh branch (hint for KV reuse).
     """
 

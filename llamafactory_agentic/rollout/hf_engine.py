@@ -14,7 +14,7 @@
 
 """`hf` generation backend: a batched decode loop over a transformers causal LM with a slot-based KV cache.
 
-Design (spec section 3.4, Decision (d): token ids only, shared prefixes computed once):
+Design (docs/algorithms.md §3.4, Decision (d): token ids only, shared prefixes computed once):
 
 * `SlotKVCache` is a transformers `Cache` holding one static `[slots, kv_heads, capacity, head_dim]` buffer per
   layer. Every batch row writes its keys/values at its own positions (`write_pos`), so trajectories of different

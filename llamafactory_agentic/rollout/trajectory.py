@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Trajectory, rollout output and the resolved rollout configuration (spec sections 1-3, 5.1, 5.2)."""
+"""Trajectory, rollout output and the resolved rollout configuration (docs/algorithms.md §1-§3, §5.1, §5.2)."""
 
 import math
 from dataclasses import dataclass, field
@@ -23,7 +23,7 @@ from ..train.presets import PRESETS
 
 STOP_STRINGS = ("</search>", "</python>")
 
-# ARPO preset values (spec section 5.5), used when the trainer hands over an unresolved `None`; one source of truth
+# ARPO preset values (docs/algorithms.md §5.5), used when the trainer passes an unresolved `None`; one source of truth
 # with the presets the stages apply (`llamafactory_agentic.train.presets`).
 ARPO_PRESET: dict[str, Any] = PRESETS["arpo"]
 
@@ -33,7 +33,7 @@ class Trajectory:
     r"""One prompt plus one multi-round response, as token ids with a per-token loss mask.
 
     Token ids are the currency: a branch copies `response_ids` and `loss_mask` of its source and the text is never
-    decoded and re-encoded (spec section 3.4, Decision (d)).
+    decoded and re-encoded (docs/algorithms.md §3.4, Decision (d)).
 
     Attributes:
         uid: Unique id within the run, `"<call>-<group>-<index>"`.
@@ -44,16 +44,16 @@ class Trajectory:
             tokens (leading space, tags and newlines included).
         parent: Index within its group of the source a branch was copied from; None for global rollouts.
         branch_pos: `len(response_ids)` of the source at the copy (tokens shared with the source); None for globals.
-        is_fill: Whether this global rollout was added by the budget fill (spec section 3.4).
+        is_fill: Whether this global rollout was added by the budget fill (docs/algorithms.md §3.4).
         num_tool_calls: Tool calls made (both tools combined; inherited by branches). Empty calls count.
         tool_calls: One dict per call in this lineage: `tool`, `content`, `status`, `latency_s`, `cached`, `pos`
             (response length after the closing tag), `obs_tokens`.
         hit_call_limit: A round ended in a tool call while the call counter was at the limit; EOS was appended.
         truncated: The response ran into the budget R (`finish_reason == "length"`).
         finish_reason: `"eos"`, `"length"` or `"call_limit"` (empty while running).
-        round_entropies: Round entropy H (spec section 3.2) of every round of this lineage, inherited by branches.
+        round_entropies: Round entropy H (docs/algorithms.md §3.2) of every round of this lineage, copied to branches.
         entropy_base: H of the lineage's first round in the current rollout call (Decision (a)).
-        consecutive_branches: l of the `lineage` penalty scope (spec section 5.2).
+        consecutive_branches: l of the `lineage` penalty scope (docs/algorithms.md §5.2).
         generated_tokens: Tokens this trajectory sampled itself (excluding the prefix copied from its source).
     """
 
@@ -130,7 +130,7 @@ class RolloutConfig:
 
     Field names drop the `arpo_`/`aepo_`/`agentic_` prefix of the matching key in `llamafactory_agentic/hparams.py`.
     `budget_fill` (`arpo_budget_fill`): `per_round` adds one fresh global rollout per round to a prompt without active
-    trajectories (reference code, spec section 3.4); `all_at_once` adds all missing ones in that round (arXiv
+    trajectories (reference code, docs/algorithms.md §3.4); `all_at_once` adds all missing ones in that round (arXiv
     2507.19849 section 3.1).
     """
 
@@ -198,9 +198,9 @@ class RolloutConfig:
 
         Args:
             finetuning_args: Object with the `arpo_*`, `aepo_*` and `agentic_*` attributes; presets resolved by the
-                trainer. A remaining None falls back to the ARPO preset value (spec section 5.5).
+                trainer. A remaining None falls back to the ARPO preset value (docs/algorithms.md §5.5).
             generating_args: LLaMA-Factory `GeneratingArguments` (`do_sample`, `temperature`, `top_p`, `top_k`), or
-                None for T 1.0 / top-p 1.0 / no top-k (spec section 10).
+                None for T 1.0 / top-p 1.0 / no top-k (docs/algorithms.md §10).
             eos_token_id: End-of-turn token id (e.g. `<|im_end|>`).
             **overrides: Field values that win over both (e.g. `seed=training_args.seed`).
 

@@ -14,7 +14,7 @@
 
 """`vllm` generation backend (extra: `pip install llamafactory-agentic[vllm]`).
 
-Colocated `vllm.LLM` with prefix caching (shared prefixes of branches are computed once, spec Decision (d)), prompts
+Colocated `vllm.LLM` with prefix caching (shared prefixes of branches computed once, docs/algorithms.md §3.4), prompts
 given as token ids, `SamplingParams(stop=[...], include_stop_str_in_output=True, logprobs=k, max_tokens=...)` per
 trajectory. Supported vLLM versions: 0.10.2 - 0.11.0 (the `vllm` extra of setup.py), run in-process with
 `distributed_executor_backend="external_launcher"` (as TRL's colocate mode), where the worker's model is reachable

@@ -16,7 +16,7 @@
 
 A tool turns the body of a model-written `<tag>…</tag>` span into observation text. `BaseTool.execute` never raises:
 parse errors, backend exceptions and exhausted retries all become `ToolResult`s whose text the model can read
-(ARCHITECTURE.md "the executor never raises into the rollout"; spec section 7).
+(docs/tools.md; docs/algorithms.md §7).
 """
 
 import codecs
@@ -236,7 +236,7 @@ class BoundedText:
 
     Keeps the first `max_chars // 2` and the last `max_chars - max_chars // 2` characters of the stripped stream and
     counts the rest, so 100 MB of child output costs O(max_chars) memory. `value()` returns the stream itself when it
-    fits, else `head + "\n[… N characters omitted …]\n" + tail` (spec section 7: first 2000 + last 2000 characters).
+    fits, else `head + "\n[… N characters omitted …]\n" + tail` (docs/algorithms.md §7.1: 2000 + 2000 characters).
 
     Args:
         max_chars: output cap in characters (> 0).

@@ -15,8 +15,8 @@
 r"""Persistent, shared tool cache: SQLite (embedded default, WAL mode) or Redis (multi-node).
 
 Entries are keyed by (tool name, normalised arguments) and store the observation text, its status, the latency of
-the call that produced it, the creation time, an optional expiry time and the backend name (spec section 7, "Our
-cache requirements"). Secrets are never stored: only the observation text and the backend's name are.
+the call that produced it, the creation time, an optional expiry time and the backend name (docs/algorithms.md
+§7.5). Secrets are never stored: only the observation text and the backend's name are.
 
 Normalisation of search queries (`normalize_search_query`), exactly:
 1. lone UTF-16 surrogates (undecodable bytes smuggled in with `surrogateescape`) become `\\udcXX` escapes;
@@ -235,7 +235,7 @@ class ToolCache:
 
         Each key is normalised (`normalize_args(tool, key)`); after normalisation the first occurrence wins and the
         others are counted as duplicates and logged. Empty results and `No search results found.` are not stored
-        (spec: empty results never). Existing live entries are kept.
+        (docs/algorithms.md §7.5: empty results never). Existing live entries are kept.
 
         Returns:
             Counts `{"total", "imported", "duplicates", "skipped_empty", "existing"}`.

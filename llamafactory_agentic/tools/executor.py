@@ -14,7 +14,7 @@
 
 """`ToolExecutor`: runs one round's tool calls concurrently, with the cache, dedup, limits and metrics.
 
-For every call, in order: unknown tag -> `unknown_tool`; empty body -> `Error: empty <tag> call.` (spec section 12);
+Per call, in order: unknown tag -> `unknown_tool`; empty body -> `Error: empty <tag> call.` (docs/algorithms.md §12);
 per-trajectory call limit of the tool -> `limit`; parse; cache lookup (cached tools only; `offline` mode answers a
 miss with the no-result text); in-flight dedup (identical (tool, key) calls share one execution, also across threads);
 otherwise the call runs in the thread pool with the tool's retries (tenacity) and the executor waits at most the
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.tags import empty_call_text  # shared with the rollout (spec section 12)
+from ..data.tags import empty_call_text  # shared with the rollout (docs/algorithms.md §12)
 from .base import (
     NO_SEARCH_RESULTS_TEXT,
     STATUS_CACHE_MISS,
@@ -55,7 +55,7 @@ from .cache import ToolCache, open_cache
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_WORKERS = 64  # ARPO preset (spec section 7)
+DEFAULT_WORKERS = 64  # ARPO preset (docs/algorithms.md §5.5)
 DEFAULT_RETRIES = 3
 
 
@@ -81,7 +81,7 @@ class _NotStarted(Exception):
 
 
 class ToolExecutor:
-    r"""Concurrent, cached, deduplicating tool executor (INTERFACES.md, `tools` section).
+    r"""Concurrent, cached, deduplicating tool executor (docs/tools.md).
 
     Args:
         tools: the tools, keyed by their tag (a list is keyed by each tool's `tag`).

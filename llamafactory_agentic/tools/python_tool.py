@@ -14,10 +14,10 @@
 
 """Python interpreter tool: one fresh, sandboxed interpreter process per call.
 
-Behaviour (spec section 7; RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/workers/rollout/tools/python_tool.py:45-91`):
+Behaviour (docs/algorithms.md §7.2; `ARPO/verl_arpo_entropy/verl/workers/rollout/tools/python_tool.py:45-91`):
 a last top-level bare expression that is not a `print(...)` call is printed; exit 0 -> stripped stdout; otherwise the
 stripped stderr (traceback); empty successful output -> `Tool(python) returned empty output.` (never retried);
-timeout -> `Execution timed out after N seconds.`. Fixes of spec section 12: output capped at `max_output_chars`
+timeout -> `Execution timed out after N seconds.`. Fixes of docs/algorithms.md §12: output capped at `max_output_chars`
 (first and last halves around an omission line, pipes read incrementally), own session and process group, temporary
 working directory, scrubbed environment, CPU/memory/process/file-size limits, the whole process tree killed on timeout.
 
@@ -119,7 +119,7 @@ print(json.dumps(paths))
 
 
 def timeout_text(timeout_s: float) -> str:
-    r"""`Execution timed out after N seconds.` (English; spec section 12)."""
+    r"""`Execution timed out after N seconds.` (English; docs/algorithms.md §12)."""
     return f"Execution timed out after {timeout_s:g} seconds."
 
 
@@ -568,7 +568,7 @@ class PythonTool(BaseTool):
 
     name = "python"
     default_tag = "python"
-    retry_on_empty = False  # spec section 12: empty successful output is not retried
+    retry_on_empty = False  # docs/algorithms.md §12: empty successful output is not retried
     default_dedup = False  # code may be random or stateful outside the sandbox: run every call
 
     def __init__(

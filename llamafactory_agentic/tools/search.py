@@ -14,7 +14,7 @@
 
 r"""`<search>query</search>`: one search tool with pluggable backends.
 
-Formatting (spec section 7; RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/workers/rollout/tools/search_tool.py:432-477`):
+Formatting (docs/algorithms.md §7.3; `ARPO/verl_arpo_entropy/verl/workers/rollout/tools/search_tool.py:432-477`):
 query = call content with `"` removed (we also collapse whitespace, see `cache.normalize_search_query`); take the
 snippets in rank order, skip empty and duplicate ones, keep the first `topk`, cut each to `snippet_chars` and join
 them as `Page 1: …\nPage 2: …`; no snippet -> `No search results found.`.
@@ -81,7 +81,7 @@ def format_snippets(snippets: list[str], topk: int = 10, snippet_chars: int = 10
 
 
 def market_for(query: str) -> str:
-    r"""`zh-CN` for queries with CJK characters, else `en-US` (spec section 7)."""
+    r"""`zh-CN` for queries with CJK characters, else `en-US` (docs/algorithms.md §7.3)."""
     return "zh-CN" if _CJK.search(query) else "en-US"
 
 
@@ -229,7 +229,7 @@ class WebBackend(HTTPBackend):
     """
 
     name = "web"
-    retry_on_empty = True  # spec section 7: an empty web result is retried and never cached
+    retry_on_empty = True  # docs/algorithms.md §7.3: an empty web result is retried and never cached
     _DEFAULTS = {
         "serper": ("https://google.serper.dev/search", "SERPER_API_KEY"),
         "bing": ("https://api.bing.microsoft.com/v7.0/search", "BING_API_KEY"),

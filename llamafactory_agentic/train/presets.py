@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Presets of the `arpo` and `aepo` stages (spec section 5.5) and their resolution against a recipe.
+"""Presets of the `arpo` and `aepo` stages (docs/algorithms.md §5.5) and their resolution against a recipe.
 
 `stage: arpo` applies the `arpo` preset; `stage: aepo` applies `aepo` (the released scripts, RUC-NLPIR/ARPO
 `AEPO/scripts/AEPO_Qwen3_14B_DeepResearch.sh:52-54`) or, with `aepo_variant: paper`, `aepo-paper` (arXiv 2510.14545).
@@ -20,8 +20,8 @@ Every preset key defaults to `None` in `llamafactory_agentic.hparams.AgenticArgu
 (explicit) always wins over the preset. The trainer and the rollout read only the resolved keys, never the stage name:
 an `aepo` run whose AEPO keys are set to the `arpo` values behaves exactly like an `arpo` run.
 
-Keys that a preset marks "—" in the spec (e.g. `aepo_premonitor_beta` under `arpo`) are inert there; they still get a
-value (the one documented in the spec) so that downstream code never sees `None`.
+Keys that are inert in a preset (docs/algorithms.md §5.5; e.g. `aepo_premonitor_beta` under `arpo`) still get a
+value (the one documented in docs/algorithms.md §5.5) so that downstream code never sees `None`.
 """
 
 import json
@@ -55,7 +55,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "aepo_balanced_clip_scope": "all",  # inert: no balanced clip
         "aepo_entropy_advantage": False,
         "aepo_entropy_advantage_coef": 0.2,  # inert
-        "agentic_max_tool_calls": 3,  # reasoning setting; deep-search recipes set 6 (spec section 10)
+        "agentic_max_tool_calls": 3,  # reasoning setting; deep-search recipes set 6 (docs/algorithms.md §10)
         "agentic_tool_retries": 3,
         "agentic_tool_workers": 64,
     },
@@ -69,7 +69,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "aepo_premonitor_rounds": "all",  # inert
         "aepo_balanced_clip": True,
         "aepo_balanced_clip_scope": "all",
-        "aepo_entropy_advantage": False,  # the released switch is inert (spec section 5.4)
+        "aepo_entropy_advantage": False,  # the released switch is inert (docs/algorithms.md §5.4)
         "aepo_entropy_advantage_coef": 0.2,  # inert
         "agentic_max_tool_calls": 6,
         "agentic_tool_retries": 4,
@@ -142,7 +142,7 @@ def preset_name(finetuning_args: Any) -> str:
 
 
 def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose: bool = True) -> dict[str, Any]:
-    r"""Fill every `None`-valued preset key of `finetuning_args` in place from the stage's preset (spec section 5.5).
+    r"""Fill every `None`-valued preset key of `finetuning_args` in place from the preset (docs/algorithms.md §5.5).
 
     Explicit keys (not `None`) are kept. `rl_epsilon_high` left at `None` becomes `rl_epsilon` (its documented meaning).
 

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The reference deep-research reward (ALGORITHMS.md section 6): format gate, extraction, F1, bonus, math modes."""
+"""The reference deep-research reward (docs/algorithms.md §6): format gate, extraction, F1, bonus, math modes."""
 
 import pytest
 

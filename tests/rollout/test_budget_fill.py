@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Budget fill modes (`arpo_budget_fill`, spec section 3.4 vs arXiv 2507.19849 section 3.1) with a scripted engine."""
+"""Budget fill modes (`arpo_budget_fill`, docs/algorithms.md §3.4 vs arXiv 2507.19849 §3.1) with a scripted engine."""
 
 from types import SimpleNamespace
 

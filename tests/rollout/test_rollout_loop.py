@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Agent-loop tests (spec sections 2, 3.4, 5.1, 5.2, 12) with a scripted engine whose entropy shift is known."""
+"""Agent-loop tests (docs/algorithms.md §2, §3.4, §5.1, §5.2, §12) with a scripted engine of known entropy shift."""
 
 import math
 from types import SimpleNamespace
@@ -94,7 +94,7 @@ def test_rule_functions():
     assert not should_branch("stochastic", 0.0, 2, tau=0.5, beta=0.2, branch_penalty=0.05, u=0.55)
     assert not should_branch("deterministic", 0.0, 0, tau=0.5, beta=0.2, alpha=0.5)
     assert should_branch("deterministic", 0.01, 0, tau=0.5, beta=0.2, alpha=0.5)
-    # spec 5.2: P(branch) at dH = 0 for l = 0..6 with lambda 0.05
+    # docs/algorithms.md §5.2: P(branch) at dH = 0 for l = 0..6 with lambda 0.05
     u = np.random.default_rng(0).random(200_000)
     got = [np.mean((u + 0.0) * (1 - 0.05 * l) >= 0.5) for l in range(7)]
     assert np.allclose(got, [0.50, 0.47, 0.44, 0.41, 0.38, 0.33, 0.29], atol=0.01)

@@ -91,7 +91,7 @@ def trl_generation_batch(tokenizer, num_prompts):
 
 
 def test_steps_per_generation_reference_geometry():
-    # spec section 10: 128 prompts x 16 per rollout, 16 prompts (256 trajectories) per update -> 8 updates
+    # docs/algorithms.md §10: 128 prompts x 16 per rollout, 16 prompts (256 trajectories) per update -> 8 updates
     spg = derive_steps_per_generation(
         128, 16, per_device_train_batch_size=4, gradient_accumulation_steps=8, world_size=8
     )

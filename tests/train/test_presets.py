@@ -2,7 +2,7 @@
 #
 # Licensed under the Apache License, Version 2.0 (the "License").
 
-"""Preset resolution (spec section 5.5): explicit keys win, every preset key is filled, values printed and saved."""
+"""Presets (docs/algorithms.md §5.5): explicit keys win, every preset key is filled, values printed and saved."""
 
 import json
 

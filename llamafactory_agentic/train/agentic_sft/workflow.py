@@ -16,7 +16,7 @@ r"""The `agentic_sft` stage: LLaMA-Factory's SFT on tool trajectories with the i
 
 The stage runs as LLaMA-Factory's `sft` (the activation layer rewrites `stage: agentic_sft` to `sft` and routes
 `run_sft` here), so checks, `get_dataset(stage="sft")`, packing, evaluation, prediction and plots are LLaMA-Factory's.
-This workflow only (1) switches `template` to its inline-tag variant (`qwen` -> `qwen_agentic`, spec section 2), (2)
+This workflow only (1) switches `template` to its inline-tag variant (`qwen_agentic`, docs/algorithms.md §2.7), (2)
 passes `agentic_sft_mask_results` and `agentic_tool_protocol` to the `arpo_sft` converter through `data_args`, (3)
 runs the pre-run check, then calls LLaMA-Factory's original `run_sft`.
 """

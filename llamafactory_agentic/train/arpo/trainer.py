@@ -21,11 +21,11 @@ checkpointing, `self._metrics` + `log` (averaged metrics merged into the Trainer
 
 What is overridden, and why (the adapter surface for a newer TRL):
 
-* `_prepare_inputs` - TRL shuffles the generation batch and splits it evenly; the spec (section 4) wants no shuffling
+* `_prepare_inputs` - TRL shuffles the generation batch and splits it evenly; docs/algorithms.md §4 wants no shuffling
   and a token-mean normaliser per optimiser update over all ranks, so we build the micro-batches ourselves.
 * `_generate_and_score_completions` - the multi-round tool rollout (`AgenticRollout`), model-view rewards, GRPO
   advantages with soft/hard attribution from the branch tree, old/ref log-probs. Whole groups are rolled out on one
-  rank (branching needs every sibling, spec section 3.4).
+  rank (branching needs every sibling, docs/algorithms.md §3.4).
 * `_compute_loss` - our policy loss with a loss mask separate from the attention mask (observation tokens attend but
   are never trained), AEPO balanced clip and entropy-aware advantage, optional KL (k3) and entropy bonus.
 * `_get_eval_sampler` / `prediction_step` - validation is greedy, one trajectory per prompt, no branching.
@@ -77,7 +77,7 @@ EVAL_INDEX = "_eval_index"  # row number of a validation prompt, added by `ArpoT
 
 @dataclass
 class ArpoLossConfig:
-    r"""The resolved (no `None`) optimisation keys the trainer reads (spec sections 4 and 5.3-5.4).
+    r"""The resolved (no `None`) optimisation keys the trainer reads (docs/algorithms.md §4 and §5.3-§5.4).
 
     Built from the plugin's `FinetuningArguments` after `resolve_presets` by `from_args`; the stage name is never read,
     so `aepo` with every AEPO key at its `arpo` value is exactly `arpo`.
@@ -147,7 +147,7 @@ def derive_steps_per_generation(
     One rollout produces `rollout_batch_size * group_size` trajectories over all ranks; one micro-step consumes
     `per_device_train_batch_size * world_size` of them, one optimiser update `... * gradient_accumulation_steps`. So
     `steps_per_generation = rollout_batch_size * group_size / (per_device_train_batch_size * world_size)` and the
-    rollout feeds `steps_per_generation / gradient_accumulation_steps` updates (reference, spec section 10: 128 prompts
+    rollout feeds `steps_per_generation / gradient_accumulation_steps` updates (docs/algorithms.md §10: 128 prompts
     x 16 = 2048 trajectories, 256 per update = 16 prompts, 8 updates).
 
     Whole groups are rolled out per rank (group g on rank g % world_size), so the prompts per rollout must split
@@ -183,7 +183,7 @@ def check_rl_sampling(generating_args: Any) -> None:
     r"""Refuse greedy decoding for RL training (`arpo`/`aepo` stages).
 
     GRPO needs M different trajectories per prompt, and the loss divides the logits by `generating_args.temperature`
-    (spec section 5.4), which must be the temperature the rollout sampled with. With `do_sample: false` or
+    (docs/algorithms.md §5.4), which must be the temperature the rollout sampled with. With `do_sample: false` or
     `temperature <= 0` the rollout would be greedy while the loss assumes sampling.
 
     Raises:
@@ -360,14 +360,14 @@ class RolloutProgress:
 
 
 class ArpoTrainer(GRPOTrainer):
-    r"""GRPO trainer whose generation is the ARPO/AEPO tool rollout and whose loss is the spec's policy loss.
+    r"""GRPO trainer whose generation is the ARPO/AEPO tool rollout and whose loss is that of docs/algorithms.md §4.4.
 
     Batch geometry (TRL's, in trajectories): a micro-batch holds `per_device_train_batch_size` trajectories per rank;
     an optimiser update takes `gradient_accumulation_steps` micro-batches on every rank; one rollout of
     `arpo_rollout_batch_size` prompts x M trajectories feeds `steps_per_generation` micro-steps
     (`build_grpo_config`).
 
-    Group-to-rank scheme (spec section 3.4: all M trajectories of a prompt are decided together): TRL's sampler spreads
+    Group-to-rank scheme (docs/algorithms.md §3.4: all M of a prompt are decided together): TRL's sampler spreads
     the M copies of a prompt over consecutive rows that may live on several ranks. At each rollout every rank gathers
     the generation batch's rows (`gather_object`), cuts them into whole groups of M identical prompts, takes the groups
     `g` with `g % world_size == rank`, rolls them out and scores them, then all ranks gather every trajectory back and
@@ -543,7 +543,7 @@ class ArpoTrainer(GRPOTrainer):
         return self.rollout.rollout(prompts, training=training) if prompts else None
 
     def _score(self, trajectory: Any, row: dict[str, Any]) -> tuple[float, float, bool]:
-        r"""(reward, accuracy, format ok) of one trajectory on its model view (spec section 6).
+        r"""(reward, accuracy, format ok) of one trajectory on its model view (docs/algorithms.md §6.5).
 
         Accuracy is `correctness == 1` of the reward's `RewardResult` (exact answer after normalisation, or math
         equivalence; for a user function `score >= 1`, see `CallableReward`).
@@ -639,7 +639,7 @@ class ArpoTrainer(GRPOTrainer):
     def _prepare_inputs(self, generation_batch: Any) -> dict[str, Any]:
         r"""Serve the buffered micro-batches of the current rollout, rolling out anew every `steps_per_generation`.
 
-        Overrides TRL: no shuffling (spec section 4) and micro-batches laid out per update (see class docstring).
+        Overrides TRL: no shuffling (docs/algorithms.md §4.6) and micro-batches per update (see class docstring).
         """
         if not self.model.training:
             return generation_batch  # evaluation goes through `prediction_step`
@@ -709,7 +709,7 @@ class ArpoTrainer(GRPOTrainer):
         return micro_batches
 
     def _advantages(self, records: list[dict]) -> tuple[list[list[float]], list[list[int]]]:
-        r"""Token advantages and loss masks (soft or hard attribution, spec section 4) for all records."""
+        r"""Token advantages and loss masks (soft/hard attribution, docs/algorithms.md §4.2-§4.3) for all records."""
         if not records:
             return [], []
         lengths = [len(r["response_ids"]) for r in records]
@@ -781,7 +781,7 @@ class ArpoTrainer(GRPOTrainer):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         r"""Per-token log-probs `[b, C]` of the response tokens and, optionally, full-vocabulary entropy `[b, C]`.
 
-        Logits are divided by the rollout temperature (spec section 5.4). Position ids follow the attention mask, so
+        Logits are divided by the temperature (docs/algorithms.md §5.4). Position ids follow the attention mask, so
         left padding of the prompt does not shift positions. The entropy is computed in chunks of positions
         (`entropy_from_logits_chunked`): with `entropy_grad` (entropy bonus, `rl_entropy_coef > 0`) it is
         differentiable, otherwise (the `loss/entropy` metric, AEPO's entropy-aware advantage and `high_entropy` clip
@@ -808,8 +808,8 @@ class ArpoTrainer(GRPOTrainer):
         r"""Policy loss (+ KL, - entropy bonus) of one micro-batch, normalised by the update's global token count.
 
         The returned value is `sum(mask * L) * world_size / N_update`: summed over the accumulation steps and averaged
-        over ranks by DDP/DeepSpeed it gives the token mean over every loss-mask token of the optimiser update (spec
-        section 4, Decision). The loss mask gates the policy-gradient, KL and entropy terms and every normaliser; the
+        over ranks by DDP/DeepSpeed it gives the token mean over all loss-mask tokens of the update (docs/algorithms.md
+        §4.4, Decision). The loss mask gates the policy-gradient, KL and entropy terms and every normaliser; the
         attention mask (observations included) only feeds the forward pass.
         """
         cfg = self.loss_config

@@ -60,7 +60,7 @@ def run_arpo(
     generating_args: Any,
     callbacks: list["TrainerCallback"] | None = None,
 ) -> None:
-    r"""Train (and/or validate) with ARPO or AEPO; `finetuning_args.stage` selects the preset (spec section 5.5).
+    r"""Train and/or validate with ARPO or AEPO; `finetuning_args.stage` selects the preset (docs/algorithms.md §5.5).
 
     Steps: resolve the presets (printed, saved as `agentic_config.json` in `output_dir`); load tokenizer, template
     and the RL prompts (`formatting: arpo_rl`, rendered with the chat template); load the policy with LLaMA-Factory
@@ -74,7 +74,7 @@ def run_arpo(
         training_args: LLaMA-Factory's `Seq2SeqTrainingArguments`.
         finetuning_args: LLaMA-Factory `FinetuningArguments` with the plugin's fields (`stage` = `arpo` or `aepo`).
         generating_args: LLaMA-Factory `GeneratingArguments`: rollout `temperature`, `top_p`, `top_k` (recipes set
-            1.0 / 1.0 / 0, spec section 10).
+            1.0 / 1.0 / 0, docs/algorithms.md §10).
         callbacks: Callbacks LLaMA-Factory built (LogCallback, reporters, ...).
 
     Raises:
