@@ -280,6 +280,8 @@ BAD_ROWS = [
     ("gt_missing", {"reward_model": {"style": "rule"}}, "field reward_model.ground_truth is missing"),
     ("gt_type", {"reward_model": {"ground_truth": {"a": 1}}}, "field reward_model.ground_truth must be a string"),
     ("rm_type", {"reward_model": [1, 2]}, "field reward_model must be a {ground_truth, style} dict, got list"),
+    ("gt_nan", {"reward_model": {"ground_truth": float("nan")}}, "field reward_model.ground_truth is NaN"),
+    ("gt_inf", {"reward_model": {"ground_truth": ["a", float("-inf")]}}, "field reward_model.ground_truth[1] is -inf"),
     ("ability_type", {"ability": 3}, "field ability must be a string or null, got int"),
 ]
 
@@ -318,7 +320,7 @@ def test_skip_bad_rows_counts_and_keeps_the_good_ones(tmp_path, cache_dir):
         rows.append(_row(**override))
     (root / "mixed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
-    with pytest.raises(RLDataError, match=r"mixed\.jsonl row 1: field prompt is missing; .* \(11 more malformed rows"):
+    with pytest.raises(RLDataError, match=r"mixed\.jsonl row 1: field prompt is missing; .* \(13 more malformed rows"):
         _load(tmp_path, "mixed", root, cache_dir)
 
     module, messages = _load(tmp_path, "mixed", root, cache_dir, skip=True)
@@ -396,3 +398,42 @@ def test_encode_rl_prompts_renders_with_the_template_and_truncates_left(tmp_path
     assert any(
         m.startswith("[agentic-data] 2/2 prompts are longer than max_prompt_length=10") for m in records.messages
     )
+
+
+def test_numeric_ground_truths_are_stored_in_canonical_form(tmp_path, cache_dir):
+    """Issue 8 item 3: a float column stored 10.0 as "10.0" (F1 then matched "100" and not "10"); NaN was "nan"."""
+    from llamafactory_agentic.data import RLDataError
+    from llamafactory_agentic.rewards import get_reward_function
+
+    prompt = [{"role": "user", "content": "How many?"}]
+    truths = [10.0, 10.5, 1000.0, 7.0, 0.1 + 0.2, 1e-7]
+    table = pa.table({"prompt": [prompt] * len(truths), "reward_model": [{"ground_truth": t} for t in truths]})
+    assert table.schema.field("reward_model").type.field("ground_truth").type == pa.float64()
+    root = tmp_path / "floats"
+    _write_info(root, {"floats": {"file_name": "floats.parquet", "formatting": "arpo_rl"}})
+    pq.write_table(table, root / "floats.parquet")
+    stored = _load(tmp_path, "floats", root, cache_dir)[0]["train_dataset"]["_ground_truth"]
+    assert stored == ["10", "10.5", "1000", "7", "0.30000000000000004", "0.0000001"]
+    reward = get_reward_function("f1")
+    answer = "<think> x </think><answer> \\boxed{%s} </answer>"
+    assert reward(answer % "10", stored[0], {}) == 1.0 and reward(answer % "100", stored[0], {}) == 0.0
+
+    aliases = pa.table({"prompt": [prompt], "reward_model": [{"ground_truth": [10.0, 2.5]}]})
+    root = tmp_path / "aliases"
+    _write_info(root, {"aliases": {"file_name": "aliases.parquet", "formatting": "arpo_rl"}})
+    pq.write_table(aliases, root / "aliases.parquet")
+    assert _load(tmp_path, "aliases", root, cache_dir)[0]["train_dataset"]["_ground_truth"] == ['["10", "2.5"]']
+
+    bad = pa.table(
+        {"prompt": [prompt] * 3, "reward_model": [{"ground_truth": t} for t in (1.0, float("nan"), float("inf"))]}
+    )
+    root = tmp_path / "nan"
+    _write_info(root, {"nan": {"file_name": "nan.parquet", "formatting": "arpo_rl"}})
+    pq.write_table(bad, root / "nan.parquet")
+    with pytest.raises(RLDataError) as info:
+        _load(tmp_path, "nan", root, cache_dir)
+    assert str(info.value).startswith("nan.parquet row 1: field reward_model.ground_truth is NaN")
+    assert "(1 more malformed rows: 2)" in str(info.value)
+    module, messages = _load(tmp_path, "nan", root, cache_dir, skip=True)
+    assert module["train_dataset"]["_ground_truth"] == ["1"]
+    assert "[agentic-data] nan: skipped 2/3 malformed rows (agentic_skip_bad_rows)" in messages
