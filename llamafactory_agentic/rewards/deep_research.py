@@ -38,9 +38,7 @@ _YES_NO = frozenset({"yes", "no", "noanswer"})
 _ANSWER_SPAN = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 # a number with a fraction or an exponent (optional thousands commas), not glued to a letter, a digit or another
 # decimal point ("v1.2", "3.5.2020" and integers are left to the reference normalisation); applied after lower-casing
-_DECIMAL_NUMBER = re.compile(
-    r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+(?:e[+-]?\d+)?|e[+-]?\d+)(?!\d|[.,]\d)"
-)
+_DECIMAL_NUMBER = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+(?:e[+-]?\d+)?|e[+-]?\d+)(?!\d|[.,]\d)")
 
 
 def validate_format(text: str) -> tuple[bool, str]:
