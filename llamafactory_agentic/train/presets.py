@@ -100,6 +100,7 @@ _REPORTED_KEYS = (
     "arpo_branch_alpha",
     "arpo_hard_dedup",
     "arpo_max_prompt_length",
+    "arpo_overlong_prompt",
     "arpo_max_response_length",
     "arpo_rollout_backend",
     "arpo_rollout_batch_size",

@@ -99,3 +99,10 @@ def test_rl_refuses_a_tokenizer_whose_tags_are_special_tokens(tmp_path, tiny_mod
 def test_rl_with_an_ordinary_tokenizer_passes_the_checks(tmp_path, tiny_model_dir, monkeypatch):
     with pytest.raises(ModelLoaded):  # every check passed: the run went on to load the policy
         _run(tmp_path, tiny_model_dir, monkeypatch, "arpo")
+
+
+def test_overlong_prompt_error_stops_the_run_before_the_policy_loads(tmp_path, tiny_model_dir, monkeypatch):
+    from llamafactory_agentic.data import RLDataError
+
+    with pytest.raises(RLDataError, match=r"^rl\.jsonl row 0: the prompt is \d+ tokens, longer than arpo_max_prompt"):
+        _run(tmp_path, tiny_model_dir, monkeypatch, "arpo", arpo_max_prompt_length=8, arpo_overlong_prompt="error")
