@@ -38,7 +38,7 @@ from .rl_schema import PROMPT_COLUMN, RLRowError, dump_extra, parse_rl_row
 from .tags import (
     TrajectoryFormatError,
     Turn,
-    check_tag_balance,
+    check_turns_balance,
     join_trajectory,
     split_inline_trajectory,
     unwrap_observation,
@@ -230,10 +230,9 @@ def rebuild_sft_messages(
 
         in_trajectory = True
         turns = next(trajectories)
-        inline = join_trajectory(turns)
-        check_tag_balance(inline)
+        check_turns_balance(turns)  # model-written text only: a tool output may quote any tag (issue 8)
         if not mask_results:
-            output.append({role_tag: dataset_attr.assistant_tag, content_tag: inline})
+            output.append({role_tag: dataset_attr.assistant_tag, content_tag: join_trajectory(turns)})
         else:
             output.extend({role_tag: tag_of[turn.role], content_tag: turn.content} for turn in turns)
 

@@ -236,6 +236,40 @@ def test_converter_drops_unbalanced_and_malformed_trajectories(tmp_path, tiny_mo
     assert len(dataset) == 2
 
 
+@pytest.mark.parametrize("mask_results", [True, False])
+def test_tool_output_with_literal_tags_is_kept_in_the_turns_layout(tmp_path, tiny_model_dir, mask_results):
+    """Issue 8 item 5: tag balance must ignore observation text (a page may quote `</result>` or `<answer>`)."""
+    from llamafactory_agentic.train.agentic_sft.check import check_sft_datasets
+
+    page = "Page 1: the markup ends with </result> and <answer> </think> <search> in the page"
+    row = _turns_row()
+    row["conversations"][2] = {"from": "observation", "value": page}
+    name = _write_dataset(tmp_path / "d", [row, _turns_row()])
+    dataset, tokenizer = _sft(tmp_path, tiny_model_dir, name, tmp_path / "d", "qwen", mask_results=mask_results)
+    assert len(dataset) == 2
+    ids, labels = dataset[0]["input_ids"], dataset[0]["labels"]
+    observation = tokenizer.encode(" <result>\n" + page + "\n</result>", add_special_tokens=False)
+    start = next(i for i in range(len(ids)) if ids[i : i + len(observation)] == observation)
+    expected = [IGNORE] * len(observation) if mask_results else observation
+    assert labels[start : start + len(observation)] == expected
+
+    from llamafactory.data import get_template_and_fix_tokenizer
+    from llamafactory.hparams import DataArguments, ModelArguments
+    from transformers import Seq2SeqTrainingArguments
+
+    from llamafactory_agentic.data import get_inline_template_name
+
+    data_args = DataArguments(
+        dataset=name, dataset_dir=str(tmp_path / "d"), template=get_inline_template_name("qwen"), overwrite_cache=True
+    )
+    data_args.agentic_sft_mask_results = mask_results
+    model_args = ModelArguments(model_name_or_path=str(tiny_model_dir), cache_dir=str(tmp_path / "cache"))
+    training_args = Seq2SeqTrainingArguments(output_dir=str(tmp_path / "out"), report_to="none")
+    template = get_template_and_fix_tokenizer(tokenizer, data_args)
+    report = check_sft_datasets(template, tokenizer, model_args, data_args, training_args)  # raises on a bad row
+    assert report.rows == 2 and report.bad_rows == []
+
+
 def test_inline_templates_are_registered_idempotently():
     from llamafactory.data.template import TEMPLATES, ReasoningTemplate, Template
 
