@@ -289,6 +289,26 @@ def test_inline_templates_are_registered_idempotently():
         assert template.format_user.slots == TEMPLATES[base].format_user.slots
         assert template.format_assistant.slots == TEMPLATES[base].format_assistant.slots
     assert isinstance(TEMPLATES["qwen3"], ReasoningTemplate)
-    assert type(TEMPLATES["qwen3_agentic"]) is Template  # no empty <think> injected into tool-call chunks
+    # a reasoning template stays one (LLaMA-Factory sets enable_thinking on it), but no empty <think> is injected
+    # into tool-call chunks or responses: a trajectory carries its own <think> blocks
+
+    from llamafactory_agentic.testing import build_tiny_tokenizer
+
+    qwen3 = TEMPLATES["qwen3_agentic"]
+    assert isinstance(qwen3, ReasoningTemplate) and type(qwen3).__name__ == "InlineReasoningTemplate"
+    assert type(TEMPLATES["qwen_agentic"]).__name__ == "InlineTemplate" and isinstance(
+        TEMPLATES["qwen_agentic"], Template
+    )
+    tokenizer = build_tiny_tokenizer(None, "qwen3")
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "function", "content": "<search> x </search>"},
+        {"role": "observation", "content": "r"},
+        {"role": "assistant", "content": " <answer> a </answer>"},
+    ]
+    pairs = qwen3.encode_multiturn(tokenizer, messages)
+    assert tokenizer.decode(pairs[0][1]) == "<search> x </search>"
+    assert tokenizer.decode(pairs[1][1]) == " <answer> a </answer><|im_end|>\n"
+    assert tokenizer.decode(pairs[0][0]).endswith("<|im_start|>assistant\n")
     with pytest.raises(ValueError, match="does not exist"):
         get_inline_template_name("no_such_template")
