@@ -174,7 +174,11 @@ class AgenticArguments:
     )
     aepo_branch_penalty_scope: Literal["lineage", "question"] | None = field(
         default=None,
-        metadata={"help": "Count consecutive branches per trajectory lineage (paper) or per question (reference)."},
+        metadata={
+            "help": "Consecutive-branch count of the penalty: `lineage` (every preset; per trajectory lineage, as the "
+            "paper describes) or `question` (the released code's per-question count, which makes branching depend on "
+            "which prompts share a batch; for bit-for-bit comparisons with the release). Preset default: lineage."
+        },
     )
     aepo_dynamic_rollouts: bool | None = field(
         default=None,
