@@ -163,9 +163,11 @@ def tokenizer_dirs(tmp_path_factory):
     from llamafactory_agentic.testing import build_tiny_tokenizer
 
     root = tmp_path_factory.mktemp("tokenizers")
-    return {
-        layout: build_tiny_tokenizer(root / layout, layout) and root / layout for layout in ("qwen", "qwen3", "llama3")
-    }
+    dirs = {}
+    for layout in ("qwen", "qwen3", "llama3"):
+        build_tiny_tokenizer(root / layout, layout)
+        dirs[layout] = root / layout
+    return dirs
 
 
 @pytest.mark.parametrize("layout", ["turns", "inline"])
