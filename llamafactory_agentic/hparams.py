@@ -107,7 +107,17 @@ class AgenticArguments:
     )
     arpo_max_prompt_length: int = field(
         default=1536,
-        metadata={"help": "Prompts longer than this many tokens are truncated from the left (tokens)."},
+        metadata={
+            "help": "Longest prompt in tokens (system prompt and tool instructions included, rendered with the "
+            "template); longer prompts are never cut, see `arpo_overlong_prompt`."
+        },
+    )
+    arpo_overlong_prompt: Literal["skip", "error"] = field(
+        default="skip",
+        metadata={
+            "help": "A prompt longer than `arpo_max_prompt_length`: `skip` drops the row and logs a count naming the "
+            "first rows (file and row); `error` stops before training with the file, the row and the length."
+        },
     )
     arpo_max_response_length: int = field(
         default=4096,
@@ -164,7 +174,11 @@ class AgenticArguments:
     )
     aepo_branch_penalty_scope: Literal["lineage", "question"] | None = field(
         default=None,
-        metadata={"help": "Count consecutive branches per trajectory lineage (paper) or per question (reference)."},
+        metadata={
+            "help": "Consecutive-branch count of the penalty: `lineage` (every preset; per trajectory lineage, as the "
+            "paper describes) or `question` (the released code's per-question count, which makes branching depend on "
+            "which prompts share a batch; for bit-for-bit comparisons with the release). Preset default: lineage."
+        },
     )
     aepo_dynamic_rollouts: bool | None = field(
         default=None,

@@ -18,6 +18,11 @@
 of the ARPO data) and saves it with a randomly initialised 2-layer Qwen2 model whose chat special tokens match
 LLaMA-Factory's `qwen` template (`<|im_start|>`, `<|im_end|>`, `<|endoftext|>`). The tool tags (`<search>`,
 `<python>`, `<result>`, ...) are ordinary text, as in the real Qwen tokenizers.
+
+`build_tiny_tokenizer(path, chat_format)` builds only the tokenizer, in the token layout of a model family: `qwen`
+(as above), `qwen3` (plus Qwen3's ordinary added tokens `<think>`, `</think>`, `<tool_call>`, ...) or `llama3` (Llama 3
+Instruct's special tokens `<|begin_of_text|>`, `<|start_header_id|>`, `<|end_header_id|>`, `<|eot_id|>`, ... with
+BOS `<|begin_of_text|>` and EOS `<|eot_id|>`), for tests of LLaMA-Factory's `qwen`, `qwen3` and `llama3` templates.
 """
 
 import json
@@ -26,6 +31,42 @@ from pathlib import Path
 
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# per chat format: special tokens (in id order), those listed as additional special tokens, ordinary added tokens, and
+# the tokenizer's bos / eos / pad
+CHAT_FORMATS = {
+    "qwen": {
+        "special": SPECIAL_TOKENS,
+        "additional": ["<|im_start|>", "<|im_end|>"],
+        "added": [],
+        "bos": None,
+        "eos": "<|im_end|>",
+        "pad": "<|endoftext|>",
+    },
+    "qwen3": {
+        "special": SPECIAL_TOKENS,
+        "additional": ["<|im_start|>", "<|im_end|>"],
+        "added": ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"],
+        "bos": None,
+        "eos": "<|im_end|>",
+        "pad": "<|endoftext|>",
+    },
+    "llama3": {
+        "special": [
+            "<|begin_of_text|>",
+            "<|end_of_text|>",
+            "<|start_header_id|>",
+            "<|end_header_id|>",
+            "<|eot_id|>",
+            "<|eom_id|>",
+            "<|python_tag|>",
+        ],
+        "additional": ["<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|python_tag|>"],
+        "added": [],
+        "bos": "<|begin_of_text|>",
+        "eos": "<|eot_id|>",
+        "pad": None,
+    },
+}
 
 _CORPUS_LINES = [
     "You are a helpful assistant that answers step by step and may use a search tool and a Python interpreter.",
@@ -48,6 +89,65 @@ def _corpus(extra: list[str] | None = None) -> list[str]:
     if extra:
         lines.extend(extra)
     return lines * 20
+
+
+def build_tiny_tokenizer(
+    output_dir: str | os.PathLike | None = None,
+    chat_format: str = "qwen",
+    vocab_size: int = 1024,
+    extra_corpus: list[str] | None = None,
+):
+    r"""Train a byte-level BPE tokenizer in-process whose special tokens follow one model family (no model hub).
+
+    Args:
+        output_dir: Where to save it (`save_pretrained`); None keeps it in memory only.
+        chat_format: `qwen`, `qwen3` or `llama3` (see `CHAT_FORMATS`).
+        vocab_size: Target BPE vocabulary size (tokens), special tokens included.
+        extra_corpus: Extra text lines for the training corpus.
+
+    Returns:
+        The `PreTrainedTokenizerFast` (right padding; the tool tags are ordinary text, Qwen3's `<think>` pair an
+        ordinary added token as in the real Qwen3 tokenizers).
+
+    Raises:
+        KeyError: for an unknown `chat_format`.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    layout = CHAT_FORMATS[chat_format]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=layout["special"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(_corpus(extra_corpus), trainer=trainer)
+    if layout["bos"] is not None:  # Llama 3 prepends BOS when special tokens are added
+        bos_id = tokenizer.token_to_id(layout["bos"])
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{layout['bos']} $A",
+            pair=f"{layout['bos']} $A {layout['bos']} $B",
+            special_tokens=[(layout["bos"], bos_id)],
+        )
+
+    named = {f"{key}_token": layout[key] for key in ("bos", "eos", "pad") if layout[key] is not None}
+    hf_tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        **named,
+        additional_special_tokens=layout["additional"],
+        clean_up_tokenization_spaces=False,
+    )
+    if layout["added"]:
+        hf_tokenizer.add_tokens(layout["added"])
+    hf_tokenizer.padding_side = "right"
+    if output_dir is not None:
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        hf_tokenizer.save_pretrained(str(output_dir))
+    return hf_tokenizer
 
 
 def build_tiny_model(
@@ -73,31 +173,10 @@ def build_tiny_model(
         `model_name_or_path` with `template: qwen`.
     """
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(_corpus(extra_corpus), trainer=trainer)
-    hf_tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=["<|im_start|>", "<|im_end|>"],
-        clean_up_tokenization_spaces=False,
-    )
-    hf_tokenizer.padding_side = "right"
-    hf_tokenizer.save_pretrained(str(output_dir))
+    hf_tokenizer = build_tiny_tokenizer(output_dir, "qwen", vocab_size=vocab_size, extra_corpus=extra_corpus)
 
     torch.manual_seed(seed)
     config = Qwen2Config(

@@ -249,3 +249,20 @@ def check_tag_balance(text: str, tags: tuple[str, ...] = CHECKED_TAGS) -> None:
     for name, start in open_at.items():
         if start is not None:
             raise TrajectoryFormatError(f"<{name}> at character {start} is never closed", tag=f"<{name}>")
+
+
+def check_turns_balance(turns: list[Turn], tags: tuple[str, ...] = CHECKED_TAGS) -> None:
+    r"""`check_tag_balance` over the model-written turns of a split trajectory; observation text is not inspected.
+
+    Each observation counts as an empty `<result></result>` block, so a tool output may contain any text, also a
+    literal `</result>`, `<answer>` or `</think>` (a web page quoting markup), while function and assistant turns
+    are checked as in `check_tag_balance`.
+
+    Args:
+        turns: function / observation / assistant turns of one trajectory, in order.
+        tags: Tag names to check.
+
+    Raises:
+        TrajectoryFormatError: naming the first unbalanced tag of the model-written text.
+    """
+    check_tag_balance(join_trajectory([Turn(t.role, "") if t.role == "observation" else t for t in turns]), tags)

@@ -54,7 +54,8 @@ def topk_entropy_terms(log_probs: torch.Tensor, sampled: torch.Tensor, k: int) -
     Mirrors what vLLM returns for `logprobs=k` (docs/algorithms.md §3.2).
 
     Args:
-        log_probs: `[batch, vocab]` log-probs of the sampling distribution (float32).
+        log_probs: `[batch, vocab]` log-probs of the sampling distribution (float32; -inf outside a top-k / top-p
+            filter).
         sampled: `[batch]` sampled token ids.
         k: Number of most likely log-probs (10).
 
@@ -62,7 +63,8 @@ def topk_entropy_terms(log_probs: torch.Tensor, sampled: torch.Tensor, k: int) -
         `[batch]` terms `-sum exp(l) * l` over the pooled values (nats).
     """
     values, indices = log_probs.topk(k, dim=-1)
-    terms = -(values.exp() * values).sum(-1)
+    # tokens outside a top-k / top-p filter have log-prob -inf and contribute 0 (not 0 * -inf = nan)
+    terms = -torch.where(values > float("-inf"), values.exp() * values, torch.zeros_like(values)).sum(-1)
     sampled_lp = log_probs.gather(-1, sampled.unsqueeze(-1)).squeeze(-1)
     outside = ~(indices == sampled.unsqueeze(-1)).any(-1)
     extra = -(sampled_lp.exp() * sampled_lp)

@@ -342,14 +342,17 @@ class HFEngine(GenerationEngine):
         return out.logits[:, -1, :]
 
     def _sample(self, logits: torch.Tensor, sampling: SamplingSettings) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""Sample `[batch]` tokens and their entropy terms from `[batch, vocab]` logits (no host sync)."""
+        r"""Sample `[batch]` tokens and their entropy terms from `[batch, vocab]` logits (no host sync).
+
+        The entropy terms are those of the sampling distribution: softmax of the logits divided by the temperature with
+        top-k / top-p applied (greedy: the raw logits), matching the vLLM engine's `processed_logprobs`.
+        """
         logits = logits.float()
         if sampling.greedy:
             log_probs = torch.log_softmax(logits, dim=-1)
             tokens = logits.argmax(dim=-1)
         else:
             logits = logits / sampling.temperature
-            log_probs = torch.log_softmax(logits, dim=-1)
             filtered = logits
             if sampling.top_k and sampling.top_k > 0:
                 kth = filtered.topk(min(sampling.top_k, filtered.shape[-1]), dim=-1).values[:, -1:]
@@ -363,6 +366,9 @@ class HFEngine(GenerationEngine):
             probs = torch.softmax(filtered, dim=-1)
             noise = torch.empty_like(probs).exponential_(generator=self._generator)
             tokens = (probs / noise).argmax(dim=-1)
+            # entropy of the distribution sampled from (temperature, top-k, top-p applied), as vLLM's
+            # logprobs_mode="processed_logprobs" returns it (docs/algorithms.md §3.2)
+            log_probs = torch.log_softmax(filtered, dim=-1)
         if sampling.entropy_source == "full":
             terms = full_entropy_terms(log_probs)
         else:

@@ -20,6 +20,9 @@ Every preset key defaults to `None` in `llamafactory_agentic.hparams.AgenticArgu
 (explicit) always wins over the preset. The trainer and the rollout read only the resolved keys, never the stage name:
 an `aepo` run whose AEPO keys are set to the `arpo` values behaves exactly like an `arpo` run.
 
+The consecutive-branch penalty counts per trajectory lineage in every preset; the released code's per-question count
+stays available as the explicit key `aepo_branch_penalty_scope: question` (bit-for-bit comparisons with the release).
+
 Keys that are inert in a preset (docs/algorithms.md §5.5; e.g. `aepo_premonitor_beta` under `arpo`) still get a
 value (the one documented in docs/algorithms.md §5.5) so that downstream code never sees `None`.
 """
@@ -62,7 +65,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "aepo": {
         **_COMMON,
         "aepo_branch_penalty": 0.05,
-        "aepo_branch_penalty_scope": "question",
+        # lineage in every preset: the release counts per question (`question`), which makes branching depend on
+        # which prompts share a batch; `aepo_branch_penalty_scope: question` reproduces it bit for bit
+        "aepo_branch_penalty_scope": "lineage",
         "aepo_dynamic_rollouts": False,  # the released scripts set it off
         "aepo_premonitor_beta": 0.5,  # inert
         "aepo_premonitor_tokens": 50,  # inert
@@ -100,6 +105,7 @@ _REPORTED_KEYS = (
     "arpo_branch_alpha",
     "arpo_hard_dedup",
     "arpo_max_prompt_length",
+    "arpo_overlong_prompt",
     "arpo_max_response_length",
     "arpo_rollout_backend",
     "arpo_rollout_batch_size",

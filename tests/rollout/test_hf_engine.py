@@ -105,6 +105,67 @@ def test_kv_reuse_matches_fresh_prefill(tiny_model, tiny_tokenizer, prefix_cache
     assert (engine.stats["copied_tokens"] > 0) == prefix_cache
 
 
+def sampling_log_probs(logits, temperature, top_k=0, top_p=1.0):
+    """Log-probs of the distribution a token is sampled from: logits / T, then top-k / top-p, renormalised."""
+    logits = logits / temperature
+    if top_k:
+        kth = logits.topk(top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        probs = sorted_logits.softmax(-1)
+        sorted_logits = sorted_logits.masked_fill(probs.cumsum(-1) - probs > top_p, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+    return torch.log_softmax(logits, dim=-1)
+
+
+@pytest.mark.parametrize(
+    ("temperature", "top_k", "top_p", "source"),
+    [
+        (0.6, 0, 1.0, "full"),
+        (1.7, 0, 1.0, "full"),
+        (0.6, 0, 1.0, "topk"),
+        (1.3, 5, 1.0, "full"),
+        (0.8, 0, 0.7, "topk"),
+    ],
+)
+def test_round_entropy_is_that_of_the_sampling_distribution(
+    tiny_model, tiny_tokenizer, temperature, top_k, top_p, source
+):
+    """Issue 8 item 5: at T != 1 (and with top-k / top-p) the entropy terms come from the distribution sampled from,
+    softmax of the filtered logits / T, as vLLM's `logprobs_mode="processed_logprobs"` returns them."""
+    from llamafactory_agentic.rollout.branching import topk_entropy_terms
+
+    model = sharpen(tiny_model, std=0.05, seed=2)
+    p = prompt(tiny_tokenizer)
+    engine = HFEngine(model, tiny_tokenizer, max_batch_size=2, max_context=128, seed=0)
+    settings = SamplingSettings(
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        eos_token_ids=(),
+        stop_strings=(),
+        entropy_source=source,
+        entropy_topk=10,
+        entropy_tokens=12,
+    )
+    out = engine.generate([GenerationRequest(0, p, [], 12)], settings)[0]
+    ids = p + out.token_ids
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0, len(p) - 1 : len(ids) - 1].float()
+    log_probs = sampling_log_probs(logits, temperature, top_k, top_p)
+    sampled = torch.tensor(out.token_ids)
+    assert torch.isfinite(log_probs.gather(-1, sampled[:, None])).all()  # every sampled token is in the support
+    if source == "full":
+        expected = full_entropy_terms(log_probs)
+    else:
+        expected = topk_entropy_terms(log_probs, sampled, 10)
+    assert torch.isfinite(expected).all()
+    torch.testing.assert_close(torch.tensor(out.entropy_terms), expected, atol=2e-4, rtol=1e-4)
+    untempered = full_entropy_terms(torch.log_softmax(logits, -1))
+    assert (untempered - full_entropy_terms(log_probs)).abs().max() > 1e-2  # the test can tell the two apart
+
+
 def test_greedy_matches_model_generate(tiny_model, tiny_tokenizer):
     model = sharpen(tiny_model, seed=1)
     p = prompt(tiny_tokenizer)

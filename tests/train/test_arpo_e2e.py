@@ -157,7 +157,7 @@ def test_aepo_cpu_recipe_two_steps(e2e_env):
     check_run(out, "aepo")
     values = json.loads((out / "agentic_config.json").read_text())["values"]
     assert values["aepo_balanced_clip"] is True and values["aepo_branch_penalty"] == 0.05
-    assert values["aepo_branch_penalty_scope"] == "question"
+    assert values["aepo_branch_penalty_scope"] == "lineage"  # every preset; `question` only as an explicit key
 
 
 def test_arpo_cpu_recipe_two_ranks_gloo(e2e_env):

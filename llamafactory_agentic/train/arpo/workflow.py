@@ -42,14 +42,17 @@ PLOT_KEYS = (
 )
 
 
-def _encode(dataset: Any, template: Any, tokenizer: Any, max_prompt_length: int) -> Any:
+def _encode(dataset: Any, template: Any, tokenizer: Any, max_prompt_length: int, overlong: str) -> Any:
     from ...data import encode_rl_prompts
 
     if dataset is None:
         return None
     if isinstance(dataset, dict):
-        return {name: encode_rl_prompts(ds, template, tokenizer, max_prompt_length) for name, ds in dataset.items()}
-    return encode_rl_prompts(dataset, template, tokenizer, max_prompt_length)
+        return {
+            name: encode_rl_prompts(ds, template, tokenizer, max_prompt_length, overlong)
+            for name, ds in dataset.items()
+        }
+    return encode_rl_prompts(dataset, template, tokenizer, max_prompt_length, overlong)
 
 
 def run_arpo(
@@ -62,9 +65,11 @@ def run_arpo(
 ) -> None:
     r"""Train and/or validate with ARPO or AEPO; `finetuning_args.stage` selects the preset (docs/algorithms.md §5.5).
 
-    Steps: resolve the presets (printed, saved as `agentic_config.json` in `output_dir`); load tokenizer, template
-    and the RL prompts (`formatting: arpo_rl`, rendered with the chat template); load the policy with LLaMA-Factory
-    (and a reference model only when `rl_kl_coef > 0` and not LoRA); build the tool executor, the rollout engine
+    Steps: resolve the presets (printed, saved as `agentic_config.json` in `output_dir`); load tokenizer and template
+    and check that the tags are ordinary text for the tokenizer (`check_tokenizer_tags`); load the RL prompts
+    (`formatting: arpo_rl`, rendered with the chat template; prompts longer than `arpo_max_prompt_length` are skipped
+    or stop the run, `arpo_overlong_prompt`); load the policy with LLaMA-Factory (and a reference model only when
+    `rl_kl_coef > 0` and not LoRA); build the tool executor, the rollout engine
     (`arpo_rollout_backend`), the rollout and the reward; train with `resume_from_checkpoint`; save the model in
     Hugging Face format (loadable by `llamafactory-cli chat/export`), the trainer state and the metric plots.
 
@@ -78,6 +83,10 @@ def run_arpo(
         callbacks: Callbacks LLaMA-Factory built (LogCallback, reporters, ...).
 
     Raises:
+        AgenticSFTCheckError: a tag (`<think>`, `<search>`, `<python>`, `<result>`, `<answer>`, ...) is a special or
+            added token of the tokenizer or does not round-trip (checked before the data and the policy are loaded).
+        RLDataError: a malformed row, or an over-long prompt with `arpo_overlong_prompt: error` (see
+            `load_rl_dataset`, `encode_rl_prompts`).
         ValueError: greedy decoding for training (`do_sample: false` or `temperature <= 0`, see
             `check_rl_sampling`), inconsistent batch geometry (see `derive_steps_per_generation`) or unresolvable
             keys.
@@ -91,6 +100,7 @@ def run_arpo(
     from ...rewards import get_reward_function
     from ...rollout import AgenticRollout, RolloutConfig, build_engine
     from ...tools import build_executor_from_args
+    from ..agentic_sft.check import check_tokenizer_tags
     from .trainer import ArpoLossConfig, ArpoTrainer, build_grpo_config, check_rl_sampling, extend_log_callback
 
     if training_args.do_train:
@@ -102,10 +112,14 @@ def run_arpo(
     tokenizer_module = load_tokenizer(model_args)
     tokenizer = tokenizer_module["tokenizer"]
     template = get_template_and_fix_tokenizer(tokenizer, data_args)
+    # the reward decodes the model view with skip_special_tokens: a tag that is a special token would vanish and every
+    # answer would score -1 without a word (the same check as agentic_sft's pre-run check)
+    check_tokenizer_tags(tokenizer)
     dataset_module = load_rl_dataset(model_args, data_args, training_args, finetuning_args)
     max_prompt = finetuning_args.arpo_max_prompt_length
-    train_dataset = _encode(dataset_module.get("train_dataset"), template, tokenizer, max_prompt)
-    eval_dataset = _encode(dataset_module.get("eval_dataset"), template, tokenizer, max_prompt)
+    overlong = getattr(finetuning_args, "arpo_overlong_prompt", "skip")
+    train_dataset = _encode(dataset_module.get("train_dataset"), template, tokenizer, max_prompt, overlong)
+    eval_dataset = _encode(dataset_module.get("eval_dataset"), template, tokenizer, max_prompt, overlong)
 
     model = load_model(tokenizer, model_args, finetuning_args, training_args.do_train)
     ref_model = None
