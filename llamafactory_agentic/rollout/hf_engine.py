@@ -309,6 +309,16 @@ class HFEngine(GenerationEngine):
         self._rec_tok = torch.zeros(self.sync_every, n, dtype=torch.long, device=self.device)
         self._rec_ent = torch.zeros(self.sync_every, n, dtype=torch.float32, device=self.device)
         self._out_ent = torch.zeros(n, dtype=torch.float32, device=self.device)
+        self._presence = None  # [slots, vocab] bool, allocated by the first wave with a repetition penalty
+        self._row_index = torch.arange(n, device=self.device)
+        self._true = torch.ones((), dtype=torch.bool, device=self.device)
+
+    def _ensure_presence(self, vocab: int) -> torch.Tensor:
+        r"""The `[slots, vocab]` mask of tokens present in each slot's context (repetition penalty only)."""
+        if self._presence is None or self._presence.shape[1] != vocab:
+            self._graphs.clear()
+            self._presence = torch.zeros(self.max_batch_size, vocab, dtype=torch.bool, device=self.device)
+        return self._presence
 
     def _matcher(self, stops: tuple[str, ...]) -> StopStringMatcher:
         if stops not in self._matchers:
@@ -341,9 +351,18 @@ class HFEngine(GenerationEngine):
         )
         return out.logits[:, -1, :]
 
-    def _sample(self, logits: torch.Tensor, sampling: SamplingSettings) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""Sample `[batch]` tokens and their entropy terms from `[batch, vocab]` logits (no host sync)."""
+    def _sample(
+        self, logits: torch.Tensor, sampling: SamplingSettings, presence: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Sample `[batch]` tokens and their entropy terms from `[batch, vocab]` logits (no host sync).
+
+        `presence` (`[batch, vocab]` bool, only with `sampling.repetition_penalty != 1`): tokens already in each row's
+        context, whose logits are divided (positive) or multiplied (negative) by the penalty first.
+        """
         logits = logits.float()
+        if presence is not None:
+            penalty = float(sampling.repetition_penalty)
+            logits = torch.where(presence, torch.where(logits > 0, logits / penalty, logits * penalty), logits)
         if sampling.greedy:
             log_probs = torch.log_softmax(logits, dim=-1)
             tokens = logits.argmax(dim=-1)
@@ -376,7 +395,10 @@ class HFEngine(GenerationEngine):
         write = torch.where(live, pos, torch.full_like(pos, scratch)).unsqueeze(1)
         rope = torch.where(live, pos, torch.zeros_like(pos)).unsqueeze(1)
         logits = self._forward(ids.unsqueeze(1), rope, write, rope, None, kv_len)
-        tokens, terms = self._sample(logits, sampling)
+        presence = self._presence[:batch] if sampling.repetition_penalty != 1.0 else None
+        tokens, terms = self._sample(logits, sampling, presence)
+        if presence is not None:
+            presence.index_put_((self._row_index[:batch], tokens), self._true)
         ids.copy_(tokens)
         pos.add_(live.long())
         self._out_ent[:batch].copy_(terms)
@@ -393,6 +415,7 @@ class HFEngine(GenerationEngine):
             sampling.top_k,
             sampling.entropy_source,
             sampling.entropy_topk,
+            sampling.repetition_penalty,
         )
         graph = self._graphs.get(key)
         if graph is None:
@@ -587,7 +610,18 @@ class HFEngine(GenerationEngine):
         eos = {int(e) for e in sampling.eos_token_ids}
         n_ent = sampling.entropy_tokens
         logits = self._prefill(rows, contexts)
-        tokens, terms = self._sample(logits, sampling)
+        presence = None
+        if sampling.repetition_penalty != 1.0:
+            # every wave rebuilds the mask of its rows from their full context (prompt and response so far)
+            table = self._ensure_presence(logits.shape[-1])
+            slot_t = torch.as_tensor([row["slot"] for row in rows], device=self.device)
+            table[slot_t] = False
+            for row in rows:
+                table[row["slot"], torch.as_tensor(contexts[row["req"]], device=self.device)] = True
+            presence = table[slot_t]
+        tokens, terms = self._sample(logits, sampling, presence)
+        if presence is not None:
+            table[slot_t, tokens] = True
         first_tok, first_ent = tokens.tolist(), terms.tolist()
         t1 = time.perf_counter()
         self.stats["prefill_s"] += t1 - t0
