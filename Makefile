@@ -1,6 +1,6 @@
 .PHONY: install demo test bench quality style
 
-check_dirs := llamafactory_agentic tests benchmarks evaluation setup.py _llamafactory_agentic_hook.py
+check_dirs := llamafactory_agentic tests benchmarks setup.py _llamafactory_agentic_hook.py
 
 install:
 	pip install -c constraints.txt -e ".[dev]"

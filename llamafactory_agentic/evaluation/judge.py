@@ -247,16 +247,26 @@ class LLMJudge:
         return Verdict(correct, "judge", reply)
 
     def judge_many(self, items: list[dict[str, Any]]) -> list[Verdict]:
-        r"""Judge `items` (dicts with `question`, `answers`, `prediction`, `equivalent`) concurrently, in order."""
+        r"""Judge `items` (dicts with `question`, `answers`, `prediction`, `equivalent`) concurrently, in order.
+
+        Items that would send the same prompt (e.g. the same prediction in several runs) share one call.
+        """
         if not items:
             return []
+
+        def ident(it: dict[str, Any]) -> tuple:
+            return (it["question"], tuple(it["answers"]), it["prediction"], bool(it["equivalent"]))
+
+        unique = list({ident(it): it for it in items}.values())
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="agentic-judge") as pool:
-            return list(
+            verdicts = list(
                 pool.map(
                     lambda it: self.judge_one(it["question"], it["answers"], it["prediction"], it["equivalent"]),
-                    items,
+                    unique,
                 )
             )
+        by_ident = {ident(it): v for it, v in zip(unique, verdicts)}
+        return [by_ident[ident(it)] for it in items]
 
     def close(self) -> None:
         r"""Close the HTTP client."""

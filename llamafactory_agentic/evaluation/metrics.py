@@ -90,7 +90,9 @@ def aggregate_benchmark(records: list[dict[str, Any]], runs: int) -> dict[str, A
             if score is not None and not isinstance(score, bool):
                 scores[name].append(float(score))
         if r.get("judge") is not None:
-            judge[r["judge"]["source"]] += 1
+            judge[
+                "error" if r["judge"]["source"] == "error" else "correct" if r["judge"]["correct"] else "incorrect"
+            ] += 1
             if r["judge"]["correct"] is not None:
                 scores["judge"].append(float(r["judge"]["correct"]))
         for tool, count in r["tool_counts"].items():
@@ -131,7 +133,7 @@ def aggregate_benchmark(records: list[dict[str, Any]], runs: int) -> dict[str, A
         "finish_reasons": dict(finish),
         "tokens_mean": {name: float(np.mean(values)) for name, values in sorted(tokens.items())},
         "cache": {"hits": cache["hits"], "misses": cache["misses"]},
-        "judge": dict(judge),
+        "judge_verdicts": dict(judge),
         "judge_errors": judge["error"],
         "latency_s_mean": float(np.mean(latency)) if latency else 0.0,
     }

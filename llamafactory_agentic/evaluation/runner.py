@@ -488,7 +488,10 @@ def score_records(
         try:
             verdicts = judge.judge_many(items)
         finally:
-            stats.update(calls=judge.calls, errors=judge.errors, cached_verdicts=len(judge.cache))
+            sources = Counter(v.source for v in verdicts if v is not None)
+            stats.update(
+                calls=judge.calls, errors=judge.errors, cached_verdicts=len(judge.cache), sources=dict(sources)
+            )
             judge.close()
             judge.cache.close()
     override = scoring.get("headline_metric")
