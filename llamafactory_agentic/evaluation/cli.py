@@ -105,6 +105,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         "eval",
         help="evaluate a model on benchmarks (eval CONFIG.yaml, eval compare A B, eval merge DIR)",
         add_help=False,
+        prefix_chars="\0",  # every word after `eval` (also -h, --output) goes to run_eval_command
     )
     p.add_argument("eval_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=lambda args: run_eval_command(args.eval_args))
