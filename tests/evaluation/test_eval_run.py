@@ -302,3 +302,41 @@ def test_config_errors_are_clear(tmp_path, tiny_model_dir):
     with pytest.raises(EvalConfigError, match="eval_output_dir is not set"):
         evaluate(base_config(tmp_path, tiny_model_dir, eval_output_dir=None))
     assert not Path(tmp_path / "out").exists()
+
+
+def test_training_cache_read_only_replays_exactly(tmp_path, server):
+    from llamafactory_agentic.tools import normalize_search_query, open_cache
+
+    cache_path = tmp_path / "training_cache.sqlite"
+    cache = open_cache(str(cache_path))
+    cache.put("search", normalize_search_query("capital of Canada"), "Page 1: Ottawa is the capital of Canada.")
+    cache.close()
+    keys = {"agentic_cache_path": str(cache_path), "agentic_cache_mode": "read_only", "eval_runs": 1}
+    runs = []
+    for name in ("first", "second"):
+        run(tmp_path / name, server, **keys)
+        runs.append({r["key"]: r for r in load_all_records(tmp_path / name / "out")})
+    canada = runs[0]["myqa/0/0"]
+    assert canada["tool_calls"][0]["status"] == "ok" and canada["tool_calls"][0]["cached"] is True
+    assert "Ottawa is the capital of Canada." in "".join(t for kind, t in canada["segments"] if kind == "obs")
+
+    def strip(record):
+        return {k: v for k, v in record.items() if k not in ("latency_s", "finished_at", "tool_calls")} | {
+            "calls": [(c["tool"], c["content"], c["status"], c["cached"]) for c in record["tool_calls"]]
+        }
+
+    assert {k: strip(r) for k, r in runs[0].items()} == {k: strip(r) for k, r in runs[1].items()}
+    reopened = open_cache(str(cache_path), mode="read_only")
+    assert reopened.count() == 1  # nothing written in read_only mode
+    reopened.close()
+
+
+def test_train_val_on_an_arpo_rl_file_uses_its_own_system_prompt(tmp_path, server, shared_data, tiny_tokenizer):
+    valid = shared_data / "arpo" / "rl" / "valid.parquet"
+    metrics = run(tmp_path, server, eval_preset="train_val", eval_runs=None, eval_benchmarks=[str(valid)],
+                  eval_max_samples=3, eval_headline_metric="accuracy")  # fmt: skip
+    prompt = tiny_tokenizer.decode(server.completions[0]["prompt"])
+    assert "wikipedia search tool and python interpreter tool" in prompt and "\\boxed{answer here}" in prompt
+    valid_metrics = metrics["benchmarks"]["valid"]
+    assert valid_metrics["headline_metric"] == "accuracy" and valid_metrics["n_questions"] == 3
+    assert "valid: evaluating the first 3 of 180 rows (eval_max_samples)" in metrics["warnings"]
