@@ -283,6 +283,19 @@ def run_gpu(args: argparse.Namespace) -> None:
         dtype = torch.float32 if args.smoke else torch.bfloat16
         model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype, attn_implementation="sdpa")
         model = model.to(device).eval()
+        if not args.smoke:  # the repetition penalty under CUDA graphs must match the eager engine, token for token
+            from llamafactory_agentic.rollout import GenerationRequest, SamplingSettings
+
+            greedy = SamplingSettings(temperature=0.0, stop_strings=(), repetition_penalty=1.1)
+            prompt = template.encode_oneturn(tokenizer, [{"role": "user", "content": "Repeat after me: a a a a"},
+                                                         {"role": "assistant", "content": ""}])[0]  # fmt: skip
+            outs = []
+            for graphs in (True, False):
+                check = HFEngine(model, tokenizer, max_batch_size=4, max_context=1024, cuda_graphs=graphs)
+                reqs = [GenerationRequest(i, prompt, [], 64 + 16 * i) for i in range(4)]
+                outs.append([r.token_ids for r in check.generate(reqs, greedy)])
+                check.release()
+            print(f"repetition penalty 1.1, greedy, CUDA graphs vs eager identical: {outs[0] == outs[1]}", flush=True)
         results = {}
         # warm-up (allocations, CUDA graph capture) on a copy of the first questions, not measured
         warm = tmp / "warm.jsonl"

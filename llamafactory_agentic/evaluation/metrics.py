@@ -18,7 +18,7 @@ Per benchmark: the headline pass@1 as mean ± sample standard deviation over the
 questions), unbiased pass@k for every k <= R (Chen et al. 2021, arXiv 2107.03374, Eq. 1:
 `1 - C(n - c, k) / C(n, k)` per question, averaged), the mean of every per-sample score, tool calls per sample and per
 tool, tool calls per correct answer, duplicate queries, limit hits, stop reasons, tokens, latency, cache hits and
-judge statistics. Groups (the papers' averages) average the headline pass@1 of their members that were evaluated.
+misses per tool (calls the tool ran or the cache answered; notices and empty calls excluded) and judge statistics. Groups (the papers' averages) average the headline pass@1 of their members that were evaluated.
 """
 
 import csv
@@ -77,7 +77,7 @@ def aggregate_benchmark(records: list[dict[str, Any]], runs: int) -> dict[str, A
     finish: Counter = Counter()
     sources: Counter = Counter()
     judge: Counter = Counter()
-    cache = Counter()
+    cache: dict[str, Counter] = defaultdict(Counter)
     total_calls = correct_total = duplicates = limit_hits = 0
     tokens: dict[str, list[int]] = defaultdict(list)
     latency = []
@@ -105,7 +105,7 @@ def aggregate_benchmark(records: list[dict[str, Any]], runs: int) -> dict[str, A
         for call in r["tool_calls"]:
             if call.get("status") in ("limit", "repeat", "empty"):
                 continue
-            cache["hits" if call.get("cached") else "misses"] += 1
+            cache[call["tool"]]["hits" if call.get("cached") else "misses"] += 1
         for name, count in r["tokens"].items():
             tokens[name].append(int(count))
         latency.append(float(r.get("latency_s") or 0.0))
@@ -132,7 +132,7 @@ def aggregate_benchmark(records: list[dict[str, Any]], runs: int) -> dict[str, A
         "limit_hits": limit_hits,
         "finish_reasons": dict(finish),
         "tokens_mean": {name: float(np.mean(values)) for name, values in sorted(tokens.items())},
-        "cache": {"hits": cache["hits"], "misses": cache["misses"]},
+        "cache": {tool: {"hits": c["hits"], "misses": c["misses"]} for tool, c in sorted(cache.items())},
         "judge_verdicts": dict(judge),
         "judge_errors": judge["error"],
         "latency_s_mean": float(np.mean(latency)) if latency else 0.0,

@@ -205,6 +205,23 @@ def _trajectory(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _spread(records: list[dict[str, Any]], cap: int) -> list[dict[str, Any]]:
+    r"""At most `cap` records, taken round-robin over benchmarks (file order within each), in run order."""
+    if len(records) <= cap:
+        return records
+    queues: dict[str, list[int]] = {}
+    for i, r in enumerate(records):
+        queues.setdefault(r["benchmark"], []).append(i)
+    chosen: list[int] = []
+    position = 0
+    while len(chosen) < cap:
+        for indices in queues.values():
+            if position < len(indices) and len(chosen) < cap:
+                chosen.append(indices[position])
+        position += 1
+    return [records[i] for i in sorted(chosen)]
+
+
 def write_report(
     path: str | os.PathLike,
     metrics: dict[str, Any],
@@ -219,10 +236,12 @@ def write_report(
         metrics: The run's metrics (`metrics.json`).
         scored: Scored records (with `segments`), in run order.
         info: `run.json` plus `model_label`.
-        max_trajectories: Most trajectories embedded (the first ones in run order); the page states the cap.
+        max_trajectories: Most trajectories embedded (spread evenly over the sets); the page states the cap.
     """
-    shown = scored[: max(0, int(max_trajectories))]
-    cap_note = "" if len(shown) == len(scored) else f" (the report holds the first {len(shown)} of {len(scored)})"
+    shown = _spread(scored, max(0, int(max_trajectories)))
+    cap_note = (
+        "" if len(shown) == len(scored) else f" (the report holds {len(shown)} of {len(scored)}, spread over the sets)"
+    )
     data = {"trajectories": [_trajectory(r) for r in shown], "cap_note": cap_note}
     payload = json.dumps(data, ensure_ascii=False)
     payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

@@ -286,7 +286,7 @@ def build_record(
     }
 
 
-def _build_engine(setup: EvalSetup, tokenizer: Any, template: Any, rollout_config: Any) -> tuple[Any, Any]:
+def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any) -> tuple[Any, Any]:
     r"""`(engine, closer)` for the configured backend."""
     from ..rollout import build_engine
 
@@ -391,7 +391,7 @@ def _generate(
     config = rollout_config_for(protocol, tokenizer.eos_token_id, backend, a.eval_batch_size, a.eval_seed)
     closer = None
     if engine is None:
-        engine, closer = _build_engine(setup, tokenizer, template, config)
+        engine, closer = _build_engine(setup, tokenizer, config)
     own_executor = executor is None
     executor = executor or build_executor_from_args(setup.finetuning_args)
     reward_fn = get_reward_function(protocol.reward["agentic_reward"], protocol.reward["agentic_reward_math"])

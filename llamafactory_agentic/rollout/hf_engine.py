@@ -420,6 +420,8 @@ class HFEngine(GenerationEngine):
         graph = self._graphs.get(key)
         if graph is None:
             saved_ids, saved_pos = self._ids.clone(), self._pos.clone()
+            penalty = sampling.repetition_penalty != 1.0 and self._presence is not None
+            saved_presence = self._presence.clone() if penalty else None
             stream = torch.cuda.Stream(device=self.device)
             stream.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(stream):
@@ -428,6 +430,8 @@ class HFEngine(GenerationEngine):
             torch.cuda.current_stream(self.device).wait_stream(stream)
             self._ids.copy_(saved_ids)
             self._pos.copy_(saved_pos)
+            if saved_presence is not None:  # the warm-up steps marked their sampled tokens as present
+                self._presence.copy_(saved_presence)
             if self._pool is None:
                 self._pool = torch.cuda.graph_pool_handle()
             graph = torch.cuda.CUDAGraph()

@@ -339,3 +339,12 @@ def test_open_run_refuses_another_fingerprint_unless_overwrite(tmp_path):
         open_run(tmp_path, {**meta, "benchmarks": {"b": {"sha256": "changed", "samples": 3}}})
     assert open_run(tmp_path, other, overwrite=True)["fingerprint"] == "bbb"
     assert not (tmp_path / "records.jsonl").exists()
+
+
+def test_report_cap_spreads_over_the_sets():
+    from llamafactory_agentic.evaluation.report import _spread
+
+    records = [{"benchmark": "a", "i": i} for i in range(10)] + [{"benchmark": "b", "i": i} for i in range(3)]
+    assert [(r["benchmark"], r["i"]) for r in _spread(records, 6)] == [("a", 0), ("a", 1), ("a", 2), ("b", 0),
+                                                                      ("b", 1), ("b", 2)]  # fmt: skip
+    assert _spread(records, 20) == records
