@@ -48,7 +48,10 @@ def _print_result(metrics: dict) -> None:
             f"over {bench['runs_complete']} runs, {bench['n_questions']} questions"
         )
     for name, group in metrics["groups"].items():
-        print(f"[agentic-eval] group {name}: {100 * group['pass@1']:.1f} ({len(group['members'])} sets)")
+        total = len(group["members"]) + len(group["missing"])
+        print(
+            f"[agentic-eval] group {name}: {100 * group['pass@1']:.1f} (average over {len(group['members'])} of {total} sets)"
+        )
 
 
 def run_eval_command(argv: list[str]) -> int:

@@ -40,11 +40,13 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..data.tags import wrap_observation
+
 
 PRESETS = ("paper", "train_val")
 PAPER_STOP_STRINGS = ("</search>", "</python>", "</answer>")
 TRAIN_STOP_STRINGS = ("</search>", "</python>")
-OBSERVATION_FORMAT = " <result>\\n{output}\\n</result>"  # docs/algorithms.md section 2, as in training
+OBSERVATION_FORMAT = wrap_observation("{output}")  # the training string (docs/algorithms.md section 2)
 UNLIMITED_CALLS = 10**6  # "no combined limit": the per-tool limits apply
 
 DEFAULT_SYSTEM_PROMPT = (

@@ -23,6 +23,7 @@ misses per tool (calls the tool ran or the cache answered; notices and empty cal
 
 import csv
 import io
+import json
 import math
 from collections import Counter, defaultdict
 from typing import Any
@@ -260,7 +261,7 @@ def write_summary_md(metrics: dict[str, Any], info: dict[str, Any]) -> str:
             lines.append(f"| {name} | {_pct(g['pass@1'])} | {', '.join(g['members'])} {_group_note(g)} |")
     lines += ["", "Protocol:", ""]
     for key, value in info["protocol"].items():
-        lines.append(f"- `{key}`: {value}")
+        lines.append(f"- `{key}`: `{json.dumps(value, ensure_ascii=False)}`")
     for warning in info.get("warnings", []):
         lines.append(f"- note: {warning}")
     return "\n".join(lines) + "\n"
