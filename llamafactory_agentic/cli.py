@@ -39,7 +39,7 @@ def _probe_activation_in_subprocess() -> dict:
     """Import LLaMA-Factory in a fresh interpreter (as `llamafactory-cli` would) and report what got patched."""
     code = (
         "import json, sys\n"
-        "import llamafactory.train.tuner, llamafactory.data, llamafactory.extras.constants\n"
+        "import llamafactory.train.tuner, llamafactory.data, llamafactory.extras.constants, llamafactory.launcher\n"
         "from llamafactory_agentic.integration.activation import active_patches, hook_installed\n"
         "print(json.dumps({'hook': hook_installed(), 'patches': active_patches()}))\n"
     )
@@ -190,6 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .tools.cli import add_subcommands as add_tool_subcommands
 
     add_tool_subcommands(subparsers)
+
+    from .evaluation.cli import add_subcommands as add_eval_subcommands
+
+    add_eval_subcommands(subparsers)
     return parser
 
 

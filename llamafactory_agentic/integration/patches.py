@@ -258,9 +258,17 @@ def _destroy_process_group() -> None:
             print(f"[llamafactory-agentic] failed to destroy process group: {err}")
 
 
+def _patch_launcher(module: ModuleType) -> None:
+    r"""See `eval_command.patch_launcher`."""
+    from .eval_command import patch_launcher
+
+    patch_launcher(module)
+
+
 PATCHES = {
     "llamafactory.extras.constants": ("stages in LLaMA-Board", patch_constants),
     "llamafactory.data": ("dataset formats and inline-tag templates", patch_data),
     "llamafactory.hparams.parser": ("stages and hyper-parameters in the parser", patch_parser),
     "llamafactory.train.tuner": ("stage dispatch in llamafactory-cli train", patch_tuner),
+    "llamafactory.launcher": ("llamafactory-cli eval runs the evaluation harness", _patch_launcher),
 }

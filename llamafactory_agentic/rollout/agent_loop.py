@@ -23,6 +23,7 @@ import itertools
 import math
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +94,33 @@ def extract_call_after_last_observation(response_text: str, stop_string: str) ->
 
 observation_string = wrap_observation  # the inserted observation: " <result>\n" + text + "\n</result>"
 
+# Stop strings with a meaning other than "a tool call ends here" (evaluation protocol, docs/algorithms.md §9).
+FINAL_STOP_STRINGS = ("</answer>",)
+SELF_RESULT_MARKER = "<result>"
+NOTICE_STATUSES = ("limit", "repeat")
+
+
+def limit_notice_text(tool: str, limit: int) -> str:
+    r"""Observation of a call past its tool's per-trajectory limit (`RolloutConfig.tool_call_limits`, docs/algorithms.md §9).
+
+    Example: `The search tool can be used at most 10 times per question; no more search calls. Answer now.`
+    """
+    return f"The {tool} tool can be used at most {limit} times per question; no more {tool} calls. Answer now."
+
+
+def repeat_notice_text(tool: str) -> str:
+    r"""Observation of a call repeating an earlier call of the same trajectory (`RolloutConfig.repeat_notice_tools`)."""
+    return f"This {tool} call repeats an earlier one; its result is above."
+
+
+def _call_key(tool: str, content: str) -> str:
+    r"""Content of a call as compared for repeats: search queries normalised as the tool cache does (spec 7)."""
+    if tool == "search":
+        from ..tools import normalize_search_query
+
+        return normalize_search_query(content)
+    return content.strip()
+
 
 class AgenticRollout:
     r"""Generates groups of tool-using trajectories for a batch of prompts.
@@ -126,7 +154,53 @@ class AgenticRollout:
             entropy_source=cfg.entropy_source,
             entropy_topk=cfg.entropy_topk,
             entropy_tokens=cfg.entropy_tokens,
+            repetition_penalty=cfg.repetition_penalty,
         )
+
+    @staticmethod
+    def _stop_kind(stop_string: str | None) -> str:
+        r"""`final` (`</answer>`), `self_result` (`<result>`) or `tool` (every other stop string)."""
+        if stop_string in FINAL_STOP_STRINGS:
+            return "final"
+        if stop_string == SELF_RESULT_MARKER:
+            return "self_result"
+        return "tool"
+
+    def _notice(self, traj: Trajectory, tool: str, content: str) -> tuple[str, str] | None:
+        r"""`(status, text)` when this call must not run (per-tool limit reached or repeated call), else None."""
+        cfg = self.config
+        executed = [c for c in traj.tool_calls if c["tool"] == tool and c.get("status") not in NOTICE_STATUSES]
+        limits = cfg.tool_call_limits or {}
+        if tool in limits and len(executed) >= int(limits[tool]):
+            return "limit", limit_notice_text(tool, int(limits[tool]))
+        if content and tool in cfg.repeat_notice_tools:
+            key = _call_key(tool, content)
+            if any(_call_key(tool, c["content"]) == key for c in executed if c["content"]):
+                return "repeat", repeat_notice_text(tool)
+        return None
+
+    def _drop_self_result(self, traj: Trajectory, n_new: int) -> None:
+        r"""Remove the last round's text from the model's own `<result>` on.
+
+        Whole tokens are removed: a token that also holds text before the marker goes too.
+        """
+        start = len(traj.response_ids) - n_new
+        new = traj.response_ids[start:]
+        cut = self.tokenizer.decode(new, skip_special_tokens=False).find(SELF_RESULT_MARKER)
+        keep = n_new
+        if cut >= 0:
+            while keep > 0 and len(self.tokenizer.decode(new[:keep], skip_special_tokens=False)) > cut:
+                keep -= 1
+        del traj.response_ids[start + keep :]
+        del traj.loss_mask[start + keep :]
+
+    @staticmethod
+    def _request_seed(state: dict, traj: Trajectory) -> int | None:
+        r"""Per-round seed of a trajectory that was given a seed (`stream`); None otherwise (training)."""
+        base = state.get("seeds", {}).get(traj.engine_key)
+        if base is None:
+            return None
+        return (int(base) * 1_000_003 + len(traj.round_entropies)) % (2**31 - 1)
 
     def encode_observation(self, text: str) -> list[int]:
         r"""Token ids of `observation_string(text)`, encoded alone with `add_special_tokens=False`.
@@ -189,8 +263,13 @@ class AgenticRollout:
                 key=t.engine_key,
                 prompt_ids=t.prompt_ids,
                 response_ids=t.response_ids,
-                max_tokens=budget - len(t.response_ids),
+                max_tokens=(
+                    budget - len(t.response_ids)
+                    if cfg.max_round_tokens is None
+                    else min(budget - len(t.response_ids), cfg.max_round_tokens)
+                ),
                 parent_key=t.parent_engine_key,
+                seed=self._request_seed(state, t),
             )
             for t in active
         ]
@@ -199,7 +278,8 @@ class AgenticRollout:
         gen_s = time.perf_counter() - t0
         metrics = state["metrics"]
         metrics["rounds"] += 1
-        pending: list[tuple[Trajectory, Any]] = []
+        pending: list[tuple[Trajectory, Any, str | None]] = []
+        streaks = state.setdefault("self_result_streak", {})
         for traj, seg in zip(active, segments):
             traj.parent_engine_key = None
             h_now = round_entropy(seg.entropy_terms, cfg.entropy_tokens, self.log_vocab)
@@ -210,7 +290,21 @@ class AgenticRollout:
             traj.loss_mask.extend([1] * len(seg.token_ids))
             traj.generated_tokens += len(seg.token_ids)
             metrics["generated_tokens"] += len(seg.token_ids)
-            if seg.finish_reason == "stop":
+            kind = self._stop_kind(seg.stop_string) if seg.finish_reason == "stop" else None
+            if kind == "self_result":
+                self._drop_self_result(traj, len(seg.token_ids))
+                streaks[traj.engine_key] = streaks.get(traj.engine_key, 0) + 1
+                metrics["self_results"] += 1
+                if streaks[traj.engine_key] > cfg.self_result_retries:
+                    self._finish(traj, "self_result", state)
+                continue
+            streaks.pop(traj.engine_key, None)
+            if kind == "final":
+                self._finish(traj, "answer", state)
+            elif seg.finish_reason == "error":
+                traj.error = seg.error or "the engine gave no answer"
+                self._finish(traj, "error", state)
+            elif seg.finish_reason == "stop":
                 if traj.num_tool_calls >= cfg.max_tool_calls:
                     traj.response_ids.append(cfg.eos_token_id)
                     traj.loss_mask.append(1)
@@ -224,16 +318,19 @@ class AgenticRollout:
                 if not content and f"<{tool}>" not in text:
                     full = self.tokenizer.decode(traj.response_ids, skip_special_tokens=False)
                     tool, content = extract_call_after_last_observation(full, seg.stop_string)
+                notice = self._notice(traj, tool, content) if cfg.tool_call_limits or cfg.repeat_notice_tools else None
                 record = {"tool": tool, "content": content, "pos": len(traj.response_ids)}
                 traj.tool_calls.append(record)
-                pending.append((traj, record))
+                pending.append((traj, record, notice))
             elif seg.finish_reason == "eos":
                 self._finish(traj, "eos", state)
             elif len(traj.response_ids) >= budget:
                 self._finish(traj, "length", state)
+            elif cfg.max_round_tokens is not None:
+                self._finish(traj, "round_length", state)  # a round without a tool call ends the loop (spec 9)
 
         t1 = time.perf_counter()
-        real = [(t, r) for t, r in pending if r["content"]]
+        real = [(t, r) for t, r, notice in pending if r["content"] and notice is None]
         results = []
         if real:
             ToolCall = _tool_call_class()
@@ -242,8 +339,12 @@ class AgenticRollout:
             if len(results) != len(calls):
                 raise RuntimeError(f"Tool executor returned {len(results)} results for {len(calls)} calls.")
         result_iter = iter(results)
-        for traj, record in pending:
-            if record["content"]:
+        for traj, record, notice in pending:
+            if notice is not None:
+                status, text = notice
+                record.update(status=status, latency_s=0.0, cached=False)
+                metrics[f"{status}_notices"] += 1
+            elif record["content"]:
                 res = next(result_iter)
                 text, status = res.text, res.status
                 record.update(status=status, latency_s=float(res.latency_s), cached=bool(res.cached))
@@ -469,6 +570,94 @@ class AgenticRollout:
         metrics = self._metrics(state, groups, initial, training)
         metrics.update(extra)
         return RolloutOutput(groups=groups, metrics=metrics, timing=timing)
+
+    def stream(
+        self,
+        items: Iterable[tuple[Any, list[int], int | None]],
+        on_finished: Callable[[Any, Trajectory], None],
+        max_in_flight: int = 64,
+    ) -> dict[str, float]:
+        r"""Evaluation loop: one trajectory per item, kept `max_in_flight` at a time (continuous batching).
+
+        Every round generates for all active trajectories at once (one `engine.generate` call) and runs their tool
+        calls concurrently (one `executor.execute` call); a trajectory that ends is handed to `on_finished` right
+        away and its place goes to the next item, so a slow sample never holds back the others. No branching, no
+        groups, no pre-monitoring; sampling uses the configured temperature (0 = greedy) and the evaluation
+        settings of `RolloutConfig` (stop strings, `max_round_tokens`, per-tool limits and notices, repetition
+        penalty, `trajectory_timeout_s`).
+
+        Args:
+            items: `(item_id, prompt_ids, seed)` triples, consumed lazily; `seed` (or None) seeds every round of the
+                item in engines that seed per request (`GenerationRequest.seed`), so a sample draws the same tokens
+                whatever else is in flight.
+            on_finished: Called as `on_finished(item_id, trajectory)` once per item, in completion order, from this
+                thread. The response is already cut to `max_response_length`.
+            max_in_flight: Most trajectories generating at once (>= 1).
+
+        Returns:
+            Counters of the call: `rounds`, `generated_tokens`, `masked_tokens`, `tool_calls/<tool>`,
+            `limit_notices`, `repeat_notices`, `self_results`, `empty_calls`, plus `time/generation` and
+            `time/tools` in seconds.
+
+        Raises:
+            ValueError: `max_in_flight` < 1.
+        """
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}.")
+        cfg = self.config
+        self.engine.reset()
+        sampling = self._sampling(training=True)  # the configured temperature; 0 means greedy
+        state = self._new_state(0)
+        state["seeds"] = {}
+        source = iter(items)
+        exhausted = False
+        active: list[Trajectory] = []
+        item_of: dict[int, Any] = {}
+        started: dict[int, float] = {}
+        gen_s = tool_s = 0.0
+        while True:
+            while not exhausted and len(active) < max_in_flight:
+                item = next(source, None)
+                if item is None:
+                    exhausted = True
+                    break
+                item_id, prompt, seed = item
+                state["groups"].append([])
+                traj = self._new_global(state, len(state["groups"]) - 1, list(prompt), is_fill=False)
+                item_of[traj.engine_key] = item_id
+                started[traj.engine_key] = time.perf_counter()
+                if seed is not None:
+                    state["seeds"][traj.engine_key] = int(seed)
+                active.append(traj)
+            if not active:
+                break
+            if cfg.trajectory_timeout_s is not None:
+                now = time.perf_counter()
+                for traj in active:
+                    if now - started[traj.engine_key] > cfg.trajectory_timeout_s:
+                        self._finish(traj, "timeout", state)
+            live = [t for t in active if not t.finished]
+            if live:
+                g_s, t_s = self._round(live, state, sampling)
+                gen_s, tool_s = gen_s + g_s, tool_s + t_s
+            if state["finished_keys"]:
+                self.engine.finish(state["finished_keys"])
+                state["finished_keys"] = []
+            for traj in active:
+                if not traj.finished:
+                    continue
+                if len(traj.response_ids) > cfg.max_response_length:
+                    del traj.response_ids[cfg.max_response_length :]
+                    del traj.loss_mask[cfg.max_response_length :]
+                    traj.truncated = True
+                state["groups"][traj.group_index] = []  # nothing refers to finished groups any more
+                started.pop(traj.engine_key, None)
+                on_finished(item_of.pop(traj.engine_key), traj)
+            active = [t for t in active if not t.finished]
+        self.engine.release()
+        out = {key: float(value) for key, value in state["metrics"].items()}
+        out.update({"time/generation": gen_s, "time/tools": tool_s})
+        return out
 
     def _metrics(self, state: dict, groups: list[list[Trajectory]], initial: list[int], training: bool) -> dict:
         m = state["metrics"]

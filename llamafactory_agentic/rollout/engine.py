@@ -37,6 +37,9 @@ class SamplingSettings:
         entropy_source: `topk` or `full` (docs/algorithms.md §3.2).
         entropy_topk: k of the `topk` source.
         entropy_tokens: Positions per round whose entropy terms are returned.
+        repetition_penalty: Penalty of tokens already in the context (prompt and response), as in transformers and
+            vLLM: a positive logit is divided by it, a negative one multiplied, before temperature and filtering.
+            1.0 (default) leaves the logits untouched; the evaluation protocol uses 1.1 (docs/algorithms.md §9).
     """
 
     temperature: float = 1.0
@@ -47,6 +50,7 @@ class SamplingSettings:
     entropy_source: Literal["topk", "full"] = "topk"
     entropy_topk: int = 10
     entropy_tokens: int = 20
+    repetition_penalty: float = 1.0
 
     @property
     def greedy(self) -> bool:
@@ -64,6 +68,9 @@ class GenerationRequest:
         response_ids: Response token ids so far (context = prompt + response).
         max_tokens: Most tokens to generate this round (R - len(response), docs/algorithms.md §12).
         parent_key: Key of the source trajectory when this trajectory is a fresh branch (hint for KV reuse).
+        seed: Sampling seed of this request for engines that seed per request (`vllm`, the evaluation's endpoint
+            engine), so that a trajectory samples the same tokens whatever else is in the batch; None (default): the
+            engine's own generator. The `hf` engine ignores it.
     """
 
     key: int
@@ -71,6 +78,7 @@ class GenerationRequest:
     response_ids: Sequence[int]
     max_tokens: int
     parent_key: int | None = None
+    seed: int | None = None
 
 
 @dataclass
@@ -80,14 +88,17 @@ class GenerationResult:
     Attributes:
         token_ids: Generated ids; include the EOS or the token completing a stop string.
         entropy_terms: Entropy term per position of the first `entropy_tokens` positions (nats).
-        finish_reason: `"stop"` (stop string), `"eos"` or `"length"` (`max_tokens` reached).
+        finish_reason: `"stop"` (stop string), `"eos"`, `"length"` (`max_tokens` reached) or `"error"` (a remote
+            engine gave no answer; the agent loop ends the trajectory with finish reason `error`).
         stop_string: The stop string that ended the round, if any.
+        error: What went wrong when `finish_reason == "error"`.
     """
 
     token_ids: list[int]
     entropy_terms: list[float] = field(default_factory=list)
-    finish_reason: Literal["stop", "eos", "length"] = "length"
+    finish_reason: Literal["stop", "eos", "length", "error"] = "length"
     stop_string: str | None = None
+    error: str = ""
 
 
 class GenerationEngine(ABC):

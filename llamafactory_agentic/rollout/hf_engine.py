@@ -309,6 +309,16 @@ class HFEngine(GenerationEngine):
         self._rec_tok = torch.zeros(self.sync_every, n, dtype=torch.long, device=self.device)
         self._rec_ent = torch.zeros(self.sync_every, n, dtype=torch.float32, device=self.device)
         self._out_ent = torch.zeros(n, dtype=torch.float32, device=self.device)
+        self._presence = None  # [slots, vocab] bool, allocated by the first wave with a repetition penalty
+        self._row_index = torch.arange(n, device=self.device)
+        self._true = torch.ones((), dtype=torch.bool, device=self.device)
+
+    def _ensure_presence(self, vocab: int) -> torch.Tensor:
+        r"""The `[slots, vocab]` mask of tokens present in each slot's context (repetition penalty only)."""
+        if self._presence is None or self._presence.shape[1] != vocab:
+            self._graphs.clear()
+            self._presence = torch.zeros(self.max_batch_size, vocab, dtype=torch.bool, device=self.device)
+        return self._presence
 
     def _matcher(self, stops: tuple[str, ...]) -> StopStringMatcher:
         if stops not in self._matchers:
@@ -341,13 +351,20 @@ class HFEngine(GenerationEngine):
         )
         return out.logits[:, -1, :]
 
-    def _sample(self, logits: torch.Tensor, sampling: SamplingSettings) -> tuple[torch.Tensor, torch.Tensor]:
+    def _sample(
+        self, logits: torch.Tensor, sampling: SamplingSettings, presence: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         r"""Sample `[batch]` tokens and their entropy terms from `[batch, vocab]` logits (no host sync).
 
         The entropy terms are those of the sampling distribution: softmax of the logits divided by the temperature with
         top-k / top-p applied (greedy: the raw logits), matching the vLLM engine's `processed_logprobs`.
+        `presence` (`[batch, vocab]` bool, only with `sampling.repetition_penalty != 1`): tokens already in each row's
+        context, whose logits are divided (positive) or multiplied (negative) by the penalty first.
         """
         logits = logits.float()
+        if presence is not None:
+            penalty = float(sampling.repetition_penalty)
+            logits = torch.where(presence, torch.where(logits > 0, logits / penalty, logits * penalty), logits)
         if sampling.greedy:
             log_probs = torch.log_softmax(logits, dim=-1)
             tokens = logits.argmax(dim=-1)
@@ -382,7 +399,10 @@ class HFEngine(GenerationEngine):
         write = torch.where(live, pos, torch.full_like(pos, scratch)).unsqueeze(1)
         rope = torch.where(live, pos, torch.zeros_like(pos)).unsqueeze(1)
         logits = self._forward(ids.unsqueeze(1), rope, write, rope, None, kv_len)
-        tokens, terms = self._sample(logits, sampling)
+        presence = self._presence[:batch] if sampling.repetition_penalty != 1.0 else None
+        tokens, terms = self._sample(logits, sampling, presence)
+        if presence is not None:
+            presence.index_put_((self._row_index[:batch], tokens), self._true)
         ids.copy_(tokens)
         pos.add_(live.long())
         self._out_ent[:batch].copy_(terms)
@@ -399,10 +419,13 @@ class HFEngine(GenerationEngine):
             sampling.top_k,
             sampling.entropy_source,
             sampling.entropy_topk,
+            sampling.repetition_penalty,
         )
         graph = self._graphs.get(key)
         if graph is None:
             saved_ids, saved_pos = self._ids.clone(), self._pos.clone()
+            penalty = sampling.repetition_penalty != 1.0 and self._presence is not None
+            saved_presence = self._presence.clone() if penalty else None
             stream = torch.cuda.Stream(device=self.device)
             stream.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(stream):
@@ -411,6 +434,8 @@ class HFEngine(GenerationEngine):
             torch.cuda.current_stream(self.device).wait_stream(stream)
             self._ids.copy_(saved_ids)
             self._pos.copy_(saved_pos)
+            if saved_presence is not None:  # the warm-up steps marked their sampled tokens as present
+                self._presence.copy_(saved_presence)
             if self._pool is None:
                 self._pool = torch.cuda.graph_pool_handle()
             graph = torch.cuda.CUDAGraph()
@@ -593,7 +618,18 @@ class HFEngine(GenerationEngine):
         eos = {int(e) for e in sampling.eos_token_ids}
         n_ent = sampling.entropy_tokens
         logits = self._prefill(rows, contexts)
-        tokens, terms = self._sample(logits, sampling)
+        presence = None
+        if sampling.repetition_penalty != 1.0:
+            # every wave rebuilds the mask of its rows from their full context (prompt and response so far)
+            table = self._ensure_presence(logits.shape[-1])
+            slot_t = torch.as_tensor([row["slot"] for row in rows], device=self.device)
+            table[slot_t] = False
+            for row in rows:
+                table[row["slot"], torch.as_tensor(contexts[row["req"]], device=self.device)] = True
+            presence = table[slot_t]
+        tokens, terms = self._sample(logits, sampling, presence)
+        if presence is not None:
+            table[slot_t, tokens] = True
         first_tok, first_ent = tokens.tolist(), terms.tolist()
         t1 = time.perf_counter()
         self.stats["prefill_s"] += t1 - t0

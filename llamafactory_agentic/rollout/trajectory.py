@@ -50,11 +50,15 @@ class Trajectory:
             (response length after the closing tag), `obs_tokens`.
         hit_call_limit: A round ended in a tool call while the call counter was at the limit; EOS was appended.
         truncated: The response ran into the budget R (`finish_reason == "length"`).
-        finish_reason: `"eos"`, `"length"` or `"call_limit"` (empty while running).
-        round_entropies: Round entropy H (docs/algorithms.md §3.2) of every round of this lineage, copied to branches.
+        finish_reason: `"eos"`, `"length"` or `"call_limit"` (empty while running); with the evaluation settings of
+            `RolloutConfig` also `"answer"` (stopped at `</answer>`), `"round_length"` (a round used its whole
+            `max_round_tokens` without a tool call), `"self_result"` (kept writing its own `<result>`), `"timeout"`
+            (`trajectory_timeout_s`) or `"error"` (a remote engine gave no answer).
+        round_entropies: Round entropy H (docs/algorithms.md §3.2) of every round of this lineage, inherited by branches.
         entropy_base: H of the lineage's first round in the current rollout call (Decision (a)).
         consecutive_branches: l of the `lineage` penalty scope (docs/algorithms.md §5.2).
         generated_tokens: Tokens this trajectory sampled itself (excluding the prefix copied from its source).
+        error: Why a remote engine gave no answer (finish reason `error`); empty otherwise.
     """
 
     uid: str
@@ -78,6 +82,7 @@ class Trajectory:
     engine_key: int = -1
     parent_engine_key: int | None = None
     finished: bool = False
+    error: str = ""
 
     @property
     def entropy_now(self) -> float | None:
@@ -132,6 +137,23 @@ class RolloutConfig:
     `budget_fill` (`arpo_budget_fill`): `per_round` adds one fresh global rollout per round to a prompt without active
     trajectories (reference code, docs/algorithms.md §3.4); `all_at_once` adds all missing ones in that round (arXiv
     2507.19849 section 3.1).
+
+    Evaluation settings (docs/algorithms.md §9; their defaults leave training exactly as it was, the evaluation harness sets
+    them):
+
+    * `stop_strings` may also hold `</answer>` (a round ending there ends the trajectory, finish reason `answer`) and
+      `<result>` (a result the model writes itself is cut off with the rest of that round's text and the model
+      continues from what is left, at most `self_result_retries` times in a row, then the trajectory ends with
+      `self_result`). Every other stop string closes a tool call, as in training.
+    * `max_round_tokens`: most new tokens per generation call (one round); a round that uses all of them without a
+      tool call ends the trajectory (`round_length`). None: only the response budget R applies.
+    * `tool_call_limits`: per-tool call limits (e.g. `{"python": 5, "search": 10}`), counted separately; a call past
+      its tool's limit is not run and gets `limit_notice_text` as its observation (status `limit`).
+    * `repeat_notice_tools`: tools whose call repeating an earlier executed call of the same trajectory (same
+      normalised content) is not run and gets `repeat_notice_text` (status `repeat`).
+    * `repetition_penalty`: passed to the engine (`SamplingSettings.repetition_penalty`).
+    * `trajectory_timeout_s`: wall-clock limit per trajectory in `AgenticRollout.stream`, checked between rounds
+      (finish reason `timeout`).
     """
 
     group_size: int = 16
@@ -165,6 +187,12 @@ class RolloutConfig:
     vllm_gpu_memory_utilization: float = 0.6
     vllm_enable_sleep_mode: bool = True
     seed: int = 0
+    max_round_tokens: int | None = None
+    tool_call_limits: dict[str, int] | None = None
+    repeat_notice_tools: tuple[str, ...] = ()
+    repetition_penalty: float = 1.0
+    self_result_retries: int = 3
+    trajectory_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         r"""Validate the choices."""
@@ -184,6 +212,17 @@ class RolloutConfig:
             raise ValueError(f"Unknown premonitor rounds {self.premonitor_rounds!r}.")
         if self.max_response_length < 1:
             raise ValueError("max_response_length must be >= 1.")
+        if self.max_round_tokens is not None and self.max_round_tokens < 1:
+            raise ValueError(f"max_round_tokens must be >= 1 or None, got {self.max_round_tokens}.")
+        for tool, limit in (self.tool_call_limits or {}).items():
+            if int(limit) < 0:
+                raise ValueError(f"tool_call_limits[{tool!r}] must be >= 0, got {limit}.")
+        if self.repetition_penalty <= 0:
+            raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}.")
+        if self.self_result_retries < 0:
+            raise ValueError(f"self_result_retries must be >= 0, got {self.self_result_retries}.")
+        if self.trajectory_timeout_s is not None and self.trajectory_timeout_s <= 0:
+            raise ValueError(f"trajectory_timeout_s must be > 0 or None, got {self.trajectory_timeout_s}.")
 
     @property
     def greedy(self) -> bool:

@@ -173,6 +173,11 @@ class VLLMEngine(GenerationEngine):
                 results[i] = GenerationResult(token_ids=[], finish_reason="length")
                 continue
             prompts.append({"prompt_token_ids": list(req.prompt_ids) + list(req.response_ids)})
+            extra = {}  # only what differs from vLLM's defaults, so training requests stay as they were
+            if sampling.repetition_penalty != 1.0:
+                extra["repetition_penalty"] = sampling.repetition_penalty
+            if req.seed is not None:
+                extra["seed"] = int(req.seed)
             params.append(
                 self.vllm.SamplingParams(
                     n=1,
@@ -185,6 +190,7 @@ class VLLMEngine(GenerationEngine):
                     stop_token_ids=list(sampling.eos_token_ids),
                     logprobs=sampling.entropy_topk,
                     skip_special_tokens=False,
+                    **extra,
                 )
             )
             index.append(i)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from llamafactory_agentic import cli
+from llamafactory_agentic.integration.patches import PATCHES
 
 
 def console_script() -> str:
@@ -21,7 +22,7 @@ def test_doctor_reports_every_patch_active():
     proc = subprocess.run([console_script(), "doctor"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "llamafactory  0.9.5" in proc.stdout
-    assert proc.stdout.count("[ok  ] llamafactory.") == 4
+    assert proc.stdout.count("[ok  ] llamafactory.") == len(PATCHES)
     assert "result: ok" in proc.stdout
     for optional in ("vllm", "deepspeed", "GPU", "python tool isolation"):
         assert optional in proc.stdout
@@ -37,5 +38,5 @@ def test_doctor_exits_non_zero_when_activation_is_broken(monkeypatch, capsys):
 def test_help_lists_every_command():
     proc = subprocess.run([console_script(), "--help"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0
-    for command in ("doctor", "demo", "build-tiny-model", "tool", "cache", "index"):
+    for command in ("doctor", "demo", "build-tiny-model", "tool", "cache", "index", "eval"):
         assert command in proc.stdout
