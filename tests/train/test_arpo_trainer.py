@@ -19,12 +19,12 @@ from transformers import AutoModelForCausalLM, Seq2SeqTrainingArguments  # noqa:
 from llamafactory_agentic.algorithms import compute_grpo_advantages, entropy_from_logits, low_var_kl  # noqa: E402
 from llamafactory_agentic.rewards import get_reward_function  # noqa: E402
 from llamafactory_agentic.tools import BaseTool, ToolCall, ToolExecutor, ToolOutput  # noqa: E402
-from llamafactory_agentic.train.arpo.trainer import (  # noqa: E402
+from llamafactory_agentic.train.arpo.config import (  # noqa: E402
     ArpoLossConfig,
-    ArpoTrainer,
     build_grpo_config,
     derive_steps_per_generation,
 )
+from llamafactory_agentic.train.arpo.trainer import ArpoTrainer  # noqa: E402
 from llamafactory_agentic.train.presets import PRESETS, resolve_presets  # noqa: E402
 
 from ._helpers import OBSERVATION, THINK, ScriptedRollout, agentic_args, make_rows  # noqa: E402
@@ -404,7 +404,7 @@ def test_rollout_log_advantage_is_the_mean_over_trained_tokens(tmp_path, tiny_mo
 def test_greedy_training_is_refused():
     from types import SimpleNamespace
 
-    from llamafactory_agentic.train.arpo.trainer import check_rl_sampling
+    from llamafactory_agentic.train.arpo.config import check_rl_sampling
     from llamafactory_agentic.train.arpo.workflow import run_arpo
 
     check_rl_sampling(GeneratingArguments(do_sample=True, temperature=1.0))
@@ -510,7 +510,7 @@ def test_rollout_random_draws_survive_a_checkpoint_round_trip():
     import numpy as np
     import torch
 
-    from llamafactory_agentic.train.arpo.trainer import rollout_rng_state, set_rollout_rng_state
+    from llamafactory_agentic.rollout.rng_state import rollout_rng_state, set_rollout_rng_state
 
     generator = torch.Generator().manual_seed(3)
     rollout = SimpleNamespace(rng=np.random.default_rng(7), engine=SimpleNamespace(_generator=generator))

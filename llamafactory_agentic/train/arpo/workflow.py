@@ -88,10 +88,12 @@ def run_arpo(
     from llamafactory.train.trainer_utils import create_ref_model
 
     from ...data import load_rl_dataset
+    from ...integration.log_callback import extend_log_callback
     from ...rewards import get_reward_function
     from ...rollout import AgenticRollout, RolloutConfig, build_engine
     from ...tools import build_executor_from_args
-    from .trainer import ArpoLossConfig, ArpoTrainer, build_grpo_config, check_rl_sampling, extend_log_callback
+    from .config import ArpoLossConfig, build_grpo_config, check_rl_sampling
+    from .trainer import ArpoTrainer
 
     if training_args.do_train:
         check_rl_sampling(generating_args)  # before any model is loaded
