@@ -66,7 +66,7 @@ def patch_constants(module: ModuleType) -> None:
 # ---------------------------------------------------------------------------------------------- data
 def patch_data(module: ModuleType) -> None:
     r"""Register the plugin's dataset converters (`arpo_rl`, `arpo_sft`) and inline-tag templates."""
-    from ..data import register_data_extensions
+    from .data_registration import register_data_extensions
 
     converter = __import__("llamafactory.data.converter", fromlist=["DATASET_CONVERTERS"])
     _require(converter, "DATASET_CONVERTERS", dict)
