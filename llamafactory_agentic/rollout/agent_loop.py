@@ -18,12 +18,12 @@ Implements spec section 3.4 (ARPO), 5.1 (AEPO pre-monitoring) and 5.2 (consecuti
 RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/workers/rollout/vllm_rollout/vllm_rollout_with_tools.py:237-555`.
 """
 
-import copy
 import itertools
 import math
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,10 +31,56 @@ import numpy as np
 from ..data.tags import empty_call_text, wrap_observation
 from .branching import premonitor_initial_rollouts, round_entropy, should_branch
 from .engine import GenerationEngine, GenerationRequest, SamplingSettings
-from .trajectory import RolloutConfig, RolloutOutput, Trajectory
+from .trajectory import RolloutConfig, RolloutOutput, ToolCallRecord, Trajectory
 
 
 _CALL_COUNTER = itertools.count()
+
+
+@dataclass(frozen=True, slots=True)
+class BranchDecision:
+    r"""One branching decision of a source trajectory after a round (`RolloutState.decision_log`).
+
+    Attributes:
+        round: Rounds generated so far in the rollout call (1 after the first round).
+        group: Prompt index in the rollout call.
+        source: Index within its group of the trajectory that may branch.
+        delta_h: Entropy change dH = H_now - H_base of the source (nats, normalised by ln|V|).
+        consecutive: l of the consecutive-branch penalty (per lineage or per question, `branch_penalty_scope`).
+        branched: Whether a branch was created.
+    """
+
+    round: int
+    group: int
+    source: int
+    delta_h: float
+    consecutive: int
+    branched: bool
+
+
+@dataclass(slots=True)
+class RolloutState:
+    r"""Bookkeeping of one rollout call; `AgenticRollout.last_state` keeps the latest for inspection and tests."""
+
+    call: int  # rollout call number; trajectory uids are "<call>-<group>-<index>"
+    keys: Iterator[int]  # engine keys, unique within the call
+    groups: list[list[Trajectory]]  # [num_prompts][members in creation order]
+    metrics: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))  # counters of the call
+    branch_points: Counter[int] = field(default_factory=Counter)  # branches by the source's tool-call count
+    question_counters: list[int] = field(default_factory=list)  # [num_prompts] l of the `question` penalty scope
+    finished_keys: list[int] = field(default_factory=list)  # engine keys finished in the current round
+    decision_log: list[BranchDecision] = field(default_factory=list)  # every decision, in order
+    created_log: list[list[int]] = field(default_factory=list)  # per round: [num_prompts] trajectories created
+
+    @classmethod
+    def new(cls, n_prompts: int) -> "RolloutState":
+        r"""Fresh state for a call with `n_prompts` prompts (takes the next call number)."""
+        return cls(
+            call=next(_CALL_COUNTER),
+            keys=itertools.count(),
+            groups=[[] for _ in range(n_prompts)],
+            question_counters=[0] * n_prompts,
+        )
 
 
 @dataclass
@@ -112,7 +158,7 @@ class AgenticRollout:
         self.config = config
         self.log_vocab = math.log(len(tokenizer.get_vocab()))
         self.rng = np.random.default_rng(config.seed)
-        self.last_state: dict | None = None
+        self.last_state: RolloutState | None = None
 
     # ------------------------------------------------------------------ helpers
     def _sampling(self, training: bool) -> SamplingSettings:
@@ -138,23 +184,23 @@ class AgenticRollout:
             "input_ids"
         ]
 
-    def _new_global(self, state: dict, group: int, prompt: list[int], is_fill: bool) -> Trajectory:
-        members = state["groups"][group]
+    def _new_global(self, state: RolloutState, group: int, prompt: list[int], is_fill: bool) -> Trajectory:
+        members = state.groups[group]
         traj = Trajectory(
-            uid=f"{state['call']}-{group}-{len(members)}",
+            uid=f"{state.call}-{group}-{len(members)}",
             group_index=group,
             prompt_ids=prompt,
             is_fill=is_fill,
             index=len(members),
-            engine_key=next(state["keys"]),
+            engine_key=next(state.keys),
         )
         members.append(traj)
         return traj
 
-    def _branch(self, state: dict, source: Trajectory) -> Trajectory:
-        members = state["groups"][source.group_index]
+    def _branch(self, state: RolloutState, source: Trajectory) -> Trajectory:
+        members = state.groups[source.group_index]
         child = Trajectory(
-            uid=f"{state['call']}-{source.group_index}-{len(members)}",
+            uid=f"{state.call}-{source.group_index}-{len(members)}",
             group_index=source.group_index,
             prompt_ids=source.prompt_ids,
             response_ids=list(source.response_ids),
@@ -162,25 +208,25 @@ class AgenticRollout:
             parent=source.index,
             branch_pos=len(source.response_ids),
             num_tool_calls=source.num_tool_calls,
-            tool_calls=copy.deepcopy(source.tool_calls),
+            tool_calls=list(source.tool_calls),  # records are immutable
             round_entropies=list(source.round_entropies),
             entropy_base=source.entropy_base,
             consecutive_branches=source.consecutive_branches,
             index=len(members),
-            engine_key=next(state["keys"]),
+            engine_key=next(state.keys),
             parent_engine_key=source.engine_key,
         )
         members.append(child)
         return child
 
-    def _finish(self, traj: Trajectory, reason: str, state: dict) -> None:
+    def _finish(self, traj: Trajectory, reason: str, state: RolloutState) -> None:
         traj.finished = True
         traj.finish_reason = reason
         traj.truncated = reason == "length"
-        state["finished_keys"].append(traj.engine_key)
+        state.finished_keys.append(traj.engine_key)
 
     # ------------------------------------------------------------------ one round
-    def _round(self, active: list[Trajectory], state: dict, sampling: SamplingSettings) -> tuple[float, float]:
+    def _round(self, active: list[Trajectory], state: RolloutState, sampling: SamplingSettings) -> tuple[float, float]:
         r"""Generate one round for `active`, run their tool calls and append observations. Returns (gen_s, tool_s)."""
         cfg = self.config
         budget = cfg.max_response_length
@@ -197,9 +243,9 @@ class AgenticRollout:
         t0 = time.perf_counter()
         segments = self.engine.generate(requests, sampling)
         gen_s = time.perf_counter() - t0
-        metrics = state["metrics"]
+        metrics = state.metrics
         metrics["rounds"] += 1
-        pending: list[tuple[Trajectory, Any]] = []
+        pending: list[tuple[Trajectory, str, str, int]] = []  # (trajectory, tool, content, pos) of this round's calls
         for traj, seg in zip(active, segments):
             traj.parent_engine_key = None
             h_now = round_entropy(seg.entropy_terms, cfg.entropy_tokens, self.log_vocab)
@@ -224,39 +270,35 @@ class AgenticRollout:
                 if not content and f"<{tool}>" not in text:
                     full = self.tokenizer.decode(traj.response_ids, skip_special_tokens=False)
                     tool, content = extract_call_after_last_observation(full, seg.stop_string)
-                record = {"tool": tool, "content": content, "pos": len(traj.response_ids)}
-                traj.tool_calls.append(record)
-                pending.append((traj, record))
+                pending.append((traj, tool, content, len(traj.response_ids)))
             elif seg.finish_reason == "eos":
                 self._finish(traj, "eos", state)
             elif len(traj.response_ids) >= budget:
                 self._finish(traj, "length", state)
 
         t1 = time.perf_counter()
-        real = [(t, r) for t, r in pending if r["content"]]
+        real = [(t, tool, content) for t, tool, content, _ in pending if content]
         results = []
         if real:
             ToolCall = _tool_call_class()
-            calls = [ToolCall(tool=r["tool"], content=r["content"], trajectory_id=t.uid) for t, r in real]
+            calls = [ToolCall(tool=tool, content=content, trajectory_id=t.uid) for t, tool, content in real]
             results = self.executor.execute(calls)
             if len(results) != len(calls):
                 raise RuntimeError(f"Tool executor returned {len(results)} results for {len(calls)} calls.")
         result_iter = iter(results)
-        for traj, record in pending:
-            if record["content"]:
+        for traj, tool, content, pos in pending:
+            if content:
                 res = next(result_iter)
-                text, status = res.text, res.status
-                record.update(status=status, latency_s=float(res.latency_s), cached=bool(res.cached))
+                text, status, latency_s, cached = res.text, res.status, float(res.latency_s), bool(res.cached)
             else:
-                text = empty_call_text(record["tool"])
-                record.update(status="empty", latency_s=0.0, cached=False)
+                text, status, latency_s, cached = empty_call_text(tool), "empty", 0.0, False
                 metrics["empty_calls"] += 1
             obs = self.encode_observation(text)
-            record["obs_tokens"] = len(obs)
+            traj.tool_calls.append(ToolCallRecord(tool, content, pos, status, latency_s, cached, len(obs)))
             traj.response_ids.extend(obs)
             traj.loss_mask.extend([0] * len(obs))
             metrics["masked_tokens"] += len(obs)
-            metrics[f"tool_calls/{record['tool']}"] += 1
+            metrics[f"tool_calls/{tool}"] += 1
         tool_s = time.perf_counter() - t1
         for traj in active:
             if not traj.finished and len(traj.response_ids) >= budget:
@@ -264,7 +306,9 @@ class AgenticRollout:
         return gen_s, tool_s
 
     # ------------------------------------------------------------------ branching
-    def _branch_phase(self, alive: list[Trajectory], state: dict, prompts: list[list[int]]) -> list[Trajectory]:
+    def _branch_phase(
+        self, alive: list[Trajectory], state: RolloutState, prompts: list[list[int]]
+    ) -> list[Trajectory]:
         r"""Branch the alive sources (creation order), then budget-fill prompts without active trajectories.
 
         Budget fill (spec section 3.4): a prompt whose group is short of M and has no alive member gets fresh global
@@ -273,8 +317,8 @@ class AgenticRollout:
         later rounds. Returns the trajectories created this round (branches first, then fills).
         """
         cfg = self.config
-        metrics = state["metrics"]
-        groups = state["groups"]
+        metrics = state.metrics
+        groups = state.groups
         alive_ids = {id(t) for t in alive}
         new: list[Trajectory] = []
         created = [0] * len(prompts)
@@ -290,7 +334,7 @@ class AgenticRollout:
                     consecutive = (
                         source.consecutive_branches
                         if cfg.branch_penalty_scope == "lineage"
-                        else state["question_counters"][g]
+                        else state.question_counters[g]
                     )
                     delta_h = source.entropy_now - source.entropy_base
                     u = float(self.rng.random()) if cfg.branch_rule == "stochastic" else None
@@ -305,15 +349,8 @@ class AgenticRollout:
                         u=u,
                     )
                     decided = True
-                    state["decision_log"].append(
-                        {
-                            "round": metrics["rounds"],
-                            "group": g,
-                            "source": source.index,
-                            "delta_h": delta_h,
-                            "l": consecutive,
-                            "branched": bool(decision),
-                        }
+                    state.decision_log.append(
+                        BranchDecision(int(metrics["rounds"]), g, source.index, delta_h, consecutive, bool(decision))
                     )
                     metrics["decisions"] += 1
                     metrics["delta_h_sum"] += delta_h
@@ -324,7 +361,7 @@ class AgenticRollout:
                         new.append(child)
                         made += 1
                         metrics["branches"] += 1
-                        state["branch_points"][source.num_tool_calls] += 1
+                        state.branch_points[source.num_tool_calls] += 1
                 if decided and cfg.branch_penalty_scope == "lineage":
                     if made:
                         source.consecutive_branches += 1
@@ -347,42 +384,34 @@ class AgenticRollout:
             metrics["fills"] += count
             filled = True
         metrics["fill_rounds"] += float(filled)  # rounds after which at least one fill was created
-        state["created_log"].append(list(created))
+        state.created_log.append(list(created))
         if cfg.branch_penalty_scope == "question" and any(created):
-            counters = state["question_counters"]
+            counters = state.question_counters
             for g in range(len(prompts)):
                 counters[g] = counters[g] + 1 if created[g] else 0
         return new
 
     # ------------------------------------------------------------------ loop
-    def _new_state(self, n_prompts: int) -> dict:
-        return {
-            "call": next(_CALL_COUNTER),
-            "keys": itertools.count(),
-            "groups": [[] for _ in range(n_prompts)],
-            "metrics": defaultdict(float),
-            "branch_points": Counter(),
-            "question_counters": [0] * n_prompts,
-            "finished_keys": [],
-            "decision_log": [],
-            "created_log": [],
-        }
-
     def _run(
-        self, prompts: list[list[int]], initial: list[int], state: dict, sampling: SamplingSettings, branching: bool
+        self,
+        prompts: list[list[int]],
+        initial: list[int],
+        state: RolloutState,
+        sampling: SamplingSettings,
+        branching: bool,
     ) -> tuple[float, float]:
         for g, prompt in enumerate(prompts):
             for _ in range(initial[g]):
                 self._new_global(state, g, prompt, is_fill=False)
-        active = [t for members in state["groups"] for t in members]
+        active = [t for members in state.groups for t in members]
         gen_s = tool_s = 0.0
         while active:
             g_s, t_s = self._round(active, state, sampling)
             gen_s, tool_s = gen_s + g_s, tool_s + t_s
             alive = [t for t in active if not t.finished]
-            if state["finished_keys"]:
-                self.engine.finish(state["finished_keys"])
-                state["finished_keys"] = []
+            if state.finished_keys:
+                self.engine.finish(state.finished_keys)
+                state.finished_keys = []
             new = self._branch_phase(alive, state, prompts) if branching else []
             active = alive + new
         return gen_s, tool_s
@@ -390,7 +419,7 @@ class AgenticRollout:
     def _premonitor(self, prompts: list[list[int]], sampling: SamplingSettings) -> tuple[list[int], dict]:
         r"""AEPO entropy pre-monitoring (spec section 5.1): m per prompt; probe samples are discarded."""
         cfg = self.config
-        state = self._new_state(len(prompts))
+        state = RolloutState.new(len(prompts))
         root_sampling = SamplingSettings(**{**sampling.__dict__})
         requests = [
             GenerationRequest(key=-(g + 1), prompt_ids=p, response_ids=[], max_tokens=cfg.premonitor_tokens)
@@ -400,15 +429,15 @@ class AgenticRollout:
         self.engine.finish([r.key for r in requests])
         h_root = [round_entropy(r.entropy_terms, cfg.entropy_tokens, self.log_vocab) for r in roots]
         self._run(prompts, [1] * len(prompts), state, sampling, branching=False)
-        self.engine.finish([t.engine_key for members in state["groups"] for t in members])
+        self.engine.finish([t.engine_key for members in state.groups for t in members])
         ms, h_bars = [], []
-        for g, members in enumerate(state["groups"]):
+        for g, members in enumerate(state.groups):
             rounds = members[0].round_entropies
             chosen = rounds if cfg.premonitor_rounds == "all" else rounds[1:]
             h_bar = float(np.mean(chosen)) if chosen else h_root[g]
             h_bars.append(h_bar)
             ms.append(premonitor_initial_rollouts(cfg.group_size, h_root[g], h_bar, cfg.premonitor_beta))
-        info = {"h_root": h_root, "h_bar": h_bars, "probe_tool_calls": state["metrics"]}
+        info = {"h_root": h_root, "h_bar": h_bars, "probe_tool_calls": state.metrics}
         return ms, info
 
     def rollout(self, prompts: list[list[int]], training: bool = True) -> RolloutOutput:
@@ -447,14 +476,14 @@ class AgenticRollout:
         else:
             initial = [1] * len(prompts)
 
-        state = self._new_state(len(prompts))
+        state = RolloutState.new(len(prompts))
         self.last_state = state  # decision and creation logs of the latest call (inspection and tests)
         gen_s, tool_s = self._run(prompts, initial, state, sampling, branching=training)
         timing["time/generation"] += gen_s
         timing["time/tools"] += tool_s
         self.engine.release()
 
-        groups = state["groups"]
+        groups = state.groups
         expected = cfg.group_size if training else 1
         for g, members in enumerate(groups):
             if len(members) != expected:
@@ -470,8 +499,10 @@ class AgenticRollout:
         metrics.update(extra)
         return RolloutOutput(groups=groups, metrics=metrics, timing=timing)
 
-    def _metrics(self, state: dict, groups: list[list[Trajectory]], initial: list[int], training: bool) -> dict:
-        m = state["metrics"]
+    def _metrics(
+        self, state: RolloutState, groups: list[list[Trajectory]], initial: list[int], training: bool
+    ) -> dict[str, float]:
+        m = state.metrics
         trajs = [t for members in groups for t in members]
         n = max(len(trajs), 1)
         out = {
@@ -497,12 +528,12 @@ class AgenticRollout:
         per_tool = Counter()
         for t in trajs:
             for call in t.tool_calls:
-                per_tool[call["tool"]] += 1
+                per_tool[call.tool] += 1
         for tool, count in per_tool.items():
             out[f"rollout/tool_calls_per_traj/{tool}"] = count / n
         for key, value in m.items():
             if key.startswith("tool_calls/"):
                 out[f"rollout/executed_{key}"] = value
-        for call_index, count in sorted(state["branch_points"].items()):
+        for call_index, count in sorted(state.branch_points.items()):
             out[f"rollout/branch_points/call_{call_index}"] = float(count)
         return out

@@ -15,7 +15,7 @@
 """Trajectory, rollout output and the resolved rollout configuration (spec sections 1-3, 5.1, 5.2)."""
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ..train.presets import PRESETS
@@ -26,6 +26,32 @@ STOP_STRINGS = ("</search>", "</python>")
 # ARPO preset values (spec section 5.5), used when the trainer hands over an unresolved `None`; one source of truth
 # with the presets the stages apply (`llamafactory_agentic.train.presets`).
 ARPO_PRESET: dict[str, Any] = PRESETS["arpo"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    r"""One tool call of a trajectory as the agent loop recorded it: the rollout's side of the executor boundary.
+
+    The executor receives `llamafactory_agentic.tools.ToolCall(tool, content, trajectory_id)` and answers a
+    `ToolResult`; the loop keeps this record of the pair (branches inherit their source's records).
+
+    Attributes:
+        tool: Tool name from the closing tag (`search`, `python`).
+        content: Call text between the tags, whitespace-stripped; "" for an empty call (never executed).
+        pos: `len(response_ids)` right after the closing tag (tokens).
+        status: `ToolResult.status` (`ok`, `empty`, `error`, `timeout`, ...); `empty` for an empty call.
+        latency_s: Executor latency in seconds (0.0 for an empty call).
+        cached: Whether the result came from the tool cache.
+        obs_tokens: Length of the inserted observation in tokens (loss mask 0).
+    """
+
+    tool: str
+    content: str
+    pos: int
+    status: str
+    latency_s: float
+    cached: bool
+    obs_tokens: int
 
 
 @dataclass
@@ -46,8 +72,7 @@ class Trajectory:
         branch_pos: `len(response_ids)` of the source at the copy (tokens shared with the source); None for globals.
         is_fill: Whether this global rollout was added by the budget fill (spec section 3.4).
         num_tool_calls: Tool calls made (both tools combined; inherited by branches). Empty calls count.
-        tool_calls: One dict per call in this lineage: `tool`, `content`, `status`, `latency_s`, `cached`, `pos`
-            (response length after the closing tag), `obs_tokens`.
+        tool_calls: One `ToolCallRecord` per call in this lineage (inherited ones first).
         hit_call_limit: A round ended in a tool call while the call counter was at the limit; EOS was appended.
         truncated: The response ran into the budget R (`finish_reason == "length"`).
         finish_reason: `"eos"`, `"length"` or `"call_limit"` (empty while running).
@@ -66,7 +91,7 @@ class Trajectory:
     branch_pos: int | None = None
     is_fill: bool = False
     num_tool_calls: int = 0
-    tool_calls: list[dict] = field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
     hit_call_limit: bool = False
     truncated: bool = False
     finish_reason: str = ""
@@ -100,7 +125,7 @@ class Trajectory:
             "is_fill": self.is_fill,
             "response_length": len(self.response_ids),
             "num_tool_calls": self.num_tool_calls,
-            "tool_calls": [dict(c) for c in self.tool_calls],
+            "tool_calls": [asdict(c) for c in self.tool_calls],
             "hit_call_limit": self.hit_call_limit,
             "truncated": self.truncated,
             "finish_reason": self.finish_reason,

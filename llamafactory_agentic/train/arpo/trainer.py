@@ -41,6 +41,7 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -71,6 +72,7 @@ from ...rollout.progress import RolloutProgress
 from ...rollout.rng_state import rollout_rng_state, set_rollout_rng_state
 from .config import ArpoLossConfig
 from .metrics import _ALIASES, _combine_shards, _combine_tool_metrics, _trained_mean, _zero_spans
+from .records import ScoredTrajectory
 
 
 ROLLOUT_LOG_NAME = "rollouts.jsonl"
@@ -147,7 +149,7 @@ class ArpoTrainer(GRPOTrainer):
         self._time_accum: dict[str, float] = defaultdict(float)
         self._rollout_rng = random.Random(args.seed)
         self._rollout_count = 0
-        self._eval_records: dict[Any, dict] = {}  # validation records by dataset row (see `prediction_step`)
+        self._eval_records: dict[Any, ScoredTrajectory] = {}  # validation records by row (see `prediction_step`)
         self._eval_tool_shards: list[dict[str, float]] = []  # executor metrics popped during validation
 
         if not hasattr(model, "warnings_issued"):  # Transformers 5 dropped it; TRL 0.24 still writes to it
@@ -279,40 +281,43 @@ class ArpoTrainer(GRPOTrainer):
             return None
         inherited = 0
         for call in trajectory.tool_calls or []:
-            pos = call.get("end_pos", call.get("pos")) if isinstance(call, dict) else None
-            if pos is not None and pos <= trajectory.branch_pos:
+            if call.pos <= trajectory.branch_pos:
                 inherited += 1
         return inherited
 
-    def _records_from_output(self, output: Any, rows: list[dict[str, Any]], group_ids: list[int]) -> list[dict]:
+    def _records_from_output(
+        self, output: Any, rows: list[dict[str, Any]], group_ids: list[int]
+    ) -> list[ScoredTrajectory]:
         records = []
         for group, row, gid in zip(output.groups, rows, group_ids):
             for member, traj in enumerate(group):
                 reward, accuracy, format_ok = self._score(traj, row)
                 records.append(
-                    {
-                        "group": gid,
-                        "member": member,
-                        "prompt_ids": list(traj.prompt_ids),
-                        "response_ids": list(traj.response_ids),
-                        "loss_mask": list(traj.loss_mask),
-                        "parent": traj.parent,
-                        "branch_pos": traj.branch_pos,
-                        "is_fill": bool(getattr(traj, "is_fill", False)),
-                        "num_tool_calls": int(traj.num_tool_calls),
-                        "hit_call_limit": bool(traj.hit_call_limit),
-                        "truncated": bool(traj.truncated),
-                        "finish_reason": traj.finish_reason,
-                        "tool_calls": list(traj.tool_calls or []),
-                        "branch_call_index": self._branch_call_index(traj),
-                        "reward": reward,
-                        "accuracy": accuracy,
-                        "format_ok": format_ok,
-                    }
+                    ScoredTrajectory(
+                        group=gid,
+                        member=member,
+                        prompt_ids=list(traj.prompt_ids),
+                        response_ids=list(traj.response_ids),
+                        loss_mask=list(traj.loss_mask),
+                        parent=traj.parent,
+                        branch_pos=traj.branch_pos,
+                        is_fill=bool(getattr(traj, "is_fill", False)),
+                        num_tool_calls=int(traj.num_tool_calls),
+                        hit_call_limit=bool(traj.hit_call_limit),
+                        truncated=bool(traj.truncated),
+                        finish_reason=traj.finish_reason,
+                        tool_calls=list(traj.tool_calls or []),
+                        branch_call_index=self._branch_call_index(traj),
+                        reward=reward,
+                        accuracy=accuracy,
+                        format_ok=format_ok,
+                    )
                 )
         return records
 
-    def _rollout_groups(self, group_rows: list[dict[str, Any]], training: bool) -> tuple[list[dict], dict, dict]:
+    def _rollout_groups(
+        self, group_rows: list[dict[str, Any]], training: bool
+    ) -> tuple[list[ScoredTrajectory], dict, dict]:
         r"""Roll out this rank's share of whole groups, score them, and gather every trajectory on every rank.
 
         Args:
@@ -350,7 +355,7 @@ class ArpoTrainer(GRPOTrainer):
             shards = gather_object([(len(mine), metrics, timing, tool_metrics)])
         else:
             shards = [(len(mine), metrics, timing, tool_metrics)]
-        records.sort(key=lambda r: (r["group"], r["member"]))
+        records.sort(key=lambda r: (r.group, r.member))
         return records, *_combine_shards(shards)
 
     # ------------------------------------------------------------------------------------------------ training batch
@@ -399,7 +404,7 @@ class ArpoTrainer(GRPOTrainer):
         t_adv = time.perf_counter()
         token_adv, loss_masks = self._advantages(records)
         for rec, adv, mask in zip(records, token_adv, loss_masks):
-            rec["token_advantages"], rec["loss_mask_train"] = adv, mask
+            rec.token_advantages, rec.loss_mask_train = adv, mask
 
         # layout: update-major, then rank, then accumulation step (see class docstring)
         b = self.args.per_device_train_batch_size
@@ -413,7 +418,7 @@ class ArpoTrainer(GRPOTrainer):
             u, a = divmod(k, accum)
             start = u * per_update + rank * accum * b + a * b
             update_records = records[u * per_update : (u + 1) * per_update]
-            num_tokens = sum(sum(r["loss_mask_train"]) for r in update_records)
+            num_tokens = sum(sum(r.loss_mask_train) for r in update_records)
             micro_batches.append(self._collate(records[start : start + b], num_tokens))
 
         self._add_log_probs(micro_batches)
@@ -426,23 +431,23 @@ class ArpoTrainer(GRPOTrainer):
         self._time_accum["rollout_inside_step"] = time.perf_counter() - step_start
         return micro_batches
 
-    def _advantages(self, records: list[dict]) -> tuple[list[list[float]], list[list[int]]]:
+    def _advantages(self, records: list[ScoredTrajectory]) -> tuple[list[list[float]], list[list[int]]]:
         r"""Token advantages and loss masks (soft or hard attribution, spec section 4) for all records."""
         if not records:
             return [], []
-        lengths = [len(r["response_ids"]) for r in records]
+        lengths = [len(r.response_ids) for r in records]
         width = max(max(lengths), 1)
         mask = torch.zeros(len(records), width, dtype=torch.long)
         for i, r in enumerate(records):
             if lengths[i]:
-                mask[i, : lengths[i]] = torch.tensor(r["loss_mask"], dtype=torch.long)
+                mask[i, : lengths[i]] = torch.tensor(r.loss_mask, dtype=torch.long)
         estimator = get_advantage_estimator(self.loss_config.attribution)
         token_adv, new_mask = estimator(
-            torch.tensor([r["reward"] for r in records], dtype=torch.float32),
-            torch.tensor([r["group"] for r in records], dtype=torch.long),
+            torch.tensor([r.reward for r in records], dtype=torch.float32),
+            torch.tensor([r.group for r in records], dtype=torch.long),
             mask,
-            parents=[r["parent"] for r in records],
-            branch_pos=[r["branch_pos"] for r in records],
+            parents=[r.parent for r in records],
+            branch_pos=[r.branch_pos for r in records],
             lengths=lengths,
             dedup=self.loss_config.hard_dedup,
         )
@@ -450,17 +455,17 @@ class ArpoTrainer(GRPOTrainer):
         masks = [new_mask[i, : lengths[i]].tolist() for i in range(len(records))]
         return advs, masks
 
-    def _collate(self, records: list[dict], num_tokens: int) -> dict[str, Any]:
+    def _collate(self, records: list[ScoredTrajectory], num_tokens: int) -> dict[str, Any]:
         device = self.accelerator.device
-        prompt = [torch.tensor(r["prompt_ids"], dtype=torch.long, device=device) for r in records]
+        prompt = [torch.tensor(r.prompt_ids, dtype=torch.long, device=device) for r in records]
         response = [
-            torch.tensor(r["response_ids"] or [self.pad_token_id], dtype=torch.long, device=device) for r in records
+            torch.tensor(r.response_ids or [self.pad_token_id], dtype=torch.long, device=device) for r in records
         ]
-        attn = [torch.ones(len(r["response_ids"]) or 1, dtype=torch.long, device=device) for r in records]
-        if any(not r["response_ids"] for r in records):
-            attn = [a * (1 if r["response_ids"] else 0) for a, r in zip(attn, records)]
-        loss_mask = [torch.tensor(r["loss_mask_train"] or [0], dtype=torch.long, device=device) for r in records]
-        adv = [torch.tensor(r["token_advantages"] or [0.0], dtype=torch.float32, device=device) for r in records]
+        attn = [torch.ones(len(r.response_ids) or 1, dtype=torch.long, device=device) for r in records]
+        if any(not r.response_ids for r in records):
+            attn = [a * (1 if r.response_ids else 0) for a, r in zip(attn, records)]
+        loss_mask = [torch.tensor(r.loss_mask_train or [0], dtype=torch.long, device=device) for r in records]
+        adv = [torch.tensor(r.token_advantages or [0.0], dtype=torch.float32, device=device) for r in records]
         return {
             "prompt_ids": pad(prompt, padding_value=self.pad_token_id, padding_side="left"),
             "prompt_mask": pad([torch.ones_like(p) for p in prompt], padding_value=0, padding_side="left"),
@@ -628,7 +633,7 @@ class ArpoTrainer(GRPOTrainer):
         output = self._rollout_call([self._prompt_ids(r) for r in rows], training=False)
         records = self._records_from_output(output, rows, list(range(len(rows)))) if output is not None else []
         for rec in records:
-            rec["eval_index"] = rows[rec["group"]].get(EVAL_INDEX)
+            rec.eval_index = rows[rec.group].get(EVAL_INDEX)
         timing = dict(output.timing) if output is not None else {}
         timing["time/rollout"] = time.perf_counter() - t0
         tool_metrics = self.executor.pop_metrics() if self.executor is not None else {}
@@ -638,7 +643,7 @@ class ArpoTrainer(GRPOTrainer):
         else:
             tool_shards = [tool_metrics]
         for rec in records:
-            key = rec["eval_index"] if rec["eval_index"] is not None else ("unindexed", len(self._eval_records))
+            key = rec.eval_index if rec.eval_index is not None else ("unindexed", len(self._eval_records))
             self._eval_records.setdefault(key, rec)
         self._eval_tool_shards.extend(shard for shard in tool_shards if shard)
         for key, value in timing.items():
@@ -670,11 +675,11 @@ class ArpoTrainer(GRPOTrainer):
             self._eval_records, self._eval_tool_shards = {}, []
         values = self._metrics["eval"]
         for rec in records:
-            values["reward/mean"].append(rec["reward"])
-            values["reward/accuracy"].append(rec["accuracy"])
-            values["rollout/tool_calls_per_traj"].append(rec["num_tool_calls"])
-            values["rollout/response_tokens"].append(len(rec["response_ids"]))
-            values["rollout/call_limit_hit_rate"].append(float(rec["hit_call_limit"]))
+            values["reward/mean"].append(rec.reward)
+            values["reward/accuracy"].append(rec.accuracy)
+            values["rollout/tool_calls_per_traj"].append(rec.num_tool_calls)
+            values["rollout/response_tokens"].append(len(rec.response_ids))
+            values["rollout/call_limit_hit_rate"].append(float(rec.hit_call_limit))
         rewards = values.get("reward/mean", [])
         if len(rewards) > 1:
             output.metrics[f"{metric_key_prefix}_reward/std"] = float(torch.tensor(rewards, dtype=torch.float64).std())
@@ -728,39 +733,39 @@ class ArpoTrainer(GRPOTrainer):
             self._metrics["train"]["time/training"].append(self._time_accum.pop("training"))
         return loss
 
-    def _log_rollout(self, records: list[dict], metrics: dict, timing: dict, mode: str) -> None:
+    def _log_rollout(self, records: list[ScoredTrajectory], metrics: dict, timing: dict, mode: str) -> None:
         out = self._metrics[mode]
-        rewards = torch.tensor([r["reward"] for r in records], dtype=torch.float64)
+        rewards = torch.tensor([r.reward for r in records], dtype=torch.float64)
         groups = defaultdict(list)
         for r in records:
-            groups[r["group"]].append(r)
+            groups[r.group].append(r)
         n = max(len(records), 1)
         num_groups = max(len(groups), 1)
         out["reward"].append(float(rewards.mean()))
         out["reward/mean"].append(float(rewards.mean()))
         out["reward/std"].append(float(rewards.std()) if len(records) > 1 else 0.0)
-        out["reward/accuracy"].append(sum(r["accuracy"] for r in records) / n)
-        out["reward/format_ok_rate"].append(sum(r["format_ok"] for r in records) / n)
+        out["reward/accuracy"].append(sum(r.accuracy for r in records) / n)
+        out["reward/format_ok_rate"].append(sum(r.format_ok for r in records) / n)
         out["reward/identical_groups"].append(
-            sum(1 for g in groups.values() if len({x["reward"] for x in g}) == 1) / num_groups
+            sum(1 for g in groups.values() if len({x.reward for x in g}) == 1) / num_groups
         )
-        trained = sum(sum(r["loss_mask"]) for r in records)
-        total = sum(len(r["response_ids"]) for r in records)
-        out["rollout/tool_calls_per_traj"].append(sum(r["num_tool_calls"] for r in records) / n)
-        out["rollout/call_limit_hits"].append(float(sum(r["hit_call_limit"] for r in records)))
-        out["rollout/call_limit_hit_rate"].append(sum(r["hit_call_limit"] for r in records) / n)
-        out["rollout/truncated_rate"].append(sum(r["truncated"] for r in records) / n)
+        trained = sum(sum(r.loss_mask) for r in records)
+        total = sum(len(r.response_ids) for r in records)
+        out["rollout/tool_calls_per_traj"].append(sum(r.num_tool_calls for r in records) / n)
+        out["rollout/call_limit_hits"].append(float(sum(r.hit_call_limit for r in records)))
+        out["rollout/call_limit_hit_rate"].append(sum(r.hit_call_limit for r in records) / n)
+        out["rollout/truncated_rate"].append(sum(r.truncated for r in records) / n)
         out["rollout/trained_tokens"].append(float(trained))  # loss-mask 1 over all rows (shared prefixes d times)
         out["rollout/observation_tokens"].append(float(total - trained))  # loss-mask 0 (observations)
         out["rollout/response_length"].append(total / n)
-        branches = [r for r in records if r["parent"] is not None]
+        branches = [r for r in records if r.parent is not None]
         out["rollout/branches"].append(float(len(branches)))
         out["rollout/branches_per_group"].append(len(branches) / num_groups)
         out["aepo/global_samples_per_group"].append((len(records) - len(branches)) / num_groups)
         out["aepo/branch_samples_per_group"].append(len(branches) / num_groups)
-        out["rollout/fills_per_group"].append(sum(r["is_fill"] for r in records) / num_groups)
+        out["rollout/fills_per_group"].append(sum(r.is_fill for r in records) / num_groups)
         for reason in ("eos", "length", "call_limit"):
-            out[f"rollout/finish_{reason}_rate"].append(sum(r["finish_reason"] == reason for r in records) / n)
+            out[f"rollout/finish_{reason}_rate"].append(sum(r.finish_reason == reason for r in records) / n)
         for key, value in metrics.items():
             if key not in out or not out[key]:  # values computed above from all ranks' trajectories win
                 out[key].append(float(value))
@@ -776,14 +781,14 @@ class ArpoTrainer(GRPOTrainer):
         if torch.cuda.is_available():
             out["perf/peak_gpu_memory_gib"].append(torch.cuda.max_memory_allocated() / 2**30)
 
-    def _write_rollout_log(self, records: list[dict], group_rows: list[dict]) -> None:
+    def _write_rollout_log(self, records: list[ScoredTrajectory], group_rows: list[dict]) -> None:
         r"""Append a sampled share (`arpo_rollout_log_ratio`) of groups, with their branch tree, to rollouts.jsonl."""
         ratio = self.loss_config.rollout_log_ratio
         if ratio <= 0 or not self.accelerator.is_main_process:
             return
         by_group = defaultdict(list)
         for r in records:
-            by_group[r["group"]].append(r)
+            by_group[r.group].append(r)
         chosen = [g for g in sorted(by_group) if self._rollout_rng.random() < ratio]
         if not chosen:
             return
@@ -796,22 +801,22 @@ class ArpoTrainer(GRPOTrainer):
                 for r in by_group[g]:
                     members.append(
                         {
-                            "member": r["member"],
-                            "parent": r["parent"],
-                            "branch_pos": r["branch_pos"],
-                            "branch_call_index": r["branch_call_index"],
-                            "is_fill": r["is_fill"],
-                            "response": tok.decode(r["response_ids"], skip_special_tokens=False),
-                            "response_ids": r["response_ids"],
-                            "observation_spans": _zero_spans(r["loss_mask"]),
-                            "reward": r["reward"],
-                            "accuracy": r["accuracy"],
-                            "advantage": _trained_mean(r["token_advantages"], r["loss_mask_train"]),
-                            "num_tool_calls": r["num_tool_calls"],
-                            "tool_calls": r["tool_calls"],
-                            "finish_reason": r["finish_reason"],
-                            "hit_call_limit": r["hit_call_limit"],
-                            "truncated": r["truncated"],
+                            "member": r.member,
+                            "parent": r.parent,
+                            "branch_pos": r.branch_pos,
+                            "branch_call_index": r.branch_call_index,
+                            "is_fill": r.is_fill,
+                            "response": tok.decode(r.response_ids, skip_special_tokens=False),
+                            "response_ids": r.response_ids,
+                            "observation_spans": _zero_spans(r.loss_mask),
+                            "reward": r.reward,
+                            "accuracy": r.accuracy,
+                            "advantage": _trained_mean(r.token_advantages, r.loss_mask_train),
+                            "num_tool_calls": r.num_tool_calls,
+                            "tool_calls": [asdict(c) for c in r.tool_calls],
+                            "finish_reason": r.finish_reason,
+                            "hit_call_limit": r.hit_call_limit,
+                            "truncated": r.truncated,
                         }
                     )
                 record = {
