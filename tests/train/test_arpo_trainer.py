@@ -527,3 +527,33 @@ def test_rollout_random_draws_survive_a_checkpoint_round_trip():
     set_rollout_rng_state(resumed, resumed_log, saved)
     got = (resumed.rng.random(), torch.rand(3, generator=fresh_generator).tolist(), resumed_log.random())
     assert got == expected
+
+
+class _CountingRollout(ScriptedRollout):
+    """ScriptedRollout whose `rollout/rounds` metric is the call number (1, 2, ...)."""
+
+    def rollout(self, prompts, training=True):
+        output = super().rollout(prompts, training)
+        output.metrics["rollout/rounds"] = float(len(self.calls))
+        return output
+
+
+def test_rollout_metrics_of_every_rollout_in_a_logging_window_are_averaged(tmp_path, tiny_model_dir, tiny_tokenizer):
+    # one prompt x M = 4 trajectories per rollout = one optimiser update: two rollouts before the first log
+    def log_every_two_steps(config):
+        config.logging_steps = 2
+
+    trainer = make_trainer(
+        tmp_path,
+        tiny_model_dir,
+        tiny_tokenizer,
+        agentic_args("arpo"),
+        rollout_prompts=1,
+        max_steps=2,
+        rollout=_CountingRollout(tiny_tokenizer),
+        config_hook=log_every_two_steps,
+    )
+    trainer.train()
+    assert trainer.rollout.calls == [(1, True), (1, True)]
+    record = next(h for h in trainer.state.log_history if "loss" in h)
+    assert record["rollout/rounds"] == pytest.approx(1.5)  # not the first rollout's 1.0 only

@@ -12,13 +12,26 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-r"""Metric reduction of the `arpo`/`aepo` trainer and the helpers of the `rollouts.jsonl` writer.
+r"""From trajectories to logged values: the `arpo`/`aepo` trainer's metric reduction and `rollouts.jsonl` entries.
 
-Per-rank rollout and tool metrics are combined over ranks here. Pure functions over plain values (no trainer, no torch).
+Pure functions of their arguments (no trainer, no process group): `combine_rank_shards` merges the per-rank rollout,
+timing and tool metrics a gather returned, `rollout_log_values` turns one training rollout into the values the trainer
+logs, `select_logged_groups` and `rollout_log_entries` build the sampled `rollouts.jsonl` lines.
 """
 
 import math
+import random
 from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from typing import Any
+
+import torch
+
+from .records import ScoredTrajectory, prompt_ids_of
+
+
+ROLLOUT_LOG_NAME = "rollouts.jsonl"
 
 
 def _trained_mean(values: list[float], mask: list[int]) -> float:
@@ -65,8 +78,18 @@ _ALIASES = {
 }
 
 
-def _combine_shards(shards: list[tuple[int, dict, dict, dict]]) -> tuple[dict, dict]:
-    r"""Combine per-rank rollout metrics (counts summed, means weighted), timings (max) and tool metrics."""
+def combine_rank_shards(shards: list[tuple[int, dict, dict, dict]]) -> tuple[dict[str, float], dict[str, float]]:
+    r"""Combine per-rank rollout metrics (counts summed, means weighted), timings (max) and tool metrics.
+
+    Args:
+        shards: One `(groups rolled out, rollout metrics, timing, tool metrics)` per rank.
+
+    Returns:
+        `(metrics, timing)`: counters (`_ROLLOUT_COUNTS`, `rollout/branch_points/...`, `rollout/executed_...`)
+        summed, other rollout metrics averaged weighted by the rank's groups (`rollout/mean_delta_h` by its branch
+        decisions), `rollout/branch_rate` recomputed from the sums, non-finite values dropped, tool metrics combined
+        by `combine_tool_metrics`; timings are the maximum over ranks (the critical path), in seconds.
+    """
     metrics: dict[str, float] = {}
     weights = defaultdict(float)
     for n, m, _, _ in shards:
@@ -88,11 +111,11 @@ def _combine_shards(shards: list[tuple[int, dict, dict, dict]]) -> tuple[dict, d
         for k, v in t.items():
             timing[k] = max(timing.get(k, 0.0), float(v))
 
-    metrics.update(_combine_tool_metrics([tm for _, _, _, tm in shards]))
+    metrics.update(combine_tool_metrics([tm for _, _, _, tm in shards]))
     return metrics, timing
 
 
-def _combine_tool_metrics(shards: list[dict[str, float]]) -> dict[str, float]:
+def combine_tool_metrics(shards: list[dict[str, float]]) -> dict[str, float]:
     r"""Combine `ToolExecutor.pop_metrics` results (per rank and/or per batch).
 
     Rates and latency percentiles are averaged over the shards that report them, counters summed, cache hit rates
@@ -114,3 +137,149 @@ def _combine_tool_metrics(shards: list[dict[str, float]]) -> dict[str, float]:
             if lookups:
                 tools[k] = tools.get(base + "/cache_hits", 0.0) / lookups
     return tools
+
+
+def rollout_log_values(
+    records: list[ScoredTrajectory],
+    metrics: dict[str, float],
+    timing: dict[str, float],
+    peak_gpu_memory_gib: float | None = None,
+) -> dict[str, float]:
+    r"""The values one training rollout adds to the trainer's logs (averaged per key over a logging window).
+
+    Args:
+        records: Every scored trajectory of the rollout (all ranks, all groups).
+        metrics: Rollout and tool metrics combined over ranks (`combine_rank_shards`).
+        timing: Seconds per phase (`time/...`), combined over ranks.
+        peak_gpu_memory_gib: `torch.cuda.max_memory_allocated()` in GiB, or None without CUDA.
+
+    Returns:
+        `reward`, `reward/...` and `rollout/...` computed from `records` (these win over a rollout metric of the same
+        name), then the remaining rollout metrics, their `aepo/...` aliases, the timings, `perf/generated_tokens_per_s`
+        (when the rollout reports generated tokens and generation time) and `perf/peak_gpu_memory_gib`.
+    """
+    out: dict[str, float] = {}
+    rewards = torch.tensor([r.reward for r in records], dtype=torch.float64)
+    groups = defaultdict(list)
+    for r in records:
+        groups[r.group].append(r)
+    n = max(len(records), 1)
+    num_groups = max(len(groups), 1)
+    out["reward"] = float(rewards.mean())
+    out["reward/mean"] = float(rewards.mean())
+    out["reward/std"] = float(rewards.std()) if len(records) > 1 else 0.0
+    out["reward/accuracy"] = sum(r.accuracy for r in records) / n
+    out["reward/format_ok_rate"] = sum(r.format_ok for r in records) / n
+    out["reward/identical_groups"] = sum(1 for g in groups.values() if len({x.reward for x in g}) == 1) / num_groups
+    trained = sum(sum(r.loss_mask) for r in records)
+    total = sum(len(r.response_ids) for r in records)
+    out["rollout/tool_calls_per_traj"] = sum(r.num_tool_calls for r in records) / n
+    out["rollout/call_limit_hits"] = float(sum(r.hit_call_limit for r in records))
+    out["rollout/call_limit_hit_rate"] = sum(r.hit_call_limit for r in records) / n
+    out["rollout/truncated_rate"] = sum(r.truncated for r in records) / n
+    out["rollout/trained_tokens"] = float(trained)  # loss-mask 1 over all rows (shared prefixes d times)
+    out["rollout/observation_tokens"] = float(total - trained)  # loss-mask 0 (observations)
+    out["rollout/response_length"] = total / n
+    branches = [r for r in records if r.parent is not None]
+    out["rollout/branches"] = float(len(branches))
+    out["rollout/branches_per_group"] = len(branches) / num_groups
+    out["aepo/global_samples_per_group"] = (len(records) - len(branches)) / num_groups
+    out["aepo/branch_samples_per_group"] = len(branches) / num_groups
+    out["rollout/fills_per_group"] = sum(r.is_fill for r in records) / num_groups
+    for reason in ("eos", "length", "call_limit"):
+        out[f"rollout/finish_{reason}_rate"] = sum(r.finish_reason == reason for r in records) / n
+    for key, value in metrics.items():
+        out.setdefault(key, float(value))  # values computed above from all ranks' trajectories win
+    for source, alias in _ALIASES.items():
+        if source in metrics:
+            out[alias] = float(metrics[source])
+    for key, value in timing.items():
+        out[key] = float(value)
+
+    sampled = metrics.get("rollout/generated_tokens")
+    if sampled is not None and timing.get("time/generation"):
+        out["perf/generated_tokens_per_s"] = float(sampled) / max(float(timing["time/generation"]), 1e-9)
+    if peak_gpu_memory_gib is not None:
+        out["perf/peak_gpu_memory_gib"] = float(peak_gpu_memory_gib)
+    return out
+
+
+def select_logged_groups(groups: Iterable[int], ratio: float, rng: random.Random) -> list[int]:
+    r"""The groups written to `rollouts.jsonl`: each with probability `ratio`, one draw of `rng` per group in order.
+
+    Args:
+        groups: Group ids of the rollout (drawn in sorted order, so the draws do not depend on the input order).
+        ratio: `arpo_rollout_log_ratio` in [0, 1]; 0 draws nothing and selects nothing.
+        rng: The trainer's log sampler (saved in checkpoints, see `rollout.rng_state`).
+
+    Returns:
+        The selected group ids, sorted.
+    """
+    if ratio <= 0:
+        return []
+    return [g for g in sorted(set(groups)) if rng.random() < ratio]
+
+
+def rollout_log_entries(
+    records: list[ScoredTrajectory],
+    group_rows: list[dict[str, Any]],
+    chosen: list[int],
+    decode: Callable[[list[int]], str],
+    global_step: int,
+    rollout_index: int,
+) -> list[dict[str, Any]]:
+    r"""One JSON-serialisable `rollouts.jsonl` entry per chosen group, with its branch tree.
+
+    Args:
+        records: The rollout's scored trajectories, after advantages (`token_advantages`, `loss_mask_train`).
+        group_rows: Dataset row per group id (`_ground_truth`, `_data_source`, prompt ids).
+        chosen: Group ids to write (`select_logged_groups`).
+        decode: Token ids to text, special tokens kept.
+        global_step: Optimiser step of the rollout.
+        rollout_index: Rollout call number of the run.
+
+    Returns:
+        `{"global_step", "rollout", "group", "prompt", "ground_truth", "data_source", "trajectories": [...]}` per
+        group; each trajectory has its branch fields, decoded response and ids, `observation_spans` (`[start, end)`
+        token spans with loss mask 0), reward, accuracy, `advantage` (mean over its trained tokens), tool calls
+        and finish flags.
+    """
+    by_group = defaultdict(list)
+    for r in records:
+        by_group[r.group].append(r)
+    entries = []
+    for g in chosen:
+        row = group_rows[g]
+        members = [
+            {
+                "member": r.member,
+                "parent": r.parent,
+                "branch_pos": r.branch_pos,
+                "branch_call_index": r.branch_call_index,
+                "is_fill": r.is_fill,
+                "response": decode(r.response_ids),
+                "response_ids": r.response_ids,
+                "observation_spans": _zero_spans(r.loss_mask),
+                "reward": r.reward,
+                "accuracy": r.accuracy,
+                "advantage": _trained_mean(r.token_advantages, r.loss_mask_train),
+                "num_tool_calls": r.num_tool_calls,
+                "tool_calls": [asdict(c) for c in r.tool_calls],
+                "finish_reason": r.finish_reason,
+                "hit_call_limit": r.hit_call_limit,
+                "truncated": r.truncated,
+            }
+            for r in by_group[g]
+        ]
+        entries.append(
+            {
+                "global_step": global_step,
+                "rollout": rollout_index,
+                "group": g,
+                "prompt": decode(prompt_ids_of(row)),
+                "ground_truth": row.get("_ground_truth"),
+                "data_source": row.get("_data_source"),
+                "trajectories": members,
+            }
+        )
+    return entries

@@ -15,6 +15,7 @@
 r"""The trainer's per-trajectory record, from scoring through the training batch to the logs and `rollouts.jsonl`."""
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...rollout.trajectory import ToolCallRecord
 
@@ -48,3 +49,15 @@ class ScoredTrajectory:
     token_advantages: list[float] = field(default_factory=list)  # [len_response], 0 where loss_mask_train is 0
     loss_mask_train: list[int] = field(default_factory=list)  # [len_response] loss mask after attribution (hard dedup)
     eval_index: int | None = None  # validation: dataset row (`_eval_index`), None without the column
+
+
+def prompt_ids_of(row: dict[str, Any]) -> list[int]:
+    r"""Prompt token ids of a dataset row (`prompt_ids`, else `input_ids`).
+
+    Raises:
+        KeyError: the row has neither column.
+    """
+    for key in ("prompt_ids", "input_ids"):
+        if key in row and row[key] is not None:
+            return list(row[key])
+    raise KeyError(f"dataset row has no `prompt_ids`/`input_ids` column (columns: {sorted(row)})")

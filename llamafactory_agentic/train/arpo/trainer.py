@@ -35,13 +35,13 @@ Everything the trainer knows about generation goes through `self.rollout.rollout
 `set_model` (hf) or weight-sync method (vllm); see `_rollout_call`.
 """
 
+import functools
 import json
 import os
 import random
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -71,11 +71,17 @@ from ...rewards.registry import CallableReward, RewardFunction
 from ...rollout.progress import RolloutProgress
 from ...rollout.rng_state import rollout_rng_state, set_rollout_rng_state
 from .config import ArpoLossConfig
-from .metrics import _ALIASES, _combine_shards, _combine_tool_metrics, _trained_mean, _zero_spans
-from .records import ScoredTrajectory
+from .metrics import (
+    ROLLOUT_LOG_NAME,
+    combine_rank_shards,
+    combine_tool_metrics,
+    rollout_log_entries,
+    rollout_log_values,
+    select_logged_groups,
+)
+from .records import ScoredTrajectory, prompt_ids_of
 
 
-ROLLOUT_LOG_NAME = "rollouts.jsonl"
 EVAL_INDEX = "_eval_index"  # row number of a validation prompt, added by `ArpoTrainer.get_eval_dataloader`
 
 
@@ -188,13 +194,6 @@ class ArpoTrainer(GRPOTrainer):
         self._rollout_log_path = os.path.join(args.output_dir, ROLLOUT_LOG_NAME)
 
     # ------------------------------------------------------------------------------------------------ data plumbing
-    @staticmethod
-    def _prompt_ids(row: dict[str, Any]) -> list[int]:
-        for key in ("prompt_ids", "input_ids"):
-            if key in row and row[key] is not None:
-                return list(row[key])
-        raise KeyError(f"dataset row has no `prompt_ids`/`input_ids` column (columns: {sorted(row)})")
-
     @staticmethod
     def _metadata(row: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -332,7 +331,7 @@ class ArpoTrainer(GRPOTrainer):
         mine = [g for g in range(len(group_rows)) if g % world == rank]
         t0 = time.perf_counter()
         # every rank calls the rollout, even without groups: it enters collectives (ZeRO-3 gathers, weight sync)
-        output = self._rollout_call([self._prompt_ids(group_rows[g]) for g in mine], training=training)
+        output = self._rollout_call([prompt_ids_of(group_rows[g]) for g in mine], training=training)
         if mine:
             expected = self.num_generations if training else 1
             if len(output.groups) != len(mine) or any(len(g) != expected for g in output.groups):
@@ -356,7 +355,7 @@ class ArpoTrainer(GRPOTrainer):
         else:
             shards = [(len(mine), metrics, timing, tool_metrics)]
         records.sort(key=lambda r: (r.group, r.member))
-        return records, *_combine_shards(shards)
+        return records, *combine_rank_shards(shards)
 
     # ------------------------------------------------------------------------------------------------ training batch
     def _prepare_inputs(self, generation_batch: Any) -> dict[str, Any]:
@@ -394,8 +393,8 @@ class ArpoTrainer(GRPOTrainer):
         group_rows = []
         for start in range(0, len(rows), group_size):
             chunk = rows[start : start + group_size]
-            key = self._prompt_ids(chunk[0])
-            if any(self._prompt_ids(r) != key for r in chunk[1:]):
+            key = prompt_ids_of(chunk[0])
+            if any(prompt_ids_of(r) != key for r in chunk[1:]):
                 raise RuntimeError("TRL's sampler did not place the M copies of a prompt in consecutive rows.")
             group_rows.append(chunk[0])
 
@@ -630,7 +629,7 @@ class ArpoTrainer(GRPOTrainer):
         """
         rows = list(inputs)
         t0 = time.perf_counter()
-        output = self._rollout_call([self._prompt_ids(r) for r in rows], training=False)
+        output = self._rollout_call([prompt_ids_of(r) for r in rows], training=False)
         records = self._records_from_output(output, rows, list(range(len(rows)))) if output is not None else []
         for rec in records:
             rec.eval_index = rows[rec.group].get(EVAL_INDEX)
@@ -670,7 +669,7 @@ class ArpoTrainer(GRPOTrainer):
                 metric_key_prefix=metric_key_prefix,
             )
             records = list(self._eval_records.values())
-            tool_metrics = _combine_tool_metrics(self._eval_tool_shards)
+            tool_metrics = combine_tool_metrics(self._eval_tool_shards)
         finally:
             self._eval_records, self._eval_tool_shards = {}, []
         values = self._metrics["eval"]
@@ -734,101 +733,26 @@ class ArpoTrainer(GRPOTrainer):
         return loss
 
     def _log_rollout(self, records: list[ScoredTrajectory], metrics: dict, timing: dict, mode: str) -> None:
-        out = self._metrics[mode]
-        rewards = torch.tensor([r.reward for r in records], dtype=torch.float64)
-        groups = defaultdict(list)
-        for r in records:
-            groups[r.group].append(r)
-        n = max(len(records), 1)
-        num_groups = max(len(groups), 1)
-        out["reward"].append(float(rewards.mean()))
-        out["reward/mean"].append(float(rewards.mean()))
-        out["reward/std"].append(float(rewards.std()) if len(records) > 1 else 0.0)
-        out["reward/accuracy"].append(sum(r.accuracy for r in records) / n)
-        out["reward/format_ok_rate"].append(sum(r.format_ok for r in records) / n)
-        out["reward/identical_groups"].append(
-            sum(1 for g in groups.values() if len({x.reward for x in g}) == 1) / num_groups
-        )
-        trained = sum(sum(r.loss_mask) for r in records)
-        total = sum(len(r.response_ids) for r in records)
-        out["rollout/tool_calls_per_traj"].append(sum(r.num_tool_calls for r in records) / n)
-        out["rollout/call_limit_hits"].append(float(sum(r.hit_call_limit for r in records)))
-        out["rollout/call_limit_hit_rate"].append(sum(r.hit_call_limit for r in records) / n)
-        out["rollout/truncated_rate"].append(sum(r.truncated for r in records) / n)
-        out["rollout/trained_tokens"].append(float(trained))  # loss-mask 1 over all rows (shared prefixes d times)
-        out["rollout/observation_tokens"].append(float(total - trained))  # loss-mask 0 (observations)
-        out["rollout/response_length"].append(total / n)
-        branches = [r for r in records if r.parent is not None]
-        out["rollout/branches"].append(float(len(branches)))
-        out["rollout/branches_per_group"].append(len(branches) / num_groups)
-        out["aepo/global_samples_per_group"].append((len(records) - len(branches)) / num_groups)
-        out["aepo/branch_samples_per_group"].append(len(branches) / num_groups)
-        out["rollout/fills_per_group"].append(sum(r.is_fill for r in records) / num_groups)
-        for reason in ("eos", "length", "call_limit"):
-            out[f"rollout/finish_{reason}_rate"].append(sum(r.finish_reason == reason for r in records) / n)
-        for key, value in metrics.items():
-            if key not in out or not out[key]:  # values computed above from all ranks' trajectories win
-                out[key].append(float(value))
-        for source, alias in _ALIASES.items():
-            if source in metrics:
-                out[alias].append(float(metrics[source]))
-        for key, value in timing.items():
-            out[key].append(float(value))
-
-        sampled = metrics.get("rollout/generated_tokens")
-        if sampled is not None and timing.get("time/generation"):
-            out["perf/generated_tokens_per_s"].append(float(sampled) / max(float(timing["time/generation"]), 1e-9))
-        if torch.cuda.is_available():
-            out["perf/peak_gpu_memory_gib"].append(torch.cuda.max_memory_allocated() / 2**30)
+        r"""Add one rollout's values (`rollout_log_values`) to the metrics TRL averages and logs."""
+        peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
+        for key, value in rollout_log_values(records, metrics, timing, peak).items():
+            self._metrics[mode][key].append(value)
 
     def _write_rollout_log(self, records: list[ScoredTrajectory], group_rows: list[dict]) -> None:
         r"""Append a sampled share (`arpo_rollout_log_ratio`) of groups, with their branch tree, to rollouts.jsonl."""
-        ratio = self.loss_config.rollout_log_ratio
-        if ratio <= 0 or not self.accelerator.is_main_process:
+        if not self.accelerator.is_main_process:
             return
-        by_group = defaultdict(list)
-        for r in records:
-            by_group[r.group].append(r)
-        chosen = [g for g in sorted(by_group) if self._rollout_rng.random() < ratio]
+        chosen = select_logged_groups(
+            (r.group for r in records), self.loss_config.rollout_log_ratio, self._rollout_rng
+        )
         if not chosen:
             return
-        tok = self.processing_class
+        decode = functools.partial(self.processing_class.decode, skip_special_tokens=False)
+        entries = rollout_log_entries(records, group_rows, chosen, decode, self.state.global_step, self._rollout_count)
         os.makedirs(os.path.dirname(self._rollout_log_path) or ".", exist_ok=True)
         with open(self._rollout_log_path, "a", encoding="utf-8") as f:
-            for g in chosen:
-                row = group_rows[g]
-                members = []
-                for r in by_group[g]:
-                    members.append(
-                        {
-                            "member": r.member,
-                            "parent": r.parent,
-                            "branch_pos": r.branch_pos,
-                            "branch_call_index": r.branch_call_index,
-                            "is_fill": r.is_fill,
-                            "response": tok.decode(r.response_ids, skip_special_tokens=False),
-                            "response_ids": r.response_ids,
-                            "observation_spans": _zero_spans(r.loss_mask),
-                            "reward": r.reward,
-                            "accuracy": r.accuracy,
-                            "advantage": _trained_mean(r.token_advantages, r.loss_mask_train),
-                            "num_tool_calls": r.num_tool_calls,
-                            "tool_calls": [asdict(c) for c in r.tool_calls],
-                            "finish_reason": r.finish_reason,
-                            "hit_call_limit": r.hit_call_limit,
-                            "truncated": r.truncated,
-                        }
-                    )
-                record = {
-                    "global_step": self.state.global_step,
-                    "rollout": self._rollout_count,
-                    "group": g,
-                    "prompt": tok.decode(self._prompt_ids(row), skip_special_tokens=False),
-                    "ground_truth": row.get("_ground_truth"),
-                    "data_source": row.get("_data_source"),
-                    "trajectories": members,
-                }
-                f.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            for entry in entries:
+                f.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
 
 
 def _reward_name_holder(*args, **kwargs):
