@@ -16,16 +16,10 @@
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
-
-from ..train.presets import PRESETS
+from typing import Literal
 
 
 STOP_STRINGS = ("</search>", "</python>")
-
-# ARPO preset values (spec section 5.5), used when the trainer hands over an unresolved `None`; one source of truth
-# with the presets the stages apply (`llamafactory_agentic.train.presets`).
-ARPO_PRESET: dict[str, Any] = PRESETS["arpo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,11 +143,13 @@ class RolloutOutput:
     timing: dict[str, float]
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class RolloutConfig:
-    r"""Resolved rollout settings (no None values).
+    r"""Resolved rollout settings (no None values), built from the arguments by `train.arpo.config.build_run_config`.
 
     Field names drop the `arpo_`/`aepo_`/`agentic_` prefix of the matching key in `llamafactory_agentic/hparams.py`.
+    The field defaults are the resolved `arpo` stage (hparams defaults plus the `arpo` preset) for code that builds a
+    config directly (tests, benchmarks); a run never relies on them, and a test keeps them equal to hparams and presets.
     `budget_fill` (`arpo_budget_fill`): `per_round` adds one fresh global rollout per round to a prompt without active
     trajectories (reference code, spec section 3.4); `all_at_once` adds all missing ones in that round (arXiv
     2507.19849 section 3.1).
@@ -214,71 +210,6 @@ class RolloutConfig:
     def greedy(self) -> bool:
         r"""Whether training sampling is greedy (temperature 0)."""
         return self.temperature <= 0.0
-
-    @classmethod
-    def from_args(
-        cls, finetuning_args: Any, generating_args: Any, eos_token_id: int, **overrides: Any
-    ) -> "RolloutConfig":
-        r"""Build from LLaMA-Factory's finetuning arguments (with `AgenticArguments` mixed in) and generating arguments.
-
-        Args:
-            finetuning_args: Object with the `arpo_*`, `aepo_*` and `agentic_*` attributes; presets resolved by the
-                trainer. A remaining None falls back to the ARPO preset value (spec section 5.5).
-            generating_args: LLaMA-Factory `GeneratingArguments` (`do_sample`, `temperature`, `top_p`, `top_k`), or
-                None for T 1.0 / top-p 1.0 / no top-k (spec section 10).
-            eos_token_id: End-of-turn token id (e.g. `<|im_end|>`).
-            **overrides: Field values that win over both (e.g. `seed=training_args.seed`).
-
-        Returns:
-            The resolved configuration.
-        """
-
-        def get(key: str, default: Any = None) -> Any:
-            value = getattr(finetuning_args, key, None)
-            if value is None:
-                value = ARPO_PRESET.get(key, default)
-            return value
-
-        temperature, top_p, top_k = 1.0, 1.0, 0
-        if generating_args is not None:
-            do_sample = getattr(generating_args, "do_sample", True)
-            temperature = float(getattr(generating_args, "temperature", 1.0) or 0.0) if do_sample else 0.0
-            top_p = float(getattr(generating_args, "top_p", 1.0) or 1.0)
-            top_k = int(getattr(generating_args, "top_k", 0) or 0)
-
-        values = dict(
-            group_size=int(get("arpo_rollout_n", 16)),
-            initial_rollouts=int(get("arpo_initial_rollouts", 8)),
-            budget_fill=get("arpo_budget_fill", "per_round"),
-            beam_size=int(get("arpo_beam_size")),
-            branch_rule=get("arpo_branch_rule"),
-            branch_tau=float(get("arpo_branch_tau")),
-            branch_alpha=float(get("arpo_branch_alpha", 0.5)),
-            entropy_weight=float(get("arpo_entropy_weight")),
-            entropy_source=get("arpo_entropy_source"),
-            entropy_topk=int(get("arpo_entropy_topk")),
-            entropy_tokens=int(get("arpo_entropy_tokens")),
-            max_prompt_length=int(get("arpo_max_prompt_length", 1536)),
-            max_response_length=int(get("arpo_max_response_length", 4096)),
-            max_tool_calls=int(get("agentic_max_tool_calls")),
-            branch_penalty=float(get("aepo_branch_penalty")),
-            branch_penalty_scope=get("aepo_branch_penalty_scope"),
-            dynamic_rollouts=bool(get("aepo_dynamic_rollouts")),
-            premonitor_beta=float(get("aepo_premonitor_beta")),
-            premonitor_tokens=int(get("aepo_premonitor_tokens")),
-            premonitor_rounds=get("aepo_premonitor_rounds"),
-            temperature=temperature,
-            top_p=top_p,
-            top_k=top_k,
-            eos_token_id=int(eos_token_id),
-            backend=get("arpo_rollout_backend", "hf"),
-            hf_prefix_cache=bool(get("arpo_hf_prefix_cache", True)),
-            hf_generation_batch_size=int(get("arpo_hf_generation_batch_size", 64)),
-            vllm_gpu_memory_utilization=float(get("arpo_vllm_gpu_memory_utilization", 0.6)),
-            vllm_enable_sleep_mode=bool(get("arpo_vllm_enable_sleep_mode", True)),
-        )
-        values.update(overrides)
-        return cls(**values)
 
 
 def sigmoid(x: float) -> float:

@@ -14,8 +14,6 @@
 
 """Budget fill modes (`arpo_budget_fill`, spec section 3.4 vs arXiv 2507.19849 section 3.1) with a scripted engine."""
 
-from types import SimpleNamespace
-
 import pytest
 
 from llamafactory_agentic.rollout import AgenticRollout, RolloutConfig
@@ -133,15 +131,6 @@ def test_fills_branch_later_and_group_stays_m(tiny_tokenizer):
     assert out_ao.metrics["rollout/rounds"] == 3 + 3
 
 
-def test_budget_fill_from_args_and_validation():
-    from llamafactory_agentic.hparams import AgenticArguments
-
-    ft = AgenticArguments()
-    gen = SimpleNamespace(do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
-    assert ft.arpo_budget_fill == "per_round"
-    assert RolloutConfig.from_args(ft, gen, eos_token_id=7).budget_fill == "per_round"
-    ft.arpo_budget_fill = "all_at_once"
-    assert RolloutConfig.from_args(ft, gen, eos_token_id=7).budget_fill == "all_at_once"
-    assert RolloutConfig.from_args(SimpleNamespace(), None, eos_token_id=7).budget_fill == "per_round"
+def test_budget_fill_validation():
     with pytest.raises(ValueError, match="budget fill"):
         RolloutConfig(budget_fill="sometimes")

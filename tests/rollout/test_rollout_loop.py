@@ -15,7 +15,6 @@
 """Agent-loop tests (spec sections 2, 3.4, 5.1, 5.2, 12) with a scripted engine whose entropy shift is known."""
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -317,17 +316,3 @@ def test_premonitor_sets_initial_counts(tiny_tokenizer):
     assert all(sum(not t.is_fill and t.parent is None for t in g) == m for g in out.groups)
     assert all(len(g) == 16 for g in out.groups)
     assert out.timing["time/premonitor"] > 0
-
-
-def test_config_from_args_falls_back_to_preset():
-    from llamafactory_agentic.hparams import AgenticArguments
-
-    ft = AgenticArguments()
-    gen = SimpleNamespace(do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
-    cfg = RolloutConfig.from_args(ft, gen, eos_token_id=7, seed=3)
-    assert (cfg.beam_size, cfg.branch_rule, cfg.branch_tau, cfg.entropy_weight) == (2, "stochastic", 0.5, 0.2)
-    assert (cfg.entropy_source, cfg.entropy_topk, cfg.entropy_tokens, cfg.max_tool_calls) == ("topk", 10, 20, 3)
-    assert cfg.group_size == 16 and cfg.initial_rollouts == 8 and cfg.eos_token_id == 7 and cfg.seed == 3
-    ft.aepo_branch_penalty, ft.aepo_branch_penalty_scope = 0.05, "question"
-    cfg = RolloutConfig.from_args(ft, SimpleNamespace(do_sample=False, temperature=0.7, top_p=0.9, top_k=50), 7)
-    assert cfg.branch_penalty == 0.05 and cfg.branch_penalty_scope == "question" and cfg.temperature == 0.0

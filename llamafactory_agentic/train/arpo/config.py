@@ -12,42 +12,52 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-r"""Building TRL's `GRPOConfig` and the batch geometry of the `arpo`/`aepo` stages, and the trainer's loss keys.
+r"""From parsed arguments to the config objects of an `arpo`/`aepo` run: the one place the arguments are read.
 
-`build_grpo_config` maps LLaMA-Factory's training arguments and the plugin's keys onto TRL's config;
-`derive_steps_per_generation` checks that one rollout splits into whole micro-steps and optimiser updates over the
-ranks; `check_rl_sampling` refuses greedy decoding for RL training; `ArpoLossConfig` holds the resolved keys the
-trainer reads.
+`build_run_config` is called once by `run_arpo`, after `resolve_presets`: defaults come only from
+`llamafactory_agentic/hparams.py` and the stage presets (`train/presets.py`), and every lower layer (rollout, tools,
+algorithms, rewards) receives a config object, never the arguments. Its parts: `build_grpo_config` (TRL's config and
+the batch geometry, `derive_steps_per_generation`; `check_rl_sampling` refuses greedy decoding), `ArpoLossConfig`
+(the trainer's optimisation keys), `rollout_config_from_args` (`RolloutConfig`) and `tools_config_from_args`
+(`ToolsConfig`, the executor's settings).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ...integration.trl_compat import GRPOConfig
+from ...rollout.trajectory import STOP_STRINGS, RolloutConfig
 
 
-@dataclass
+def _unresolved(values: dict[str, Any], optional: tuple[str, ...] = ()) -> None:
+    missing = [k for k, v in values.items() if v is None and k not in optional]
+    if missing:
+        raise ValueError(f"Unresolved keys {missing}: call `resolve_presets(finetuning_args)` first.")
+
+
+@dataclass(frozen=True, slots=True)
 class ArpoLossConfig:
     r"""The resolved (no `None`) optimisation keys the trainer reads (spec sections 4 and 5.3-5.4).
 
     Built from the plugin's `FinetuningArguments` after `resolve_presets` by `from_args`; the stage name is never read,
-    so `aepo` with every AEPO key at its `arpo` value is exactly `arpo`.
+    so `aepo` with every AEPO key at its `arpo` value is exactly `arpo`. Field names drop the `rl_`/`aepo_`/`arpo_`
+    prefix of their key (`epsilon_low` is `rl_epsilon`).
     """
 
-    epsilon_low: float = 0.2
-    epsilon_high: float = 0.2
-    dual_clip: float | None = 3.0
-    balanced_clip: bool = False
-    balanced_clip_scope: str = "all"
-    high_entropy_z: float = 0.0
-    entropy_advantage: bool = False
-    entropy_advantage_coef: float = 0.2
-    kl_coef: float = 0.0
-    entropy_coef: float = 0.0
-    attribution: str = "soft"
-    hard_dedup: bool = False
-    rollout_log_ratio: float = 0.0
-    val_max_samples: int | None = None
+    epsilon_low: float
+    epsilon_high: float
+    dual_clip: float | None  # None: no dual clip
+    balanced_clip: bool
+    balanced_clip_scope: str  # "all" or "high_entropy"
+    high_entropy_z: float
+    entropy_advantage: bool
+    entropy_advantage_coef: float
+    kl_coef: float
+    entropy_coef: float
+    attribution: str  # advantage estimator name: "soft" or "hard"
+    hard_dedup: bool
+    rollout_log_ratio: float  # share of groups written to rollouts.jsonl
+    val_max_samples: int | None  # None: every validation prompt
 
     @classmethod
     def from_args(cls, finetuning_args: Any) -> "ArpoLossConfig":
@@ -76,9 +86,7 @@ class ArpoLossConfig:
             rollout_log_ratio=finetuning_args.arpo_rollout_log_ratio,
             val_max_samples=finetuning_args.arpo_val_max_samples,
         )
-        unresolved = [k for k, v in values.items() if v is None and k not in ("dual_clip", "val_max_samples")]
-        if unresolved:
-            raise ValueError(f"Unresolved keys {unresolved}: call `resolve_presets(finetuning_args)` first.")
+        _unresolved(values, optional=("dual_clip", "val_max_samples"))
         if values["balanced_clip_scope"] not in ("all", "high_entropy"):
             raise ValueError(f"Unknown `aepo_balanced_clip_scope` {values['balanced_clip_scope']!r}.")
         if values["attribution"] not in ("soft", "hard"):
@@ -221,3 +229,142 @@ def build_grpo_config(
         if hasattr(training_args, key):
             setattr(config, key, getattr(training_args, key))
     return config
+
+
+def rollout_config_from_args(
+    finetuning_args: Any, generating_args: Any, eos_token_id: int, **overrides: Any
+) -> RolloutConfig:
+    r"""`RolloutConfig` from the `arpo_*`, `aepo_*` and `agentic_max_tool_calls` keys and the sampling arguments.
+
+    Args:
+        finetuning_args: LLaMA-Factory's `FinetuningArguments` with the plugin's keys, presets resolved.
+        generating_args: LLaMA-Factory's `GeneratingArguments`: `temperature` (0 when `do_sample` is false), `top_p`,
+            `top_k` (0 = off).
+        eos_token_id: End-of-turn token id (e.g. `<|im_end|>`).
+        **overrides: Field values that win over the arguments (e.g. `seed=training_args.seed + rank`).
+
+    Raises:
+        ValueError: a key is still `None` (presets not resolved), or an invalid value (`RolloutConfig` checks).
+    """
+    a = finetuning_args
+    values = dict(
+        group_size=a.arpo_rollout_n,
+        initial_rollouts=a.arpo_initial_rollouts,
+        budget_fill=a.arpo_budget_fill,
+        beam_size=a.arpo_beam_size,
+        branch_rule=a.arpo_branch_rule,
+        branch_tau=a.arpo_branch_tau,
+        branch_alpha=a.arpo_branch_alpha,
+        entropy_weight=a.arpo_entropy_weight,
+        entropy_source=a.arpo_entropy_source,
+        entropy_topk=a.arpo_entropy_topk,
+        entropy_tokens=a.arpo_entropy_tokens,
+        max_prompt_length=a.arpo_max_prompt_length,
+        max_response_length=a.arpo_max_response_length,
+        max_tool_calls=a.agentic_max_tool_calls,
+        branch_penalty=a.aepo_branch_penalty,
+        branch_penalty_scope=a.aepo_branch_penalty_scope,
+        dynamic_rollouts=a.aepo_dynamic_rollouts,
+        premonitor_beta=a.aepo_premonitor_beta,
+        premonitor_tokens=a.aepo_premonitor_tokens,
+        premonitor_rounds=a.aepo_premonitor_rounds,
+        backend=a.arpo_rollout_backend,
+        hf_prefix_cache=a.arpo_hf_prefix_cache,
+        hf_generation_batch_size=a.arpo_hf_generation_batch_size,
+        vllm_gpu_memory_utilization=a.arpo_vllm_gpu_memory_utilization,
+        vllm_enable_sleep_mode=a.arpo_vllm_enable_sleep_mode,
+    )
+    _unresolved(values)
+    types = {f.name: f.type for f in fields(RolloutConfig)}  # YAML may give 0 for a float key: cast to the field type
+    values = {k: types[k](v) if types[k] in (int, float, bool) else v for k, v in values.items()}
+    g = generating_args
+    values.update(
+        temperature=float(g.temperature or 0.0) if g.do_sample else 0.0,
+        top_p=float(g.top_p or 1.0),
+        top_k=int(g.top_k or 0),
+        eos_token_id=int(eos_token_id),
+        stop_strings=STOP_STRINGS,
+    )
+    values.update(overrides)
+    return RolloutConfig(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsConfig:
+    r"""The tool executor's settings, resolved (`llamafactory_agentic.tools.build_executor_from_args` reads them).
+
+    Field names are the `agentic_*` keys of `llamafactory_agentic/hparams.py` that the executor builder reads, so the
+    builder takes this object where it took the arguments; `retries` and `workers` come from the stage preset.
+    """
+
+    agentic_tool_config: str | None  # YAML tool config; None: python and search with the values below
+    agentic_tool_retries: int  # attempts per call
+    agentic_tool_workers: int  # concurrent tool calls
+    agentic_python_timeout: float  # seconds per execution
+    agentic_python_max_output_chars: int  # python output cap (characters)
+    agentic_python_isolation: str  # sandbox: auto, bwrap, unshare, rlimits-only
+    agentic_search_backend: str  # local, replay, web, retriever
+    agentic_search_index: str | None  # local backend's index folder; None: $AGENTIC_SEARCH_INDEX or the cache dir
+    agentic_search_topk: int  # snippets per query
+    agentic_search_snippet_chars: int  # characters per snippet
+    agentic_cache_path: str | None  # SQLite file or redis:// URL; None: no persistent cache
+    agentic_cache_mode: str  # read_write, read_only, offline
+    agentic_cache_tools: str  # comma-separated cached tools
+
+
+def tools_config_from_args(finetuning_args: Any) -> ToolsConfig:
+    r"""`ToolsConfig` from the `agentic_*` tool keys (presets resolved).
+
+    Raises:
+        ValueError: `agentic_tool_retries` or `agentic_tool_workers` is still `None` (presets not resolved).
+    """
+    values = {f.name: getattr(finetuning_args, f.name) for f in fields(ToolsConfig)}
+    _unresolved(values, optional=("agentic_tool_config", "agentic_search_index", "agentic_cache_path"))
+    return ToolsConfig(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class ArpoRunConfig:
+    r"""Every config object of an `arpo`/`aepo` run (`build_run_config`)."""
+
+    grpo: GRPOConfig  # TRL's config: batch geometry, optimiser, logging, saving
+    loss: ArpoLossConfig  # the trainer's optimisation keys
+    rollout: RolloutConfig  # the agent loop and its engine
+    tools: ToolsConfig  # the tool executor
+    reward: str  # `agentic_reward`: registered name or module:function
+    reward_math: str  # `agentic_reward_math`: f1, math_verify or max
+
+
+def build_run_config(
+    training_args: Any,
+    finetuning_args: Any,
+    generating_args: Any,
+    eos_token_id: int,
+    world_size: int | None = None,
+) -> ArpoRunConfig:
+    r"""Turn the parsed arguments of an `arpo`/`aepo` run into its config objects (call once, after `resolve_presets`).
+
+    Args:
+        training_args: LLaMA-Factory's `Seq2SeqTrainingArguments` (the rollout seed is `seed + process_index`).
+        finetuning_args: `FinetuningArguments` with the plugin's keys, presets resolved.
+        generating_args: `GeneratingArguments` (rollout sampling).
+        eos_token_id: The tokenizer's end-of-turn id.
+        world_size: Number of processes (default `training_args.world_size`).
+
+    Raises:
+        ValueError: unresolved keys, unknown values, greedy training, or a batch geometry that does not split (see
+            `build_grpo_config`, `ArpoLossConfig.from_args`, `rollout_config_from_args`, `tools_config_from_args`).
+    """
+    return ArpoRunConfig(
+        grpo=build_grpo_config(training_args, finetuning_args, generating_args, world_size),
+        loss=ArpoLossConfig.from_args(finetuning_args),
+        rollout=rollout_config_from_args(
+            finetuning_args,
+            generating_args,
+            eos_token_id,
+            seed=training_args.seed + training_args.process_index,
+        ),
+        tools=tools_config_from_args(finetuning_args),
+        reward=finetuning_args.agentic_reward,
+        reward_math=finetuning_args.agentic_reward_math,
+    )
