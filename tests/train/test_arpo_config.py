@@ -89,7 +89,7 @@ def test_build_run_config_builds_every_part_once():
     )
     run = build_run_config(training_args, args, SAMPLING, eos_token_id=9, world_size=1)
     assert run.grpo.steps_per_generation == 4 and run.grpo.num_generations == 4
-    assert run.loss == ArpoLossConfig.from_args(args) and run.loss.balanced_clip
+    assert run.loss == ArpoLossConfig.from_args(args) and run.loss.balanced_clip and run.loss.policy_loss == "ppo_clip"
     assert run.rollout.group_size == 4 and run.rollout.eos_token_id == 9 and run.rollout.seed == 5  # seed + rank 0
     assert run.tools == tools_config_from_args(args)
     assert (run.reward, run.reward_math) == ("f1", "f1")

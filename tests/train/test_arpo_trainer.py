@@ -557,3 +557,46 @@ def test_rollout_metrics_of_every_rollout_in_a_logging_window_are_averaged(tmp_p
     assert trainer.rollout.calls == [(1, True), (1, True)]
     record = next(h for h in trainer.state.log_history if "loss" in h)
     assert record["rollout/rounds"] == pytest.approx(1.5)  # not the first rollout's 1.0 only
+
+
+def test_the_policy_loss_is_selected_by_name_through_the_registry(tmp_path, tiny_model_dir, tiny_tokenizer):
+    from llamafactory_agentic.algorithms import compute_policy_loss, register_policy_loss, registry
+
+    calls = []
+
+    @register_policy_loss("test_doubled_ppo_clip")
+    def doubled(log_probs, old_log_probs, advantages, loss_mask, **kwargs):
+        calls.append(sorted(kwargs))
+        loss, metrics = compute_policy_loss(log_probs, old_log_probs, advantages, loss_mask, **kwargs)
+        return 2 * loss, metrics
+
+    try:
+        trainers, losses = {}, {}
+        for name in ("ppo_clip", "test_doubled_ppo_clip"):
+            args = agentic_args("arpo", rl_policy_loss=name)
+            trainers[name] = make_trainer(tmp_path / name, tiny_model_dir, tiny_tokenizer, args, max_steps=1)
+            torch.manual_seed(0)
+            trainers[name].train()
+            losses[name] = [h["loss"] for h in trainers[name].state.log_history if "loss" in h]
+        # a training run went through the registered function, with the config's keyword arguments
+        assert len(calls) == 2 and calls[0] == sorted(
+            ["epsilon_low", "epsilon_high", "dual_clip", "balanced_clip", "balanced_clip_mask", "num_tokens"]
+        )
+        assert losses["test_doubled_ppo_clip"][0] == pytest.approx(2 * losses["ppo_clip"][0], rel=1e-3, abs=2e-4)
+        assert losses["ppo_clip"][0] != 0.0
+
+        # the same micro-batch through both trainers: exactly twice the built-in loss
+        batch = trainers["ppo_clip"]._generate_and_score_completions(trl_generation_batch(tiny_tokenizer, 2))[0]
+        model = trainers["ppo_clip"].model
+        model.eval()
+        with torch.no_grad():
+            base = trainers["ppo_clip"]._compute_loss(model, batch)
+            custom = trainers["test_doubled_ppo_clip"]._compute_loss(model, batch)
+        assert torch.equal(custom, 2 * base)
+    finally:
+        registry._POLICY_LOSSES.pop("test_doubled_ppo_clip", None)
+
+    args = agentic_args("arpo", rl_policy_loss="test_doubled_ppo_clip")  # no longer registered
+    resolve_presets(args, verbose=False)
+    with pytest.raises(ValueError, match=r"Unknown `rl_policy_loss` 'test_doubled_ppo_clip'.*'ppo_clip'"):
+        ArpoLossConfig.from_args(args)

@@ -25,6 +25,7 @@ the batch geometry, `derive_steps_per_generation`; `check_rl_sampling` refuses g
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ...algorithms import list_policy_losses
 from ...integration.trl_compat import GRPOConfig
 from ...rollout.trajectory import STOP_STRINGS, RolloutConfig
 
@@ -41,9 +42,10 @@ class ArpoLossConfig:
 
     Built from the plugin's `FinetuningArguments` after `resolve_presets` by `from_args`; the stage name is never read,
     so `aepo` with every AEPO key at its `arpo` value is exactly `arpo`. Field names drop the `rl_`/`aepo_`/`arpo_`
-    prefix of their key (`epsilon_low` is `rl_epsilon`).
+    prefix of their key (`epsilon_low` is `rl_epsilon`, `policy_loss` is `rl_policy_loss`).
     """
 
+    policy_loss: str  # name in the policy-loss registry (`algorithms.get_policy_loss`)
     epsilon_low: float
     epsilon_high: float
     dual_clip: float | None  # None: no dual clip
@@ -67,6 +69,7 @@ class ArpoLossConfig:
             ValueError: if a key is still `None` (presets not resolved) or has an unknown value.
         """
         values = dict(
+            policy_loss=finetuning_args.rl_policy_loss,
             epsilon_low=finetuning_args.rl_epsilon,
             epsilon_high=(
                 finetuning_args.rl_epsilon_high
@@ -87,6 +90,11 @@ class ArpoLossConfig:
             val_max_samples=finetuning_args.arpo_val_max_samples,
         )
         _unresolved(values, optional=("dual_clip", "val_max_samples"))
+        if values["policy_loss"] not in list_policy_losses():
+            raise ValueError(
+                f"Unknown `rl_policy_loss` {values['policy_loss']!r}; registered: {list_policy_losses()}. Register "
+                "your own with `llamafactory_agentic.algorithms.register_policy_loss` before training starts."
+            )
         if values["balanced_clip_scope"] not in ("all", "high_entropy"):
             raise ValueError(f"Unknown `aepo_balanced_clip_scope` {values['balanced_clip_scope']!r}.")
         if values["attribution"] not in ("soft", "hard"):

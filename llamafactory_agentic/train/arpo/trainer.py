@@ -50,13 +50,13 @@ from torch.utils.data import SequentialSampler
 from transformers.trainer_callback import TrainerCallback
 
 from ...algorithms import (
-    compute_policy_loss,
+    compute_entropy_loss,
+    compute_kl_loss,
     entropy_aware_advantages,
     entropy_from_logits_chunked,
     get_advantage_estimator,
+    get_policy_loss,
     high_entropy_mask,
-    low_var_kl,
-    masked_mean,
 )
 from ...integration.trl_compat import (
     GRPOConfig,
@@ -529,6 +529,8 @@ class ArpoTrainer(GRPOTrainer):
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         r"""Policy loss (+ KL, - entropy bonus) of one micro-batch, normalised by the update's global token count.
 
+        The policy loss is the registered function named by `rl_policy_loss` (`algorithms.get_policy_loss`, as verl's
+        actor selects its loss by name); the KL and entropy terms are `compute_kl_loss` and `compute_entropy_loss`.
         The returned value is `sum(mask * L) * world_size / N_update`: summed over the accumulation steps and averaged
         over ranks by DDP/DeepSpeed it gives the token mean over every loss-mask token of the optimiser update (spec
         section 4, Decision). The loss mask gates the policy-gradient, KL and entropy terms and every normaliser; the
@@ -554,7 +556,8 @@ class ArpoTrainer(GRPOTrainer):
 
         world = self.accelerator.num_processes
         normaliser = inputs["num_items_in_batch"].to(logps.device, torch.float32) / world
-        loss, pg_metrics = compute_policy_loss(
+        policy_loss = get_policy_loss(cfg.policy_loss)
+        loss, pg_metrics = policy_loss(
             logps,
             old,
             advantages,
@@ -568,12 +571,12 @@ class ArpoTrainer(GRPOTrainer):
         )
         kl_metric = entropy_bonus_metric = None  # local token means of this micro-batch (for the logs only)
         if self.beta != 0.0:
-            kl = low_var_kl(logps, inputs["ref_per_token_logps"])
-            loss = loss + self.beta * masked_mean(kl, mask, normaliser)
-            kl_metric = masked_mean(kl.detach(), mask)
+            ref = inputs["ref_per_token_logps"]
+            loss = loss + self.beta * compute_kl_loss(logps, ref, mask, normaliser)
+            kl_metric = compute_kl_loss(logps.detach(), ref, mask)
         if cfg.entropy_coef != 0.0:
-            loss = loss - cfg.entropy_coef * masked_mean(entropy, mask, normaliser)
-            entropy_bonus_metric = masked_mean(entropy_detached, mask)
+            loss = loss - cfg.entropy_coef * compute_entropy_loss(entropy, mask, normaliser)
+            entropy_bonus_metric = compute_entropy_loss(entropy_detached, mask)
 
         self._log_loss_metrics(pg_metrics, entropy_detached, mask_bool, kl_metric, entropy_bonus_metric, clip_mask)
         return loss
