@@ -24,6 +24,7 @@ import typing
 from types import ModuleType
 from typing import Any, Literal
 
+from .log import get_logger
 from .stages import STAGES, get_stage
 
 
@@ -255,7 +256,7 @@ def _destroy_process_group() -> None:
         try:
             dist.destroy_process_group()
         except Exception as err:  # same tolerance as LLaMA-Factory's own teardown
-            print(f"[llamafactory-agentic] failed to destroy process group: {err}")
+            get_logger(__name__).warning(f"Failed to destroy process group: {err}.")
 
 
 PATCHES = {

@@ -18,6 +18,8 @@ They live outside the global RNGs that Transformers checkpoints, so a resumed ru
 step 0.
 """
 
+import json
+import os
 import random
 from typing import Any
 
@@ -54,3 +56,26 @@ def set_rollout_rng_state(rollout: Any, log_rng: random.Random, state: dict[str,
     if state.get("log") is not None:
         version, internal, gauss = state["log"]
         log_rng.setstate((version, tuple(internal), gauss))
+
+
+def rng_state_path(directory: str, rank: int) -> str:
+    r"""`<directory>/rollout_rng_state_<rank>.json`: one file per rank (each rank draws from its own generators)."""
+    return os.path.join(directory, f"rollout_rng_state_{rank}.json")
+
+
+def save_rollout_rng_state(directory: str, rank: int, rollout: Any, log_rng: random.Random) -> str:
+    r"""Write `rollout_rng_state(rollout, log_rng)` to `rng_state_path(directory, rank)` and return the path."""
+    path = rng_state_path(directory, rank)
+    with open(path, "w") as f:
+        json.dump(rollout_rng_state(rollout, log_rng), f)
+    return path
+
+
+def load_rollout_rng_state(directory: str, rank: int, rollout: Any, log_rng: random.Random) -> bool:
+    r"""Restore what `save_rollout_rng_state` wrote; False (nothing changed) when the checkpoint has no such file."""
+    path = rng_state_path(directory, rank)
+    if not os.path.isfile(path):
+        return False
+    with open(path) as f:
+        set_rollout_rng_state(rollout, log_rng, json.load(f))
+    return True

@@ -600,3 +600,23 @@ def test_the_policy_loss_is_selected_by_name_through_the_registry(tmp_path, tiny
     resolve_presets(args, verbose=False)
     with pytest.raises(ValueError, match=r"Unknown `rl_policy_loss` 'test_doubled_ppo_clip'.*'ppo_clip'"):
         ArpoLossConfig.from_args(args)
+
+
+def test_a_checkpoint_without_the_rollout_rng_file_is_reported_through_llamafactorys_logger(
+    tmp_path, tiny_model_dir, tiny_tokenizer
+):
+    import logging
+
+    from llamafactory.extras import logging as llamafactory_logging
+
+    trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, agentic_args("arpo"))
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    llamafactory_logging.add_handler(handler)  # where LLaMA-Board attaches its running-log handler
+    try:
+        trainer._load_rng_state(str(tmp_path / "checkpoint-1"))
+    finally:
+        llamafactory_logging.remove_handler(handler)
+    (record,) = [r for r in records if "rollout_rng_state_0.json" in r.getMessage()]
+    assert record.levelno == logging.WARNING and record.name == "llamafactory.llamafactory_agentic.train.arpo.trainer"

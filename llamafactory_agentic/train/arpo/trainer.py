@@ -58,6 +58,7 @@ from ...algorithms import (
     get_policy_loss,
     high_entropy_mask,
 )
+from ...integration.log import get_logger
 from ...integration.trl_compat import (
     GRPOConfig,
     GRPOTrainer,
@@ -69,7 +70,7 @@ from ...integration.trl_compat import (
 from ...rewards import build_model_view
 from ...rewards.registry import CallableReward, RewardFunction
 from ...rollout.progress import RolloutProgress
-from ...rollout.rng_state import rollout_rng_state, set_rollout_rng_state
+from ...rollout.rng_state import load_rollout_rng_state, rng_state_path, save_rollout_rng_state
 from .config import ArpoLossConfig
 from .metrics import (
     ROLLOUT_LOG_NAME,
@@ -82,6 +83,7 @@ from .metrics import (
 from .records import ScoredTrajectory, prompt_ids_of
 
 
+logger = get_logger(__name__)
 EVAL_INDEX = "_eval_index"  # row number of a validation prompt, added by `ArpoTrainer.get_eval_dataloader`
 
 
@@ -704,21 +706,15 @@ class ArpoTrainer(GRPOTrainer):
         outside the global RNGs, so a resumed run would otherwise replay the draws of step 0.
         """
         super()._save_rng_state(output_dir)
-        state = rollout_rng_state(self.rollout, self._rollout_rng)
-        with open(os.path.join(output_dir, f"rollout_rng_state_{self.args.process_index}.json"), "w") as f:
-            json.dump(state, f)
+        save_rollout_rng_state(output_dir, self.args.process_index, self.rollout, self._rollout_rng)
 
     def _load_rng_state(self, checkpoint: str | None) -> None:
         r"""Restore what `_save_rng_state` wrote (a checkpoint without the rollout file is resumed with a warning)."""
         super()._load_rng_state(checkpoint)
-        if checkpoint is None:
-            return
-        path = os.path.join(checkpoint, f"rollout_rng_state_{self.args.process_index}.json")
-        if not os.path.isfile(path):
-            print(f"[agentic-rl] {path} not found: the rollout's random draws restart from the seed")
-            return
-        with open(path) as f:
-            set_rollout_rng_state(self.rollout, self._rollout_rng, json.load(f))
+        rank = self.args.process_index
+        if checkpoint is not None and not load_rollout_rng_state(checkpoint, rank, self.rollout, self._rollout_rng):
+            path = rng_state_path(checkpoint, rank)
+            logger.warning(f"{path} not found: the rollout's random draws restart from the seed")
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         r"""TRL/Transformers' micro-step, timed: `time/training` = forward/backward seconds per optimiser update.
