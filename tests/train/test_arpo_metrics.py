@@ -9,14 +9,17 @@ import json
 import random
 
 import pytest
+import torch
 
-from llamafactory_agentic.rollout.trajectory import ToolCallRecord
+from llamafactory_agentic.rollout.trajectory import ToolCallRecord, Trajectory
 from llamafactory_agentic.train.arpo.metrics import (
     combine_rank_shards,
     combine_tool_metrics,
+    loss_metric_values,
     rollout_log_entries,
     rollout_log_values,
     select_logged_groups,
+    validation_metrics,
 )
 from llamafactory_agentic.train.arpo.records import ScoredTrajectory, prompt_ids_of
 
@@ -173,3 +176,42 @@ def test_records_reject_a_misspelt_field_where_it_is_written():
     assert prompt_ids_of({"input_ids": (5, 6)}) == [5, 6]
     with pytest.raises(KeyError, match="prompt_ids"):
         prompt_ids_of({"text": "x"})
+
+
+def test_loss_metric_values_are_means_over_the_micro_batchs_trained_tokens():
+    entropy = torch.tensor([[1.0, 2.0, 100.0], [3.0, 4.0, 100.0]])  # 100: masked positions never count
+    mask = torch.tensor([[True, True, False], [True, True, False]])
+    pg = {"loss/clip_frac": 0.25, "loss/balanced_clip_frac": 0.5}
+    clip = torch.tensor([[False, True, False], [True, True, False]])
+    values = loss_metric_values(pg, entropy, mask, torch.tensor(0.1), torch.tensor(2.5), clip)
+    assert list(values) == sorted(values)
+    assert values["loss/clip_frac"] == 0.25 and values["aepo/grad_preserved_frac"] == 0.5
+    assert values["loss/ratio_mean"] == 0.0  # absent from the policy loss's metrics
+    assert values["loss/entropy"] == 2.5 and values["aepo/trained_entropy_max"] == 4.0
+    assert values["aepo/trained_entropy_std"] == pytest.approx(torch.tensor([1.0, 2, 3, 4]).std().item())
+    assert values["aepo/high_entropy_token_frac"] == 0.75
+    assert values["loss/kl"] == pytest.approx(0.1) and values["loss/entropy_bonus_term"] == 2.5
+    bare = loss_metric_values({}, entropy, torch.zeros_like(mask), None, None, None)
+    assert bare["loss/entropy"] == 0.0 and not {"loss/kl", "aepo/high_entropy_token_frac"} & set(bare)
+
+
+def test_validation_metrics_per_prompt_and_per_batch():
+    records = [record(0, 0, 1.0), record(1, 0, 0.0, hit_call_limit=True), record(2, 0, -1.0, mask=(1,))]
+    metrics = validation_metrics(records, {"time/rollout": [1.0, 3.0]}, {"tools/python/calls": 3.0})
+    assert metrics["reward"] == metrics["reward/mean"] == 0.0 and metrics["reward/std"] == 1.0
+    assert metrics["reward/accuracy"] == pytest.approx(1 / 3) and metrics["rollout/call_limit_hit_rate"] == 1 / 3
+    assert metrics["rollout/response_tokens"] == pytest.approx((5 + 5 + 1) / 3)
+    assert metrics["time/rollout"] == 2.0 and metrics["tools/python/calls"] == 3.0
+    assert "reward/std" not in validation_metrics(records[:1], {}, {})
+    assert validation_metrics([], {}, {}) == {}
+
+
+def test_a_record_copies_its_trajectory_and_counts_the_inherited_calls():
+    calls = [CALL, dataclasses.replace(CALL, pos=9)]
+    branch = Trajectory("0-0-1", 0, [1, 2], list(range(12)), [1] * 12, parent=0, branch_pos=5, num_tool_calls=2,
+                        tool_calls=calls, finish_reason="eos", index=1)  # fmt: skip
+    rec = ScoredTrajectory.from_trajectory(branch, group=3, member=1, reward=0.5, accuracy=0.0, format_ok=True)
+    assert (rec.group, rec.member, rec.parent, rec.branch_pos, rec.branch_call_index) == (3, 1, 0, 5, 1)
+    assert rec.response_ids == branch.response_ids and rec.response_ids is not branch.response_ids
+    root = Trajectory("0-0-0", 0, [1, 2], tool_calls=calls)
+    assert ScoredTrajectory.from_trajectory(root, 0, 0, 0.0, 0.0, False).branch_call_index is None

@@ -283,3 +283,83 @@ def rollout_log_entries(
             }
         )
     return entries
+
+
+def loss_metric_values(
+    pg_metrics: dict[str, float],
+    entropy: torch.Tensor,
+    mask: torch.Tensor,
+    kl_value: torch.Tensor | None,
+    entropy_value: torch.Tensor | None,
+    clip_mask: torch.Tensor | None,
+) -> dict[str, float]:
+    r"""This micro-batch's loss metrics, as means over its own loss-mask tokens (before the mean over ranks).
+
+    Args:
+        pg_metrics: The policy loss's metrics (`loss/clip_frac`, ..., `loss/balanced_clip_frac`).
+        entropy: Per-token entropy `[batch, seq_len]` without gradient (nats).
+        mask: Bool loss mask `[batch, seq_len]`.
+        kl_value: Token-mean KL of the micro-batch (scalar tensor), or None without the KL term.
+        entropy_value: Token-mean entropy of the entropy bonus (scalar tensor), or None without it.
+        clip_mask: Bool `[batch, seq_len]` of the high-entropy tokens (`high_entropy` clip scope), or None.
+
+    Returns:
+        `loss/...` and `aepo/...` values, sorted by key; the trainer weights each by the micro-batch's token count.
+    """
+    count = float(mask.sum().item())
+    trained = entropy[mask].float()
+    local = {
+        "loss/clip_frac": pg_metrics.get("loss/clip_frac", 0.0),
+        "loss/clip_frac_upper": pg_metrics.get("loss/clip_frac_upper", 0.0),
+        "loss/clip_frac_lower": pg_metrics.get("loss/clip_frac_lower", 0.0),
+        "loss/dual_clip_frac": pg_metrics.get("loss/dual_clip_frac", 0.0),
+        "loss/approx_kl": pg_metrics.get("loss/approx_kl", 0.0),
+        "loss/ratio_mean": pg_metrics.get("loss/ratio_mean", 0.0),
+        "loss/entropy": float(trained.mean().item()) if count else 0.0,
+        "aepo/grad_preserved_frac": pg_metrics.get("loss/balanced_clip_frac", 0.0),
+        "aepo/trained_entropy_std": float(trained.std().item()) if count > 1 else 0.0,
+        "aepo/trained_entropy_p90": float(torch.quantile(trained, 0.9).item()) if count else 0.0,
+        "aepo/trained_entropy_max": float(trained.max().item()) if count else 0.0,
+    }
+    if clip_mask is not None:
+        local["aepo/high_entropy_token_frac"] = float(clip_mask.sum().item()) / max(count, 1.0)
+    if kl_value is not None:
+        local["loss/kl"] = float(kl_value.item())
+    if entropy_value is not None:
+        local["loss/entropy_bonus_term"] = float(entropy_value.item())
+    return {key: local[key] for key in sorted(local)}
+
+
+def validation_metrics(
+    records: list[ScoredTrajectory], batch_values: dict[str, list[float]], tool_metrics: dict[str, float]
+) -> dict[str, float]:
+    r"""The metrics of one validation pass (before the `eval_` prefix).
+
+    Args:
+        records: One greedy trajectory per validation prompt, each dataset row once.
+        batch_values: Values collected per evaluation batch (the rollout timings, seconds).
+        tool_metrics: The pass's tool metrics, combined (`combine_tool_metrics`).
+
+    Returns:
+        `reward/std` (with two or more prompts), the mean of every per-batch value and of the per-prompt
+        `reward/mean`, `reward/accuracy`, `rollout/tool_calls_per_traj`, `rollout/response_tokens`,
+        `rollout/call_limit_hit_rate`, then the tool metrics and `reward` (= `reward/mean`).
+    """
+    values = defaultdict(list, {key: list(items) for key, items in batch_values.items()})
+    for rec in records:
+        values["reward/mean"].append(rec.reward)
+        values["reward/accuracy"].append(rec.accuracy)
+        values["rollout/tool_calls_per_traj"].append(rec.num_tool_calls)
+        values["rollout/response_tokens"].append(len(rec.response_ids))
+        values["rollout/call_limit_hit_rate"].append(float(rec.hit_call_limit))
+    out: dict[str, float] = {}
+    rewards = values.get("reward/mean", [])
+    if len(rewards) > 1:
+        out["reward/std"] = float(torch.tensor(rewards, dtype=torch.float64).std())
+    for key, items in values.items():
+        if items:
+            out[key] = sum(items) / len(items)
+    out.update(tool_metrics)
+    if rewards:
+        out["reward"] = out["reward/mean"]
+    return out

@@ -17,7 +17,7 @@ r"""The trainer's per-trajectory record, from scoring through the training batch
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...rollout.trajectory import ToolCallRecord
+from ...rollout.trajectory import ToolCallRecord, Trajectory
 
 
 @dataclass(slots=True)
@@ -49,6 +49,42 @@ class ScoredTrajectory:
     token_advantages: list[float] = field(default_factory=list)  # [len_response], 0 where loss_mask_train is 0
     loss_mask_train: list[int] = field(default_factory=list)  # [len_response] loss mask after attribution (hard dedup)
     eval_index: int | None = None  # validation: dataset row (`_eval_index`), None without the column
+
+    @classmethod
+    def from_trajectory(
+        cls, trajectory: Trajectory, group: int, member: int, reward: float, accuracy: float, format_ok: bool
+    ) -> "ScoredTrajectory":
+        r"""The record of a rollout `Trajectory` (token lists copied) with its score."""
+        return cls(
+            group=group,
+            member=member,
+            prompt_ids=list(trajectory.prompt_ids),
+            response_ids=list(trajectory.response_ids),
+            loss_mask=list(trajectory.loss_mask),
+            parent=trajectory.parent,
+            branch_pos=trajectory.branch_pos,
+            is_fill=bool(getattr(trajectory, "is_fill", False)),
+            num_tool_calls=int(trajectory.num_tool_calls),
+            hit_call_limit=bool(trajectory.hit_call_limit),
+            truncated=bool(trajectory.truncated),
+            finish_reason=trajectory.finish_reason,
+            tool_calls=list(trajectory.tool_calls or []),
+            branch_call_index=branch_call_index(trajectory),
+            reward=reward,
+            accuracy=accuracy,
+            format_ok=format_ok,
+        )
+
+
+def branch_call_index(trajectory: Trajectory) -> int | None:
+    r"""Number of tool calls the source had made when this branch was copied (None for a global rollout)."""
+    if trajectory.parent is None:
+        return None
+    inherited = 0
+    for call in trajectory.tool_calls or []:
+        if call.pos <= trajectory.branch_pos:
+            inherited += 1
+    return inherited
 
 
 def prompt_ids_of(row: dict[str, Any]) -> list[int]:

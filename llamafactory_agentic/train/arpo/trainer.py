@@ -76,9 +76,11 @@ from .metrics import (
     ROLLOUT_LOG_NAME,
     combine_rank_shards,
     combine_tool_metrics,
+    loss_metric_values,
     rollout_log_entries,
     rollout_log_values,
     select_logged_groups,
+    validation_metrics,
 )
 from .records import ScoredTrajectory, prompt_ids_of
 
@@ -275,46 +277,15 @@ class ArpoTrainer(GRPOTrainer):
         result = self.reward_fn.compute(text, row.get("_ground_truth"), self._metadata(row))
         return float(result.score), float(result.correctness >= 1.0), bool(result.format_ok)
 
-    @staticmethod
-    def _branch_call_index(trajectory: Any) -> int | None:
-        r"""Number of tool calls the source had made when this branch was copied (None for a global rollout)."""
-        if trajectory.parent is None:
-            return None
-        inherited = 0
-        for call in trajectory.tool_calls or []:
-            if call.pos <= trajectory.branch_pos:
-                inherited += 1
-        return inherited
-
     def _records_from_output(
         self, output: Any, rows: list[dict[str, Any]], group_ids: list[int]
     ) -> list[ScoredTrajectory]:
-        records = []
-        for group, row, gid in zip(output.groups, rows, group_ids):
-            for member, traj in enumerate(group):
-                reward, accuracy, format_ok = self._score(traj, row)
-                records.append(
-                    ScoredTrajectory(
-                        group=gid,
-                        member=member,
-                        prompt_ids=list(traj.prompt_ids),
-                        response_ids=list(traj.response_ids),
-                        loss_mask=list(traj.loss_mask),
-                        parent=traj.parent,
-                        branch_pos=traj.branch_pos,
-                        is_fill=bool(getattr(traj, "is_fill", False)),
-                        num_tool_calls=int(traj.num_tool_calls),
-                        hit_call_limit=bool(traj.hit_call_limit),
-                        truncated=bool(traj.truncated),
-                        finish_reason=traj.finish_reason,
-                        tool_calls=list(traj.tool_calls or []),
-                        branch_call_index=self._branch_call_index(traj),
-                        reward=reward,
-                        accuracy=accuracy,
-                        format_ok=format_ok,
-                    )
-                )
-        return records
+        r"""Score every trajectory of a rollout output: one record per (group, member), in rollout order."""
+        return [
+            ScoredTrajectory.from_trajectory(traj, gid, member, *self._score(traj, row))
+            for group, row, gid in zip(output.groups, rows, group_ids)
+            for member, traj in enumerate(group)
+        ]
 
     def _rollout_groups(
         self, group_rows: list[dict[str, Any]], training: bool
@@ -590,27 +561,8 @@ class ArpoTrainer(GRPOTrainer):
         """
         mode = "train" if self.model.training else "eval"
         count = float(mask.sum().item())
-        trained = entropy[mask].float()
-        local = {
-            "loss/clip_frac": pg_metrics.get("loss/clip_frac", 0.0),
-            "loss/clip_frac_upper": pg_metrics.get("loss/clip_frac_upper", 0.0),
-            "loss/clip_frac_lower": pg_metrics.get("loss/clip_frac_lower", 0.0),
-            "loss/dual_clip_frac": pg_metrics.get("loss/dual_clip_frac", 0.0),
-            "loss/approx_kl": pg_metrics.get("loss/approx_kl", 0.0),
-            "loss/ratio_mean": pg_metrics.get("loss/ratio_mean", 0.0),
-            "loss/entropy": float(trained.mean().item()) if count else 0.0,
-            "aepo/grad_preserved_frac": pg_metrics.get("loss/balanced_clip_frac", 0.0),
-            "aepo/trained_entropy_std": float(trained.std().item()) if count > 1 else 0.0,
-            "aepo/trained_entropy_p90": float(torch.quantile(trained, 0.9).item()) if count else 0.0,
-            "aepo/trained_entropy_max": float(trained.max().item()) if count else 0.0,
-        }
-        if clip_mask is not None:
-            local["aepo/high_entropy_token_frac"] = float(clip_mask.sum().item()) / max(count, 1.0)
-        if kl_value is not None:
-            local["loss/kl"] = float(kl_value.item())
-        if entropy_value is not None:
-            local["loss/entropy_bonus_term"] = float(entropy_value.item())
-        keys = sorted(local)
+        local = loss_metric_values(pg_metrics, entropy, mask, kl_value, entropy_value, clip_mask)
+        keys = list(local)
         # token-weighted mean over ranks in one collective
         values = torch.tensor([local[k] * count for k in keys] + [count], device=self.accelerator.device)
         if self.accelerator.num_processes > 1:
@@ -678,22 +630,8 @@ class ArpoTrainer(GRPOTrainer):
         finally:
             self._eval_records, self._eval_tool_shards = {}, []
         values = self._metrics["eval"]
-        for rec in records:
-            values["reward/mean"].append(rec.reward)
-            values["reward/accuracy"].append(rec.accuracy)
-            values["rollout/tool_calls_per_traj"].append(rec.num_tool_calls)
-            values["rollout/response_tokens"].append(len(rec.response_ids))
-            values["rollout/call_limit_hit_rate"].append(float(rec.hit_call_limit))
-        rewards = values.get("reward/mean", [])
-        if len(rewards) > 1:
-            output.metrics[f"{metric_key_prefix}_reward/std"] = float(torch.tensor(rewards, dtype=torch.float64).std())
-        for key, items in values.items():
-            if items:
-                output.metrics[f"{metric_key_prefix}_{key}"] = sum(items) / len(items)
-        for key, value in tool_metrics.items():
+        for key, value in validation_metrics(records, values, tool_metrics).items():
             output.metrics[f"{metric_key_prefix}_{key}"] = value
-        if rewards:
-            output.metrics[f"{metric_key_prefix}_reward"] = output.metrics[f"{metric_key_prefix}_reward/mean"]
         values.clear()
         return output
 
