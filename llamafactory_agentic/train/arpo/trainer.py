@@ -28,11 +28,17 @@ What is overridden, and why (the adapter surface for a newer TRL):
   rank (branching needs every sibling, spec section 3.4).
 * `_compute_loss` - our policy loss with a loss mask separate from the attention mask (observation tokens attend but
   are never trained), AEPO balanced clip and entropy-aware advantage, optional KL (k3) and entropy bonus.
-* `_get_eval_sampler` / `prediction_step` - validation is greedy, one trajectory per prompt, no branching.
-* `training_step` (timing only) and `log` (step-time split).
+* `_get_eval_sampler` / `get_eval_dataloader` / `prediction_step` / `evaluation_loop` - validation is greedy, one
+  trajectory per prompt, no branching, each dataset row counted once.
+* `_save_rng_state` / `_load_rng_state` - the rollout's own generators travel with the checkpoint.
+* `training_step` - timing only (`time/training` without the rollout inside the first micro-step).
 
 Everything the trainer knows about generation goes through `self.rollout.rollout(prompts, training)` and the engine's
-`set_model` (hf) or weight-sync method (vllm); see `_rollout_call`.
+`set_model` (hf) or weight-sync method (vllm); see `_rollout_call`. The rest lives beside it: `config.py` (arguments
+to `GRPOConfig`, `ArpoLossConfig`, `RolloutConfig`, `ToolsConfig`; batch geometry), `records.py` (the per-trajectory
+`ScoredTrajectory`), `metrics.py` (pure metric reduction and `rollouts.jsonl` entries), `rollout/rng_state.py`,
+`rollout/progress.py`, and the patches of TRL and LLaMA-Factory in `integration/` (`trl_compat.py`,
+`log_callback.py`).
 """
 
 import functools
@@ -107,11 +113,11 @@ class ArpoTrainer(GRPOTrainer):
 
     Args:
         model: The policy (LLaMA-Factory's `load_model` result: full, freeze, LoRA, quantised).
-        args: `GRPOConfig` from `build_grpo_config`.
+        args: `GRPOConfig` from `build_run_config` (`build_grpo_config`).
         rollout: `llamafactory_agentic.rollout.AgenticRollout` (its `engine` is an hf or vllm engine).
         reward_fn: A `RewardFunction`; a plain `fn(model_text, ground_truth, metadata) -> float` is wrapped in
             `CallableReward` (format ok = score > -1, correctness = clip(score, 0, 1)).
-        loss_config: `ArpoLossConfig`.
+        loss_config: `ArpoLossConfig` (the policy loss by registry name, clip, KL and entropy coefficients, ...).
         processing_class: The tokenizer.
         train_dataset / eval_dataset: Rows with `prompt_ids` (or `input_ids`), `_ground_truth`, `_data_source`,
             `_ability` columns (`llamafactory_agentic.data.load_rl_dataset`).
