@@ -12,15 +12,7 @@ import pytest
 import torch
 
 from llamafactory_agentic.rollout.trajectory import ToolCallRecord, Trajectory
-from llamafactory_agentic.train.arpo.metrics import (
-    combine_rank_shards,
-    combine_tool_metrics,
-    loss_metric_values,
-    rollout_log_entries,
-    rollout_log_values,
-    select_logged_groups,
-    validation_metrics,
-)
+from llamafactory_agentic.train.arpo import metrics as arpo_metrics
 from llamafactory_agentic.train.arpo.records import ScoredTrajectory, prompt_ids_of
 
 
@@ -69,7 +61,7 @@ def test_rollout_log_values_from_records_metrics_and_timing():
         "rollout/mean_delta_h": 0.25,
     }
     timing = {"time/generation": 2.0, "time/reward": 0.1}
-    values = rollout_log_values(two_groups(), metrics, timing, peak_gpu_memory_gib=1.5)
+    values = arpo_metrics.rollout_log_values(two_groups(), metrics, timing, peak_gpu_memory_gib=1.5)
 
     assert values["reward"] == values["reward/mean"] == pytest.approx(0.25)
     assert values["reward/std"] == pytest.approx(0.5)  # unbiased std of (1, 0, 0, 0)
@@ -87,8 +79,10 @@ def test_rollout_log_values_from_records_metrics_and_timing():
     assert values["aepo/penalised_branch_decisions"] == 2.0 and values["rollout/delta_h_mean"] == 0.25  # aliases
     assert values["time/generation"] == 2.0 and values["time/reward"] == 0.1
     assert values["perf/generated_tokens_per_s"] == 20.0 and values["perf/peak_gpu_memory_gib"] == 1.5
-    assert "perf/peak_gpu_memory_gib" not in rollout_log_values(two_groups(), {}, {})
-    assert "perf/generated_tokens_per_s" not in rollout_log_values(two_groups(), {"rollout/generated_tokens": 1}, {})
+    assert "perf/peak_gpu_memory_gib" not in arpo_metrics.rollout_log_values(two_groups(), {}, {})
+    assert "perf/generated_tokens_per_s" not in arpo_metrics.rollout_log_values(
+        two_groups(), {"rollout/generated_tokens": 1}, {}
+    )
 
 
 def test_combine_rank_shards_sums_counts_weights_means_and_takes_the_slowest_rank():
@@ -113,7 +107,7 @@ def test_combine_rank_shards_sums_counts_weights_means_and_takes_the_slowest_ran
             {"tools/python/calls": 1.0, "tools/python/failure_rate": 1.0},
         ),
     ]
-    metrics, timing = combine_rank_shards(shards)
+    metrics, timing = arpo_metrics.combine_rank_shards(shards)
     assert metrics["rollout/branches"] == 3 and metrics["rollout/decisions"] == 5
     assert metrics["rollout/branch_rate"] == pytest.approx(3 / 5)
     assert metrics["rollout/mean_delta_h"] == pytest.approx((0.5 * 4 - 1.0 * 1) / 5)  # weighted by decisions
@@ -129,16 +123,16 @@ def test_combine_tool_metrics_recomputes_the_cache_hit_rate_from_the_sums():
         {"tools/search/cache_hits": 3.0, "tools/search/cache_misses": 1.0, "tools/search/cache_hit_rate": 0.75},
         {"tools/search/cache_hits": 4.0, "tools/search/cache_misses": 0.0, "tools/search/latency_p50_s": 2.0},
     ]
-    tools = combine_tool_metrics(shards)
+    tools = arpo_metrics.combine_tool_metrics(shards)
     assert tools["tools/search/cache_hits"] == 8.0 and tools["tools/search/cache_hit_rate"] == pytest.approx(8 / 12)
     assert tools["tools/search/latency_p50_s"] == 2.0  # averaged over the shards that report it
 
 
 def test_select_logged_groups_draws_once_per_group_in_order():
-    assert select_logged_groups([0, 1], 0.0, random.Random(0)) == []
-    assert select_logged_groups([3, 1, 1, 2], 1.0, random.Random(0)) == [1, 2, 3]
+    assert arpo_metrics.select_logged_groups([0, 1], 0.0, random.Random(0)) == []
+    assert arpo_metrics.select_logged_groups([3, 1, 1, 2], 1.0, random.Random(0)) == [1, 2, 3]
     rng, reference = random.Random(5), random.Random(5)
-    chosen = select_logged_groups([2, 0, 1, 0], 0.5, rng)
+    chosen = arpo_metrics.select_logged_groups([2, 0, 1, 0], 0.5, rng)
     assert chosen == [g for g in (0, 1, 2) if reference.random() < 0.5]
     assert rng.random() == reference.random()  # exactly one draw per distinct group
 
@@ -152,7 +146,7 @@ def test_rollout_log_entries_branch_tree_spans_and_trained_advantage():
         {"prompt_ids": [1, 2], "_ground_truth": "3", "_data_source": "unit"},
         {"input_ids": [7], "_ground_truth": 1},
     ]
-    entries = rollout_log_entries(records, rows, [0, 1], lambda ids: " ".join(map(str, ids)), 12, 4)
+    entries = arpo_metrics.rollout_log_entries(records, rows, [0, 1], lambda ids: " ".join(map(str, ids)), 12, 4)
     json.dumps(entries)  # JSON-serialisable as it is
     first, second = entries
     assert (first["global_step"], first["rollout"], first["group"], first["prompt"]) == (12, 4, 0, "1 2")
@@ -162,7 +156,7 @@ def test_rollout_log_entries_branch_tree_spans_and_trained_advantage():
     assert branch["observation_spans"] == [[2, 4]] and branch["response"] == "10 11 12 13 14"
     assert branch["advantage"] == 0.5 and branch["tool_calls"] == [dataclasses.asdict(CALL)]
     assert second["trajectories"][1]["finish_reason"] == "call_limit" and second["trajectories"][1]["is_fill"]
-    assert rollout_log_entries(records, rows, [], str, 0, 0) == []
+    assert arpo_metrics.rollout_log_entries(records, rows, [], str, 0, 0) == []
 
 
 def test_records_reject_a_misspelt_field_where_it_is_written():
@@ -183,7 +177,7 @@ def test_loss_metric_values_are_means_over_the_micro_batchs_trained_tokens():
     mask = torch.tensor([[True, True, False], [True, True, False]])
     pg = {"loss/clip_frac": 0.25, "loss/balanced_clip_frac": 0.5}
     clip = torch.tensor([[False, True, False], [True, True, False]])
-    values = loss_metric_values(pg, entropy, mask, torch.tensor(0.1), torch.tensor(2.5), clip)
+    values = arpo_metrics.loss_metric_values(pg, entropy, mask, torch.tensor(0.1), torch.tensor(2.5), clip)
     assert list(values) == sorted(values)
     assert values["loss/clip_frac"] == 0.25 and values["aepo/grad_preserved_frac"] == 0.5
     assert values["loss/ratio_mean"] == 0.0  # absent from the policy loss's metrics
@@ -191,19 +185,19 @@ def test_loss_metric_values_are_means_over_the_micro_batchs_trained_tokens():
     assert values["aepo/trained_entropy_std"] == pytest.approx(torch.tensor([1.0, 2, 3, 4]).std().item())
     assert values["aepo/high_entropy_token_frac"] == 0.75
     assert values["loss/kl"] == pytest.approx(0.1) and values["loss/entropy_bonus_term"] == 2.5
-    bare = loss_metric_values({}, entropy, torch.zeros_like(mask), None, None, None)
+    bare = arpo_metrics.loss_metric_values({}, entropy, torch.zeros_like(mask), None, None, None)
     assert bare["loss/entropy"] == 0.0 and not {"loss/kl", "aepo/high_entropy_token_frac"} & set(bare)
 
 
 def test_validation_metrics_per_prompt_and_per_batch():
     records = [record(0, 0, 1.0), record(1, 0, 0.0, hit_call_limit=True), record(2, 0, -1.0, mask=(1,))]
-    metrics = validation_metrics(records, {"time/rollout": [1.0, 3.0]}, {"tools/python/calls": 3.0})
+    metrics = arpo_metrics.validation_metrics(records, {"time/rollout": [1.0, 3.0]}, {"tools/python/calls": 3.0})
     assert metrics["reward"] == metrics["reward/mean"] == 0.0 and metrics["reward/std"] == 1.0
     assert metrics["reward/accuracy"] == pytest.approx(1 / 3) and metrics["rollout/call_limit_hit_rate"] == 1 / 3
     assert metrics["rollout/response_tokens"] == pytest.approx((5 + 5 + 1) / 3)
     assert metrics["time/rollout"] == 2.0 and metrics["tools/python/calls"] == 3.0
-    assert "reward/std" not in validation_metrics(records[:1], {}, {})
-    assert validation_metrics([], {}, {}) == {}
+    assert "reward/std" not in arpo_metrics.validation_metrics(records[:1], {}, {})
+    assert arpo_metrics.validation_metrics([], {}, {}) == {}
 
 
 def test_a_record_copies_its_trajectory_and_counts_the_inherited_calls():
