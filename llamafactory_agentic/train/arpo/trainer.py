@@ -36,7 +36,7 @@ What is overridden, and why (the adapter surface for a newer TRL):
 Everything the trainer knows about generation goes through `self.rollout.rollout(prompts, training)` and the engine's
 `set_model` (hf) or weight-sync method (vllm); see `_rollout_call`. The rest lives beside it: `config.py` (arguments
 to `GRPOConfig`, `ArpoLossConfig`, `RolloutConfig`, `ToolsConfig`; batch geometry), `records.py` (the per-trajectory
-`ScoredTrajectory`), `metrics.py` (pure metric reduction and `rollouts.jsonl` entries), `rollout/rng_state.py`,
+`ScoredTrajectory`), `batch.py` (groups, token advantages, micro-batch layout and padding), `metrics.py` (pure metric reduction and `rollouts.jsonl` entries), `rollout/rng_state.py`,
 `rollout/progress.py`, and the patches of TRL and LLaMA-Factory in `integration/` (`trl_compat.py`,
 `log_callback.py`).
 """
@@ -60,7 +60,6 @@ from ...algorithms import (
     compute_kl_loss,
     entropy_aware_advantages,
     entropy_from_logits_chunked,
-    get_advantage_estimator,
     get_policy_loss,
     high_entropy_mask,
 )
@@ -68,7 +67,6 @@ from ...integration.log import get_logger
 from ...integration.trl_compat import (
     GRPOConfig,
     GRPOTrainer,
-    pad,
     prepare_deepspeed,
     selective_log_softmax,
     unwrap_model_for_generation,
@@ -77,6 +75,7 @@ from ...rewards import build_model_view
 from ...rewards.registry import CallableReward, RewardFunction
 from ...rollout.progress import RolloutProgress
 from ...rollout.rng_state import load_rollout_rng_state, rng_state_path, save_rollout_rng_state
+from .batch import collate_records, groups_of_rows, micro_batch_layout, token_advantages
 from .config import ArpoLossConfig
 from .metrics import (
     ROLLOUT_LOG_NAME,
@@ -366,38 +365,21 @@ class ArpoTrainer(GRPOTrainer):
         step_start = time.perf_counter()
         world, rank = self.accelerator.num_processes, self.accelerator.process_index
         rows = gather_object(list(inputs)) if world > 1 else list(inputs)
-        group_size = self.num_generations
-        if len(rows) % group_size:
-            raise RuntimeError(f"generation batch of {len(rows)} rows is not whole groups of {group_size}.")
-        group_rows = []
-        for start in range(0, len(rows), group_size):
-            chunk = rows[start : start + group_size]
-            key = prompt_ids_of(chunk[0])
-            if any(prompt_ids_of(r) != key for r in chunk[1:]):
-                raise RuntimeError("TRL's sampler did not place the M copies of a prompt in consecutive rows.")
-            group_rows.append(chunk[0])
-
+        group_rows = groups_of_rows(rows, self.num_generations)
         records, metrics, timing = self._rollout_groups(group_rows, training=True)
 
         t_adv = time.perf_counter()
-        token_adv, loss_masks = self._advantages(records)
-        for rec, adv, mask in zip(records, token_adv, loss_masks):
+        cfg = self.loss_config
+        for rec, adv, mask in zip(records, *token_advantages(records, cfg.attribution, cfg.hard_dedup)):
             rec.token_advantages, rec.loss_mask_train = adv, mask
-
-        # layout: update-major, then rank, then accumulation step (see class docstring)
-        b = self.args.per_device_train_batch_size
-        accum = self.args.gradient_accumulation_steps
-        per_update = b * accum * world
-        spg = self.args.steps_per_generation
-        if len(records) != per_update * (spg // accum):
-            raise RuntimeError(f"{len(records)} trajectories do not fill {spg // accum} updates of {per_update}.")
+        b, accum = self.args.per_device_train_batch_size, self.args.gradient_accumulation_steps
+        steps = self.args.steps_per_generation
         micro_batches = []
-        for k in range(spg):
-            u, a = divmod(k, accum)
-            start = u * per_update + rank * accum * b + a * b
-            update_records = records[u * per_update : (u + 1) * per_update]
-            num_tokens = sum(sum(r.loss_mask_train) for r in update_records)
-            micro_batches.append(self._collate(records[start : start + b], num_tokens))
+        for rows_k, update_k in micro_batch_layout(len(records), rank, world, b, accum, steps):
+            num_tokens = sum(sum(r.loss_mask_train) for r in records[update_k])
+            micro_batches.append(
+                collate_records(records[rows_k], num_tokens, self.pad_token_id, self.accelerator.device)
+            )
 
         self._add_log_probs(micro_batches)
         timing["time/advantage_and_logprobs"] = time.perf_counter() - t_adv
@@ -408,51 +390,6 @@ class ArpoTrainer(GRPOTrainer):
         self._rollout_count += 1
         self._time_accum["rollout_inside_step"] = time.perf_counter() - step_start
         return micro_batches
-
-    def _advantages(self, records: list[ScoredTrajectory]) -> tuple[list[list[float]], list[list[int]]]:
-        r"""Token advantages and loss masks (soft or hard attribution, spec section 4) for all records."""
-        if not records:
-            return [], []
-        lengths = [len(r.response_ids) for r in records]
-        width = max(max(lengths), 1)
-        mask = torch.zeros(len(records), width, dtype=torch.long)
-        for i, r in enumerate(records):
-            if lengths[i]:
-                mask[i, : lengths[i]] = torch.tensor(r.loss_mask, dtype=torch.long)
-        estimator = get_advantage_estimator(self.loss_config.attribution)
-        token_adv, new_mask = estimator(
-            torch.tensor([r.reward for r in records], dtype=torch.float32),
-            torch.tensor([r.group for r in records], dtype=torch.long),
-            mask,
-            parents=[r.parent for r in records],
-            branch_pos=[r.branch_pos for r in records],
-            lengths=lengths,
-            dedup=self.loss_config.hard_dedup,
-        )
-        advs = [token_adv[i, : lengths[i]].tolist() for i in range(len(records))]
-        masks = [new_mask[i, : lengths[i]].tolist() for i in range(len(records))]
-        return advs, masks
-
-    def _collate(self, records: list[ScoredTrajectory], num_tokens: int) -> dict[str, Any]:
-        device = self.accelerator.device
-        prompt = [torch.tensor(r.prompt_ids, dtype=torch.long, device=device) for r in records]
-        response = [
-            torch.tensor(r.response_ids or [self.pad_token_id], dtype=torch.long, device=device) for r in records
-        ]
-        attn = [torch.ones(len(r.response_ids) or 1, dtype=torch.long, device=device) for r in records]
-        if any(not r.response_ids for r in records):
-            attn = [a * (1 if r.response_ids else 0) for a, r in zip(attn, records)]
-        loss_mask = [torch.tensor(r.loss_mask_train or [0], dtype=torch.long, device=device) for r in records]
-        adv = [torch.tensor(r.token_advantages or [0.0], dtype=torch.float32, device=device) for r in records]
-        return {
-            "prompt_ids": pad(prompt, padding_value=self.pad_token_id, padding_side="left"),
-            "prompt_mask": pad([torch.ones_like(p) for p in prompt], padding_value=0, padding_side="left"),
-            "completion_ids": pad(response, padding_value=self.pad_token_id, padding_side="right"),
-            "completion_mask": pad(attn, padding_value=0, padding_side="right"),
-            "loss_mask": pad(loss_mask, padding_value=0, padding_side="right"),
-            "advantages": pad(adv, padding_value=0.0, padding_side="right"),
-            "num_items_in_batch": torch.tensor(float(max(num_tokens, 1)), device=device),
-        }
 
     @torch.no_grad()
     def _add_log_probs(self, micro_batches: list[dict[str, Any]]) -> None:
