@@ -36,9 +36,9 @@ What is overridden, and why (the adapter surface for a newer TRL):
 Everything the trainer knows about generation goes through `self.rollout.rollout(prompts, training)` and the engine's
 `set_model` (hf) or weight-sync method (vllm); see `_rollout_call`. The rest lives beside it: `config.py` (arguments
 to `GRPOConfig`, `ArpoLossConfig`, `RolloutConfig`, `ToolsConfig`; batch geometry), `records.py` (the per-trajectory
-`ScoredTrajectory`), `batch.py` (groups, token advantages, micro-batch layout and padding), `metrics.py` (pure metric reduction and `rollouts.jsonl` entries), `rollout/rng_state.py`,
-`rollout/progress.py`, and the patches of TRL and LLaMA-Factory in `integration/` (`trl_compat.py`,
-`log_callback.py`).
+`ScoredTrajectory`), `batch.py` (groups, token advantages, micro-batch layout and padding), `metrics.py` (pure metric
+reduction and `rollouts.jsonl` entries), `rollout/rng_state.py`, `rollout/progress.py`, and the patches of TRL and
+LLaMA-Factory in `integration/` (`trl_compat.py`, `log_callback.py`).
 """
 
 import functools
