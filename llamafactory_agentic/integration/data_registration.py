@@ -17,7 +17,8 @@ r"""Registration of the plugin's dataset formats and inline-tag templates in LLa
 `register_converters` adds the `arpo_rl`, `arpo_sft` and `agentic_raw` converters to `DATASET_CONVERTERS`;
 `get_inline_template_name` / `register_default_inline_templates` add the `<base>_agentic` templates to `TEMPLATES`;
 `register_data_extensions` does both (called by `patches.patch_data` when `llamafactory.data` is imported, by the RL
-loader and by the agentic SFT workflow). The converters and templates themselves are built in `llamafactory_agentic.data`.
+loader and by the agentic SFT workflow). The converters and templates themselves are built in
+`llamafactory_agentic.data`.
 """
 
 from typing import Any

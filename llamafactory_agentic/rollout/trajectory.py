@@ -149,7 +149,8 @@ class RolloutConfig:
 
     Field names drop the `arpo_`/`aepo_`/`agentic_` prefix of the matching key in `llamafactory_agentic/hparams.py`.
     The field defaults are the resolved `arpo` stage (hparams defaults plus the `arpo` preset) for code that builds a
-    config directly (tests, benchmarks); a run never relies on them, and a test keeps them equal to hparams and presets.
+    config directly (tests, benchmarks); a run never relies on them, and a test keeps them equal to hparams and the
+    presets.
     `budget_fill` (`arpo_budget_fill`): `per_round` adds one fresh global rollout per round to a prompt without active
     trajectories (reference code, spec section 3.4); `all_at_once` adds all missing ones in that round (arXiv
     2507.19849 section 3.1).
