@@ -48,7 +48,7 @@ def groups_of_rows(rows: list[dict[str, Any]], group_size: int) -> list[dict[str
 def token_advantages(
     records: list[ScoredTrajectory], attribution: str, hard_dedup: bool
 ) -> tuple[list[list[float]], list[list[int]]]:
-    r"""Token advantages and training loss masks of every record (soft or hard attribution, spec section 4).
+    r"""Token advantages and training loss masks of every record (soft or hard attribution, docs/algorithms.md §4.2-§4.3).
 
     Args:
         records: The whole generation batch (every group, all ranks), in group order.

@@ -38,7 +38,7 @@ def _unresolved(values: dict[str, Any], optional: tuple[str, ...] = ()) -> None:
 
 @dataclass(frozen=True, slots=True)
 class ArpoLossConfig:
-    r"""The resolved (no `None`) optimisation keys the trainer reads (spec sections 4 and 5.3-5.4).
+    r"""The resolved (no `None`) optimisation keys the trainer reads (docs/algorithms.md §4 and §5.3-§5.4).
 
     Built from the plugin's `FinetuningArguments` after `resolve_presets` by `from_args`; the stage name is never read,
     so `aepo` with every AEPO key at its `arpo` value is exactly `arpo`. Field names drop the `rl_`/`aepo_`/`arpo_`
@@ -114,7 +114,7 @@ def derive_steps_per_generation(
     One rollout produces `rollout_batch_size * group_size` trajectories over all ranks; one micro-step consumes
     `per_device_train_batch_size * world_size` of them, one optimiser update `... * gradient_accumulation_steps`. So
     `steps_per_generation = rollout_batch_size * group_size / (per_device_train_batch_size * world_size)` and the
-    rollout feeds `steps_per_generation / gradient_accumulation_steps` updates (reference, spec section 10: 128 prompts
+    rollout feeds `steps_per_generation / gradient_accumulation_steps` updates (docs/algorithms.md §10: 128 prompts
     x 16 = 2048 trajectories, 256 per update = 16 prompts, 8 updates).
 
     Whole groups are rolled out per rank (group g on rank g % world_size), so the prompts per rollout must split
@@ -150,7 +150,7 @@ def check_rl_sampling(generating_args: Any) -> None:
     r"""Refuse greedy decoding for RL training (`arpo`/`aepo` stages).
 
     GRPO needs M different trajectories per prompt, and the loss divides the logits by `generating_args.temperature`
-    (spec section 5.4), which must be the temperature the rollout sampled with. With `do_sample: false` or
+    (docs/algorithms.md §5.4), which must be the temperature the rollout sampled with. With `do_sample: false` or
     `temperature <= 0` the rollout would be greedy while the loss assumes sampling.
 
     Raises:
