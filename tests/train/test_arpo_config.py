@@ -46,7 +46,9 @@ def test_rollout_config_reads_the_resolved_keys_and_the_sampling_arguments():
 
     args = resolved("aepo", arpo_budget_fill="all_at_once", aepo_branch_penalty=0)  # YAML writes 0 for 0.0
     cfg = rollout_config_from_args(args, SimpleNamespace(do_sample=False, temperature=0.7, top_p=0.9, top_k=50), 7)
-    assert cfg.budget_fill == "all_at_once" and cfg.branch_penalty_scope == "question"
+    assert (
+        cfg.budget_fill == "all_at_once" and cfg.branch_penalty_scope == PRESETS["aepo"]["aepo_branch_penalty_scope"]
+    )
     assert cfg.branch_penalty == 0.0 and isinstance(cfg.branch_penalty, float)
     assert (cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_tool_calls) == (0.0, 0.9, 50, 6)
 
