@@ -315,6 +315,14 @@ class AgenticArguments:
     )
 
     # ---------------------------------------------------------------- optimisation (docs/algorithms.md §4)
+    rl_policy_loss: str = field(
+        default="ppo_clip",
+        metadata={
+            "help": "Policy loss, by its name in the loss registry (`llamafactory_agentic.algorithms."
+            "register_policy_loss`): `ppo_clip` (= `arpo`, clipped PPO with dual clip; AEPO's gradient-preserving "
+            "clip is switched by `aepo_balanced_clip`), `aepo`, or one you registered before training."
+        },
+    )
     rl_epsilon: float = field(
         default=0.2,
         metadata={"help": "Lower PPO clip range eps_low."},

@@ -38,13 +38,9 @@ from typing import Any
 
 from llamafactory.data.data_utils import Role
 from llamafactory.data.formatter import StringFormatter
-from llamafactory.data.template import TEMPLATES, ReasoningTemplate, Template
+from llamafactory.data.template import ReasoningTemplate, Template
 
 from .tags import OBSERVATION_PREFIX, OBSERVATION_SUFFIX
-
-
-INLINE_SUFFIX = "_agentic"
-DEFAULT_INLINE_BASES = ("qwen", "qwen3", "qwen3_nothink", "llama3")
 
 
 class VerbatimFunctionFormatter(StringFormatter):
@@ -163,46 +159,14 @@ def build_inline_template(base: Template) -> Template:
     return inline_template_class(type(base))(**values)
 
 
-def get_inline_template_name(base_name: str) -> str:
-    r"""Register (once) and return the name of the inline-tag variant of LLaMA-Factory's template `base_name`.
-
-    Args:
-        base_name: A registered template such as `qwen`, `qwen3`, `llama3`; an already inline name
-            (`qwen_agentic`) is returned unchanged.
-
-    Returns:
-        `f"{base_name}_agentic"`, registered in `llamafactory.data.template.TEMPLATES`.
-
-    Raises:
-        ValueError: if `base_name` is not a registered template, or see `build_inline_template`.
-    """
-    if base_name.endswith(INLINE_SUFFIX) and base_name in TEMPLATES:
-        return base_name
-
-    if base_name not in TEMPLATES:
-        raise ValueError(f"Template {base_name} does not exist; set `template` to one of LLaMA-Factory's templates.")
-
-    name = base_name + INLINE_SUFFIX
-    if name not in TEMPLATES:
-        TEMPLATES[name] = build_inline_template(TEMPLATES[base_name])
-
-    return name
-
-
 def is_inline_template(template: Template) -> bool:
     r"""Whether `template` renders observations as inline `<result>` blocks (built by `build_inline_template`)."""
     slots = getattr(template.format_observation, "slots", [])
     return slots == [OBSERVATION_PREFIX + "{{content}}" + OBSERVATION_SUFFIX]
 
 
-def register_default_inline_templates() -> list[str]:
-    r"""Register the inline-tag variants of `DEFAULT_INLINE_BASES` present in this LLaMA-Factory (idempotent).
-
-    Returns:
-        The registered names, e.g. `["qwen_agentic", "qwen3_agentic", "qwen3_nothink_agentic", "llama3_agentic"]`.
-    """
-    return [get_inline_template_name(base) for base in DEFAULT_INLINE_BASES if base in TEMPLATES]
+from ..integration.data_registration import register_default_inline_templates  # noqa: E402
 
 
-register_default_inline_templates()
+register_default_inline_templates()  # see `register_data_extensions` (the activation hook may skip this module)
 MODULE_READY = True

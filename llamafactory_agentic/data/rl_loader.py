@@ -269,7 +269,7 @@ def load_rl_dataset(
     from datasets import DatasetDict
     from llamafactory.data.data_utils import get_dataset_module, split_dataset
 
-    from . import register_data_extensions
+    from ..integration.data_registration import register_data_extensions
 
     if data_args.streaming:
         raise ValueError("The RL stages do not support `streaming: true`; turn it off (the prompts are small).")

@@ -24,6 +24,7 @@ import typing
 from types import ModuleType
 from typing import Any, Literal
 
+from .log import get_logger
 from .stages import STAGES, get_stage
 
 
@@ -66,7 +67,7 @@ def patch_constants(module: ModuleType) -> None:
 # ---------------------------------------------------------------------------------------------- data
 def patch_data(module: ModuleType) -> None:
     r"""Register the plugin's dataset converters (`arpo_rl`, `arpo_sft`) and inline-tag templates."""
-    from ..data import register_data_extensions
+    from .data_registration import register_data_extensions
 
     converter = __import__("llamafactory.data.converter", fromlist=["DATASET_CONVERTERS"])
     _require(converter, "DATASET_CONVERTERS", dict)
@@ -255,7 +256,7 @@ def _destroy_process_group() -> None:
         try:
             dist.destroy_process_group()
         except Exception as err:  # same tolerance as LLaMA-Factory's own teardown
-            print(f"[llamafactory-agentic] failed to destroy process group: {err}")
+            get_logger(__name__).warning(f"Failed to destroy process group: {err}.")
 
 
 def _patch_launcher(module: ModuleType) -> None:

@@ -24,12 +24,11 @@ from .engine import (
     StopStringMatcher,
     build_engine,
 )
-from .trajectory import ARPO_PRESET, STOP_STRINGS, RolloutConfig, RolloutOutput, Trajectory
+from .trajectory import STOP_STRINGS, RolloutConfig, RolloutOutput, ToolCallRecord, Trajectory
 from .weight_sync import push_weights, weight_units
 
 
 __all__ = [
-    "ARPO_PRESET",
     "STOP_STRINGS",
     "AgenticRollout",
     "GenerationEngine",
@@ -39,6 +38,7 @@ __all__ = [
     "RolloutOutput",
     "SamplingSettings",
     "StopStringMatcher",
+    "ToolCallRecord",
     "Trajectory",
     "build_engine",
     "extract_tool_call",

@@ -18,13 +18,12 @@ Implements docs/algorithms.md §3.4 (ARPO), §5.1 (AEPO pre-monitoring) and §5.
 RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/workers/rollout/vllm_rollout/vllm_rollout_with_tools.py:237-555`.
 """
 
-import copy
 import itertools
 import math
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,10 +31,58 @@ import numpy as np
 from ..data.tags import empty_call_text, wrap_observation
 from .branching import premonitor_initial_rollouts, round_entropy, should_branch
 from .engine import GenerationEngine, GenerationRequest, SamplingSettings
-from .trajectory import RolloutConfig, RolloutOutput, Trajectory
+from .trajectory import RolloutConfig, RolloutOutput, ToolCallRecord, Trajectory
 
 
 _CALL_COUNTER = itertools.count()
+
+
+@dataclass(frozen=True, slots=True)
+class BranchDecision:
+    r"""One branching decision of a source trajectory after a round (`RolloutState.decision_log`).
+
+    Attributes:
+        round: Rounds generated so far in the rollout call (1 after the first round).
+        group: Prompt index in the rollout call.
+        source: Index within its group of the trajectory that may branch.
+        delta_h: Entropy change dH = H_now - H_base of the source (nats, normalised by ln|V|).
+        consecutive: l of the consecutive-branch penalty (per lineage or per question, `branch_penalty_scope`).
+        branched: Whether a branch was created.
+    """
+
+    round: int
+    group: int
+    source: int
+    delta_h: float
+    consecutive: int
+    branched: bool
+
+
+@dataclass(slots=True)
+class RolloutState:
+    r"""Bookkeeping of one rollout call; `AgenticRollout.last_state` keeps the latest for inspection and tests."""
+
+    call: int  # rollout call number; trajectory uids are "<call>-<group>-<index>"
+    keys: Iterator[int]  # engine keys, unique within the call
+    groups: list[list[Trajectory]]  # [num_prompts][members in creation order]
+    metrics: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))  # counters of the call
+    branch_points: Counter[int] = field(default_factory=Counter)  # branches by the source's tool-call count
+    question_counters: list[int] = field(default_factory=list)  # [num_prompts] l of the `question` penalty scope
+    finished_keys: list[int] = field(default_factory=list)  # engine keys finished in the current round
+    decision_log: list[BranchDecision] = field(default_factory=list)  # every decision, in order
+    created_log: list[list[int]] = field(default_factory=list)  # per round: [num_prompts] trajectories created
+    seeds: dict[int, int] = field(default_factory=dict)  # engine key -> base seed of a seeded trajectory (`stream`)
+    self_result_streak: dict[int, int] = field(default_factory=dict)  # engine key -> own `<result>`s in a row
+
+    @classmethod
+    def new(cls, n_prompts: int) -> "RolloutState":
+        r"""Fresh state for a call with `n_prompts` prompts (takes the next call number)."""
+        return cls(
+            call=next(_CALL_COUNTER),
+            keys=itertools.count(),
+            groups=[[] for _ in range(n_prompts)],
+            question_counters=[0] * n_prompts,
+        )
 
 
 @dataclass
@@ -140,7 +187,7 @@ class AgenticRollout:
         self.config = config
         self.log_vocab = math.log(len(tokenizer.get_vocab()))
         self.rng = np.random.default_rng(config.seed)
-        self.last_state: dict | None = None
+        self.last_state: RolloutState | None = None
 
     # ------------------------------------------------------------------ helpers
     def _sampling(self, training: bool) -> SamplingSettings:
@@ -169,13 +216,13 @@ class AgenticRollout:
     def _notice(self, traj: Trajectory, tool: str, content: str) -> tuple[str, str] | None:
         r"""`(status, text)` when this call must not run (per-tool limit reached or repeated call), else None."""
         cfg = self.config
-        executed = [c for c in traj.tool_calls if c["tool"] == tool and c.get("status") not in NOTICE_STATUSES]
+        executed = [c for c in traj.tool_calls if c.tool == tool and c.status not in NOTICE_STATUSES]
         limits = cfg.tool_call_limits or {}
         if tool in limits and len(executed) >= int(limits[tool]):
             return "limit", limit_notice_text(tool, int(limits[tool]))
         if content and tool in cfg.repeat_notice_tools:
             key = _call_key(tool, content)
-            if any(_call_key(tool, c["content"]) == key for c in executed if c["content"]):
+            if any(_call_key(tool, c.content) == key for c in executed if c.content):
                 return "repeat", repeat_notice_text(tool)
         return None
 
@@ -195,9 +242,9 @@ class AgenticRollout:
         del traj.loss_mask[start + keep :]
 
     @staticmethod
-    def _request_seed(state: dict, traj: Trajectory) -> int | None:
+    def _request_seed(state: RolloutState, traj: Trajectory) -> int | None:
         r"""Per-round seed of a trajectory that was given a seed (`stream`); None otherwise (training)."""
-        base = state.get("seeds", {}).get(traj.engine_key)
+        base = state.seeds.get(traj.engine_key)
         if base is None:
             return None
         return (int(base) * 1_000_003 + len(traj.round_entropies)) % (2**31 - 1)
@@ -212,23 +259,23 @@ class AgenticRollout:
             "input_ids"
         ]
 
-    def _new_global(self, state: dict, group: int, prompt: list[int], is_fill: bool) -> Trajectory:
-        members = state["groups"][group]
+    def _new_global(self, state: RolloutState, group: int, prompt: list[int], is_fill: bool) -> Trajectory:
+        members = state.groups[group]
         traj = Trajectory(
-            uid=f"{state['call']}-{group}-{len(members)}",
+            uid=f"{state.call}-{group}-{len(members)}",
             group_index=group,
             prompt_ids=prompt,
             is_fill=is_fill,
             index=len(members),
-            engine_key=next(state["keys"]),
+            engine_key=next(state.keys),
         )
         members.append(traj)
         return traj
 
-    def _branch(self, state: dict, source: Trajectory) -> Trajectory:
-        members = state["groups"][source.group_index]
+    def _branch(self, state: RolloutState, source: Trajectory) -> Trajectory:
+        members = state.groups[source.group_index]
         child = Trajectory(
-            uid=f"{state['call']}-{source.group_index}-{len(members)}",
+            uid=f"{state.call}-{source.group_index}-{len(members)}",
             group_index=source.group_index,
             prompt_ids=source.prompt_ids,
             response_ids=list(source.response_ids),
@@ -236,25 +283,25 @@ class AgenticRollout:
             parent=source.index,
             branch_pos=len(source.response_ids),
             num_tool_calls=source.num_tool_calls,
-            tool_calls=copy.deepcopy(source.tool_calls),
+            tool_calls=list(source.tool_calls),  # records are immutable
             round_entropies=list(source.round_entropies),
             entropy_base=source.entropy_base,
             consecutive_branches=source.consecutive_branches,
             index=len(members),
-            engine_key=next(state["keys"]),
+            engine_key=next(state.keys),
             parent_engine_key=source.engine_key,
         )
         members.append(child)
         return child
 
-    def _finish(self, traj: Trajectory, reason: str, state: dict) -> None:
+    def _finish(self, traj: Trajectory, reason: str, state: RolloutState) -> None:
         traj.finished = True
         traj.finish_reason = reason
         traj.truncated = reason == "length"
-        state["finished_keys"].append(traj.engine_key)
+        state.finished_keys.append(traj.engine_key)
 
     # ------------------------------------------------------------------ one round
-    def _round(self, active: list[Trajectory], state: dict, sampling: SamplingSettings) -> tuple[float, float]:
+    def _round(self, active: list[Trajectory], state: RolloutState, sampling: SamplingSettings) -> tuple[float, float]:
         r"""Generate one round for `active`, run their tool calls and append observations. Returns (gen_s, tool_s)."""
         cfg = self.config
         budget = cfg.max_response_length
@@ -276,10 +323,11 @@ class AgenticRollout:
         t0 = time.perf_counter()
         segments = self.engine.generate(requests, sampling)
         gen_s = time.perf_counter() - t0
-        metrics = state["metrics"]
+        metrics = state.metrics
         metrics["rounds"] += 1
-        pending: list[tuple[Trajectory, Any, str | None]] = []
-        streaks = state.setdefault("self_result_streak", {})
+        # (trajectory, tool, content, pos, notice) of this round's calls; notice = (status, text) of a call not run
+        pending: list[tuple[Trajectory, str, str, int, tuple[str, str] | None]] = []
+        streaks = state.self_result_streak
         for traj, seg in zip(active, segments):
             traj.parent_engine_key = None
             h_now = round_entropy(seg.entropy_terms, cfg.entropy_tokens, self.log_vocab)
@@ -319,9 +367,7 @@ class AgenticRollout:
                     full = self.tokenizer.decode(traj.response_ids, skip_special_tokens=False)
                     tool, content = extract_call_after_last_observation(full, seg.stop_string)
                 notice = self._notice(traj, tool, content) if cfg.tool_call_limits or cfg.repeat_notice_tools else None
-                record = {"tool": tool, "content": content, "pos": len(traj.response_ids)}
-                traj.tool_calls.append(record)
-                pending.append((traj, record, notice))
+                pending.append((traj, tool, content, len(traj.response_ids), notice))
             elif seg.finish_reason == "eos":
                 self._finish(traj, "eos", state)
             elif len(traj.response_ids) >= budget:
@@ -330,34 +376,32 @@ class AgenticRollout:
                 self._finish(traj, "round_length", state)  # a round without a tool call ends the loop (spec 9)
 
         t1 = time.perf_counter()
-        real = [(t, r) for t, r, notice in pending if r["content"] and notice is None]
+        real = [(t, tool, content) for t, tool, content, _, notice in pending if content and notice is None]
         results = []
         if real:
             ToolCall = _tool_call_class()
-            calls = [ToolCall(tool=r["tool"], content=r["content"], trajectory_id=t.uid) for t, r in real]
+            calls = [ToolCall(tool=tool, content=content, trajectory_id=t.uid) for t, tool, content in real]
             results = self.executor.execute(calls)
             if len(results) != len(calls):
                 raise RuntimeError(f"Tool executor returned {len(results)} results for {len(calls)} calls.")
         result_iter = iter(results)
-        for traj, record, notice in pending:
+        for traj, tool, content, pos, notice in pending:
             if notice is not None:
                 status, text = notice
-                record.update(status=status, latency_s=0.0, cached=False)
+                latency_s, cached = 0.0, False
                 metrics[f"{status}_notices"] += 1
-            elif record["content"]:
+            elif content:
                 res = next(result_iter)
-                text, status = res.text, res.status
-                record.update(status=status, latency_s=float(res.latency_s), cached=bool(res.cached))
+                text, status, latency_s, cached = res.text, res.status, float(res.latency_s), bool(res.cached)
             else:
-                text = empty_call_text(record["tool"])
-                record.update(status="empty", latency_s=0.0, cached=False)
+                text, status, latency_s, cached = empty_call_text(tool), "empty", 0.0, False
                 metrics["empty_calls"] += 1
             obs = self.encode_observation(text)
-            record["obs_tokens"] = len(obs)
+            traj.tool_calls.append(ToolCallRecord(tool, content, pos, status, latency_s, cached, len(obs)))
             traj.response_ids.extend(obs)
             traj.loss_mask.extend([0] * len(obs))
             metrics["masked_tokens"] += len(obs)
-            metrics[f"tool_calls/{record['tool']}"] += 1
+            metrics[f"tool_calls/{tool}"] += 1
         tool_s = time.perf_counter() - t1
         for traj in active:
             if not traj.finished and len(traj.response_ids) >= budget:
@@ -365,7 +409,9 @@ class AgenticRollout:
         return gen_s, tool_s
 
     # ------------------------------------------------------------------ branching
-    def _branch_phase(self, alive: list[Trajectory], state: dict, prompts: list[list[int]]) -> list[Trajectory]:
+    def _branch_phase(
+        self, alive: list[Trajectory], state: RolloutState, prompts: list[list[int]]
+    ) -> list[Trajectory]:
         r"""Branch the alive sources (creation order), then budget-fill prompts without active trajectories.
 
         Budget fill (docs/algorithms.md §3.4): a prompt whose group is short of M and has none alive gets fresh global
@@ -374,8 +420,8 @@ class AgenticRollout:
         later rounds. Returns the trajectories created this round (branches first, then fills).
         """
         cfg = self.config
-        metrics = state["metrics"]
-        groups = state["groups"]
+        metrics = state.metrics
+        groups = state.groups
         alive_ids = {id(t) for t in alive}
         new: list[Trajectory] = []
         created = [0] * len(prompts)
@@ -391,7 +437,7 @@ class AgenticRollout:
                     consecutive = (
                         source.consecutive_branches
                         if cfg.branch_penalty_scope == "lineage"
-                        else state["question_counters"][g]
+                        else state.question_counters[g]
                     )
                     delta_h = source.entropy_now - source.entropy_base
                     u = float(self.rng.random()) if cfg.branch_rule == "stochastic" else None
@@ -406,15 +452,8 @@ class AgenticRollout:
                         u=u,
                     )
                     decided = True
-                    state["decision_log"].append(
-                        {
-                            "round": metrics["rounds"],
-                            "group": g,
-                            "source": source.index,
-                            "delta_h": delta_h,
-                            "l": consecutive,
-                            "branched": bool(decision),
-                        }
+                    state.decision_log.append(
+                        BranchDecision(int(metrics["rounds"]), g, source.index, delta_h, consecutive, bool(decision))
                     )
                     metrics["decisions"] += 1
                     metrics["delta_h_sum"] += delta_h
@@ -425,7 +464,7 @@ class AgenticRollout:
                         new.append(child)
                         made += 1
                         metrics["branches"] += 1
-                        state["branch_points"][source.num_tool_calls] += 1
+                        state.branch_points[source.num_tool_calls] += 1
                 if decided and cfg.branch_penalty_scope == "lineage":
                     if made:
                         source.consecutive_branches += 1
@@ -448,42 +487,34 @@ class AgenticRollout:
             metrics["fills"] += count
             filled = True
         metrics["fill_rounds"] += float(filled)  # rounds after which at least one fill was created
-        state["created_log"].append(list(created))
+        state.created_log.append(list(created))
         if cfg.branch_penalty_scope == "question" and any(created):
-            counters = state["question_counters"]
+            counters = state.question_counters
             for g in range(len(prompts)):
                 counters[g] = counters[g] + 1 if created[g] else 0
         return new
 
     # ------------------------------------------------------------------ loop
-    def _new_state(self, n_prompts: int) -> dict:
-        return {
-            "call": next(_CALL_COUNTER),
-            "keys": itertools.count(),
-            "groups": [[] for _ in range(n_prompts)],
-            "metrics": defaultdict(float),
-            "branch_points": Counter(),
-            "question_counters": [0] * n_prompts,
-            "finished_keys": [],
-            "decision_log": [],
-            "created_log": [],
-        }
-
     def _run(
-        self, prompts: list[list[int]], initial: list[int], state: dict, sampling: SamplingSettings, branching: bool
+        self,
+        prompts: list[list[int]],
+        initial: list[int],
+        state: RolloutState,
+        sampling: SamplingSettings,
+        branching: bool,
     ) -> tuple[float, float]:
         for g, prompt in enumerate(prompts):
             for _ in range(initial[g]):
                 self._new_global(state, g, prompt, is_fill=False)
-        active = [t for members in state["groups"] for t in members]
+        active = [t for members in state.groups for t in members]
         gen_s = tool_s = 0.0
         while active:
             g_s, t_s = self._round(active, state, sampling)
             gen_s, tool_s = gen_s + g_s, tool_s + t_s
             alive = [t for t in active if not t.finished]
-            if state["finished_keys"]:
-                self.engine.finish(state["finished_keys"])
-                state["finished_keys"] = []
+            if state.finished_keys:
+                self.engine.finish(state.finished_keys)
+                state.finished_keys = []
             new = self._branch_phase(alive, state, prompts) if branching else []
             active = alive + new
         return gen_s, tool_s
@@ -491,7 +522,7 @@ class AgenticRollout:
     def _premonitor(self, prompts: list[list[int]], sampling: SamplingSettings) -> tuple[list[int], dict]:
         r"""AEPO entropy pre-monitoring (docs/algorithms.md §5.1): m per prompt; probe samples are discarded."""
         cfg = self.config
-        state = self._new_state(len(prompts))
+        state = RolloutState.new(len(prompts))
         root_sampling = SamplingSettings(**{**sampling.__dict__})
         requests = [
             GenerationRequest(key=-(g + 1), prompt_ids=p, response_ids=[], max_tokens=cfg.premonitor_tokens)
@@ -501,15 +532,15 @@ class AgenticRollout:
         self.engine.finish([r.key for r in requests])
         h_root = [round_entropy(r.entropy_terms, cfg.entropy_tokens, self.log_vocab) for r in roots]
         self._run(prompts, [1] * len(prompts), state, sampling, branching=False)
-        self.engine.finish([t.engine_key for members in state["groups"] for t in members])
+        self.engine.finish([t.engine_key for members in state.groups for t in members])
         ms, h_bars = [], []
-        for g, members in enumerate(state["groups"]):
+        for g, members in enumerate(state.groups):
             rounds = members[0].round_entropies
             chosen = rounds if cfg.premonitor_rounds == "all" else rounds[1:]
             h_bar = float(np.mean(chosen)) if chosen else h_root[g]
             h_bars.append(h_bar)
             ms.append(premonitor_initial_rollouts(cfg.group_size, h_root[g], h_bar, cfg.premonitor_beta))
-        info = {"h_root": h_root, "h_bar": h_bars, "probe_tool_calls": state["metrics"]}
+        info = {"h_root": h_root, "h_bar": h_bars, "probe_tool_calls": state.metrics}
         return ms, info
 
     def rollout(self, prompts: list[list[int]], training: bool = True) -> RolloutOutput:
@@ -548,14 +579,14 @@ class AgenticRollout:
         else:
             initial = [1] * len(prompts)
 
-        state = self._new_state(len(prompts))
+        state = RolloutState.new(len(prompts))
         self.last_state = state  # decision and creation logs of the latest call (inspection and tests)
         gen_s, tool_s = self._run(prompts, initial, state, sampling, branching=training)
         timing["time/generation"] += gen_s
         timing["time/tools"] += tool_s
         self.engine.release()
 
-        groups = state["groups"]
+        groups = state.groups
         expected = cfg.group_size if training else 1
         for g, members in enumerate(groups):
             if len(members) != expected:
@@ -607,8 +638,7 @@ class AgenticRollout:
         cfg = self.config
         self.engine.reset()
         sampling = self._sampling(training=True)  # the configured temperature; 0 means greedy
-        state = self._new_state(0)
-        state["seeds"] = {}
+        state = RolloutState.new(0)
         source = iter(items)
         exhausted = False
         active: list[Trajectory] = []
@@ -622,12 +652,12 @@ class AgenticRollout:
                     exhausted = True
                     break
                 item_id, prompt, seed = item
-                state["groups"].append([])
-                traj = self._new_global(state, len(state["groups"]) - 1, list(prompt), is_fill=False)
+                state.groups.append([])
+                traj = self._new_global(state, len(state.groups) - 1, list(prompt), is_fill=False)
                 item_of[traj.engine_key] = item_id
                 started[traj.engine_key] = time.perf_counter()
                 if seed is not None:
-                    state["seeds"][traj.engine_key] = int(seed)
+                    state.seeds[traj.engine_key] = int(seed)
                 active.append(traj)
             if not active:
                 break
@@ -640,9 +670,9 @@ class AgenticRollout:
             if live:
                 g_s, t_s = self._round(live, state, sampling)
                 gen_s, tool_s = gen_s + g_s, tool_s + t_s
-            if state["finished_keys"]:
-                self.engine.finish(state["finished_keys"])
-                state["finished_keys"] = []
+            if state.finished_keys:
+                self.engine.finish(state.finished_keys)
+                state.finished_keys = []
             for traj in active:
                 if not traj.finished:
                     continue
@@ -650,17 +680,19 @@ class AgenticRollout:
                     del traj.response_ids[cfg.max_response_length :]
                     del traj.loss_mask[cfg.max_response_length :]
                     traj.truncated = True
-                state["groups"][traj.group_index] = []  # nothing refers to finished groups any more
+                state.groups[traj.group_index] = []  # nothing refers to finished groups any more
                 started.pop(traj.engine_key, None)
                 on_finished(item_of.pop(traj.engine_key), traj)
             active = [t for t in active if not t.finished]
         self.engine.release()
-        out = {key: float(value) for key, value in state["metrics"].items()}
+        out = {key: float(value) for key, value in state.metrics.items()}
         out.update({"time/generation": gen_s, "time/tools": tool_s})
         return out
 
-    def _metrics(self, state: dict, groups: list[list[Trajectory]], initial: list[int], training: bool) -> dict:
-        m = state["metrics"]
+    def _metrics(
+        self, state: RolloutState, groups: list[list[Trajectory]], initial: list[int], training: bool
+    ) -> dict[str, float]:
+        m = state.metrics
         trajs = [t for members in groups for t in members]
         n = max(len(trajs), 1)
         out = {
@@ -686,12 +718,12 @@ class AgenticRollout:
         per_tool = Counter()
         for t in trajs:
             for call in t.tool_calls:
-                per_tool[call["tool"]] += 1
+                per_tool[call.tool] += 1
         for tool, count in per_tool.items():
             out[f"rollout/tool_calls_per_traj/{tool}"] = count / n
         for key, value in m.items():
             if key.startswith("tool_calls/"):
                 out[f"rollout/executed_{key}"] = value
-        for call_index, count in sorted(state["branch_points"].items()):
+        for call_index, count in sorted(state.branch_points.items()):
             out[f"rollout/branch_points/call_{call_index}"] = float(count)
         return out

@@ -110,6 +110,7 @@ _REPORTED_KEYS = (
     "arpo_rollout_backend",
     "arpo_rollout_batch_size",
     "aepo_high_entropy_z",
+    "rl_policy_loss",
     "rl_epsilon",
     "rl_epsilon_high",
     "rl_dual_clip",

@@ -346,7 +346,8 @@ def test_non_rl_formatting_and_streaming_are_refused(tmp_path, cache_dir):
 def test_converter_registration_is_idempotent():
     from llamafactory.data.converter import DATASET_CONVERTERS
 
-    from llamafactory_agentic.data import ArpoRLDatasetConverter, ArpoSFTDatasetConverter, register_data_extensions
+    from llamafactory_agentic.data import ArpoRLDatasetConverter, ArpoSFTDatasetConverter
+    from llamafactory_agentic.integration.data_registration import register_data_extensions
 
     register_data_extensions()
     register_data_extensions()

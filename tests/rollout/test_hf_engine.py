@@ -246,5 +246,5 @@ def test_full_rollout_real_model_and_python_tool(tiny_model, tiny_tokenizer):
             assert t.response_ids == target, tiny_tokenizer.decode(t.response_ids)
             assert t.loss_mask == [1] * len(call) + [0] * len(obs) + [1] * len(answer)
             assert t.finish_reason == "eos" and t.num_tool_calls == 1
-            assert t.tool_calls[0]["status"] == "ok" and t.tool_calls[0]["content"] == "print(1 + 2)"
+            assert t.tool_calls[0].status == "ok" and t.tool_calls[0].content == "print(1 + 2)"
     assert out.metrics["rollout/masked_tokens"] > 0 and out.timing["time/tools"] > 0

@@ -125,7 +125,7 @@ def test_vllm_engine_round_and_rollout(fake_vllm, tiny_model, tiny_tokenizer):
     assert second_prompt == p + t.response_ids[: len(second_prompt) - len(p)] and sp2.max_tokens == 64 - (
         len(second_prompt) - len(p)
     )
-    assert t.finish_reason == "eos" and t.response_ids[-1] == eos and t.tool_calls[0]["content"] == "capital"
+    assert t.finish_reason == "eos" and t.response_ids[-1] == eos and t.tool_calls[0].content == "capital"
     assert tiny_tokenizer.decode(t.response_ids).count("</search> <result>") == 1
     # entropy: each position pools two log-probs (-0.1, -2.5); 20 leading positions
     per_pos = -(math.exp(-0.1) * -0.1) - (math.exp(-2.5) * -2.5)

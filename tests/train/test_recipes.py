@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import llamafactory_agentic
-from llamafactory_agentic.train.arpo.trainer import derive_steps_per_generation
+from llamafactory_agentic.train.arpo.config import derive_steps_per_generation
 from llamafactory_agentic.train.presets import resolve_presets
 
 

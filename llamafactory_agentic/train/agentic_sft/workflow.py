@@ -44,8 +44,7 @@ def prepare_agentic_sft(data_args: "DataArguments", finetuning_args: Any) -> Non
         ValueError: with inline tags and no `template`, with `tool_format` set (it would replace the verbatim function
             formatter by a JSON one), or for an `efficient_eos` template.
     """
-    from ...data import register_data_extensions
-    from ...data.inline_template import get_inline_template_name
+    from ...integration.data_registration import get_inline_template_name, register_data_extensions
 
     register_data_extensions()
     protocol = getattr(finetuning_args, "agentic_tool_protocol", "inline_tags")

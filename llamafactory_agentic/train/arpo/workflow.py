@@ -97,11 +97,13 @@ def run_arpo(
     from llamafactory.train.trainer_utils import create_ref_model
 
     from ...data import load_rl_dataset
+    from ...integration.log_callback import extend_log_callback
     from ...rewards import get_reward_function
-    from ...rollout import AgenticRollout, RolloutConfig, build_engine
+    from ...rollout import AgenticRollout, build_engine
     from ...tools import build_executor_from_args
     from ..agentic_sft.check import check_tokenizer_tags
-    from .trainer import ArpoLossConfig, ArpoTrainer, build_grpo_config, check_rl_sampling, extend_log_callback
+    from .config import build_run_config, check_rl_sampling
+    from .trainer import ArpoTrainer
 
     if training_args.do_train:
         check_rl_sampling(generating_args)  # before any model is loaded
@@ -126,24 +128,19 @@ def run_arpo(
     if finetuning_args.rl_kl_coef != 0.0 and finetuning_args.finetuning_type != "lora":
         ref_model = create_ref_model(model_args, finetuning_args)
 
-    rollout_config = RolloutConfig.from_args(
-        finetuning_args,
-        generating_args,
-        tokenizer.eos_token_id,
-        seed=training_args.seed + training_args.process_index,
-    )
-    executor = build_executor_from_args(finetuning_args)
-    engine = build_engine(rollout_config.backend, model, tokenizer, rollout_config)
-    rollout = AgenticRollout(engine, executor, tokenizer, rollout_config)
-    reward_fn = get_reward_function(finetuning_args.agentic_reward, finetuning_args.agentic_reward_math)
+    run_config = build_run_config(training_args, finetuning_args, generating_args, tokenizer.eos_token_id)
+    executor = build_executor_from_args(run_config.tools)
+    engine = build_engine(run_config.rollout.backend, model, tokenizer, run_config.rollout)
+    rollout = AgenticRollout(engine, executor, tokenizer, run_config.rollout)
+    reward_fn = get_reward_function(run_config.reward, run_config.reward_math)
 
     extend_log_callback(callbacks)
     trainer = ArpoTrainer(
         model=model,
-        args=build_grpo_config(training_args, finetuning_args, generating_args),
+        args=run_config.grpo,
         rollout=rollout,
         reward_fn=reward_fn,
-        loss_config=ArpoLossConfig.from_args(finetuning_args),
+        loss_config=run_config.loss,
         processing_class=tokenizer,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
