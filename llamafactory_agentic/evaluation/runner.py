@@ -239,19 +239,19 @@ def build_record(
     calls, seen = [], set()
     duplicates = 0
     for call in traj.tool_calls:
-        key = (call["tool"], _call_key(call["tool"], call["content"])) if call["content"] else None
+        key = (call.tool, _call_key(call.tool, call.content)) if call.content else None
         if key is not None and key in seen:
             duplicates += 1
         if key is not None:
             seen.add(key)
         calls.append(
             {
-                "tool": call["tool"],
-                "content": call["content"],
-                "status": call.get("status"),
-                "cached": bool(call.get("cached")),
-                "latency_s": float(call.get("latency_s") or 0.0),
-                "obs_tokens": int(call.get("obs_tokens") or 0),
+                "tool": call.tool,
+                "content": call.content,
+                "status": call.status,
+                "cached": bool(call.cached),
+                "latency_s": float(call.latency_s),
+                "obs_tokens": int(call.obs_tokens),
             }
         )
     statuses = Counter(c["status"] for c in calls)

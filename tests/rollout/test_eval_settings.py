@@ -154,7 +154,7 @@ def test_per_tool_limits_and_repeat_notices(tiny_tokenizer):
         repeat_notice_tools=("search",),
     )
     traj = done["q"]
-    statuses = [(c["tool"], c.get("status")) for c in traj.tool_calls]
+    statuses = [(c.tool, c.status) for c in traj.tool_calls]
     assert statuses == [
         ("python", "ok"),
         ("python", "ok"),
