@@ -161,7 +161,7 @@ def repeat_notice_text(tool: str) -> str:
 
 
 def _call_key(tool: str, content: str) -> str:
-    r"""Content of a call as compared for repeats: search queries normalised as the tool cache does (spec 7)."""
+    r"""Content of a call as compared for repeats: search queries normalised as the tool cache does (docs/algorithms.md §7.5)."""
     if tool == "search":
         from ..tools import normalize_search_query
 
@@ -373,7 +373,8 @@ class AgenticRollout:
             elif len(traj.response_ids) >= budget:
                 self._finish(traj, "length", state)
             elif cfg.max_round_tokens is not None:
-                self._finish(traj, "round_length", state)  # a round without a tool call ends the loop (spec 9)
+                # a round without a tool call ends the loop (docs/algorithms.md §9.1)
+                self._finish(traj, "round_length", state)
 
         t1 = time.perf_counter()
         real = [(t, tool, content) for t, tool, content, _, notice in pending if content and notice is None]

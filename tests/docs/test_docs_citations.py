@@ -33,7 +33,7 @@ _CITATION = re.compile(r"docs/algorithms\.md((?:\s*(?:,|and|-|;)?\s*§\d+(?:\.\d
 _SECTION = re.compile(r"§(\d+(?:\.\d+)?)")
 # Citations of files users do not have (written split so that this file does not match itself).
 _EXTERNAL = re.compile("|".join(["ALGORITHMS" + r"\.md", "shared/" + "specs", "INTERFACES" + r"\.md", "ARCHITECTURE" + r"\.md",
-                                 r"\bspec" + r" sections? \d", r"\bspec" + r" §", r"section \d+(?:\.\d+)? of the " + "spec"]))  # fmt: skip
+                                 r"\bspec" + r" sections? \d", r"\bspec" + r" §", r"\bspec" + r" \d", r"section \d+(?:\.\d+)? of the " + "spec"]))  # fmt: skip
 
 
 def _citing_files() -> list[Path]:
