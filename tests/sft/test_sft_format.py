@@ -257,7 +257,7 @@ def test_tool_output_with_literal_tags_is_kept_in_the_turns_layout(tmp_path, tin
     from llamafactory.hparams import DataArguments, ModelArguments
     from transformers import Seq2SeqTrainingArguments
 
-    from llamafactory_agentic.data import get_inline_template_name
+    from llamafactory_agentic.integration.data_registration import get_inline_template_name
 
     data_args = DataArguments(
         dataset=name, dataset_dir=str(tmp_path / "d"), template=get_inline_template_name("qwen"), overwrite_cache=True
