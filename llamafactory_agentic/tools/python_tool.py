@@ -1191,7 +1191,9 @@ class PythonTool(BaseTool):
             raise ValueError(f"`isolation` must be auto or one of {', '.join(SANDBOXES)}, got {isolation!r}")
         if run_as not in RUN_AS:
             raise ValueError(f"`run_as` must be one of {', '.join(RUN_AS)}, got {run_as!r}")
-        self.max_output_chars = check_number("max_output_chars", max_output_chars, integer=True, minimum=2)
+        self.max_output_chars = check_number(
+            "max_output_chars", max_output_chars, integer=True, minimum=2, inclusive=True
+        )
         self.memory_mb = check_number("memory_mb", memory_mb, integer=True, allow_none=True)
         self.cpu_time_s = check_number("cpu_time_s", cpu_time_s, allow_none=True)
         self.max_processes = check_number("max_processes", max_processes, integer=True, allow_none=True)

@@ -194,9 +194,11 @@ def accepted_params(cls: type[BaseTool], params: dict[str, Any] | None = None) -
 
 
 def _check_entry(where: str, entry: dict[str, Any]) -> None:
-    try:
-        check_number("timeout", entry.get("timeout"), allow_none=True)
-        check_number("retries", entry.get("retries"), integer=True, minimum=1, inclusive=True, allow_none=True)
+    try:  # null (or no key) means the run's value for timeout and retries, unlimited for call_limit
+        if entry.get("timeout") is not None:
+            check_number("timeout", entry["timeout"])
+        if entry.get("retries") is not None:
+            check_number("retries", entry["retries"], integer=True, minimum=1, inclusive=True)
         check_number("call_limit", entry.get("call_limit"), integer=True, inclusive=True, allow_none=True)
     except ValueError as exc:
         raise ToolConfigError(f"{where}: {exc}") from None

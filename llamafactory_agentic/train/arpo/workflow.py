@@ -99,6 +99,7 @@ def run_arpo(
     if training_args.should_save:
         save_agentic_config(effective, training_args.output_dir)
 
+    executor = build_executor_from_args(finetuning_args)  # first: a bad tool config or a weak sandbox stops here
     tokenizer_module = load_tokenizer(model_args)
     tokenizer = tokenizer_module["tokenizer"]
     template = get_template_and_fix_tokenizer(tokenizer, data_args)
@@ -118,7 +119,6 @@ def run_arpo(
         tokenizer.eos_token_id,
         seed=training_args.seed + training_args.process_index,
     )
-    executor = build_executor_from_args(finetuning_args)
     engine = build_engine(rollout_config.backend, model, tokenizer, rollout_config)
     rollout = AgenticRollout(engine, executor, tokenizer, rollout_config)
     reward_fn = get_reward_function(finetuning_args.agentic_reward, finetuning_args.agentic_reward_math)
