@@ -139,8 +139,11 @@ SILENT_SHELL = ["/bin/sh", "-c", 'cd "$1" || exit 125; shift; exec 3>&2 2>/dev/n
 # `R W DEV [--mask D | --ro P]... -- CMD...`: builds the new root R (a recursive, read-only bind of /), mounts fresh
 # /proc and read-only /sys, binds the prepared device folder DEV read-only on /dev (or, when DEV is empty, binds the
 # few device nodes into a tmpfs), mounts private /tmp and /dev/shm, hides each D behind an empty tmpfs, binds each P
-# back read-only, binds the working directory W read-write, then execs CMD (`chroot R setpriv ...`). Every step is
-# one `mount` (util-linux creates missing folders with X-mount.mkdir); any failure exits non-zero (the probe says so).
+# back read-only, binds the working directory W read-write, then runs CMD (`chroot R setpriv ...`) as its child and
+# exits with its status. The script stays pid 1 and root: `unshare --kill-child` kills it when unshare dies (a parent-
+# death signal survives only while the credentials do not change, so pid 1 must not become uid 65534), and the pid
+# namespace dies with it. Every step is one `mount` (util-linux creates missing folders with X-mount.mkdir); any
+# failure exits non-zero (the probe says so).
 UNSHARE_SETUP = r"""
 set -eu
 umask 022
@@ -188,7 +191,7 @@ while [ "$1" != -- ]; do
 done
 shift
 mount --bind -o X-mount.mkdir "$W" "$R$W"
-exec "$@"
+"$@"
 """
 # Run by the interpreter itself (outside any sandbox): its identity, prefixes, `sys.path`, and the source folders of
 # editable installs (PEP 610 `direct_url.json`; setuptools' editable finders import them without a `sys.path` entry).
@@ -260,7 +263,9 @@ print(json.dumps(out))
 """
 _PROBE_NPROC = 16  # RLIMIT_NPROC of the probe; it tries 4x as many forks
 
-_LOCK = threading.RLock()
+_LOCK = threading.RLock()  # guards the caches below (held briefly)
+_PROBE_LOCK = threading.Lock()  # one probe at a time
+_MEASURE_LOCK = threading.Lock()  # one sandbox choice at a time
 _INFO: dict[str, dict] = {}
 _REPORTS: dict[tuple[str, str, bool], "IsolationReport"] = {}
 _CHOSEN: dict[tuple[str, str, str], "IsolationReport"] = {}
@@ -371,28 +376,28 @@ def _interpreter_info(executable: str) -> dict:
     with _LOCK:
         if executable in _INFO:
             return _INFO[executable]
-        info: dict = {
-            "identity": None,
-            "paths": [os.path.dirname(executable), os.path.dirname(os.path.realpath(executable))],
-        }
-        try:
-            proc = subprocess.run(
-                [executable, "-s", "-c", _QUERY_INTERPRETER],
-                cwd="/",
-                env={"PATH": SYSTEM_PATH, "LC_ALL": "C.UTF-8"},
-                capture_output=True,
-                timeout=60,
-            )
-            if proc.returncode == 0:
-                data = json.loads(proc.stdout.decode("utf-8").strip().splitlines()[-1])
-                info["identity"] = data["identity"]
-                info["paths"] += [p for p in data["paths"] if isinstance(p, str) and p]
-            else:
-                logger.info("[agentic-tools] %s failed: %s", executable, proc.stderr.decode(errors="replace")[-300:])
-        except (OSError, subprocess.SubprocessError, ValueError, KeyError, IndexError) as exc:
-            logger.info("[agentic-tools] could not ask %s for its paths: %s", executable, exc)
-        _INFO[executable] = info
-        return info
+    info: dict = {
+        "identity": None,
+        "paths": [os.path.dirname(executable), os.path.dirname(os.path.realpath(executable))],
+    }
+    try:
+        proc = subprocess.run(
+            [executable, "-s", "-c", _QUERY_INTERPRETER],
+            cwd="/",
+            env={"PATH": SYSTEM_PATH, "LC_ALL": "C.UTF-8"},
+            capture_output=True,
+            timeout=60,
+        )
+        if proc.returncode == 0:
+            data = json.loads(proc.stdout.decode("utf-8").strip().splitlines()[-1])
+            info["identity"] = data["identity"]
+            info["paths"] += [p for p in data["paths"] if isinstance(p, str) and p]
+        else:
+            logger.info("[agentic-tools] %s failed: %s", executable, proc.stderr.decode(errors="replace")[-300:])
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError, IndexError) as exc:
+        logger.info("[agentic-tools] could not ask %s for its paths: %s", executable, exc)
+    with _LOCK:
+        return _INFO.setdefault(executable, info)
 
 
 def _nobody_can_enter(st: os.stat_result) -> bool:
@@ -450,6 +455,12 @@ def _mount_plan(executable: str, workdir: str, as_nobody: bool) -> tuple[list[st
     return masks, _outermost(binds)
 
 
+def _remove_own(folder: str, pid: int) -> None:
+    r"""At exit, remove `folder` if this process made it (a forked child exiting must not remove its parent's)."""
+    if os.getpid() == pid:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _sandbox_base() -> tuple[str, str]:
     r"""(new-root mount point, prepared /dev folder or "") of the root `unshare` sandbox, made once per process.
 
@@ -463,7 +474,7 @@ def _sandbox_base() -> tuple[str, str]:
         parents = [tempfile.gettempdir(), "/var/tmp"]
         parent = next((p for p in parents if os.path.isdir(p) and not os.statvfs(p).f_flag & os.ST_NODEV), None)
         base = tempfile.mkdtemp(prefix="lfa-sandbox-", dir=parent)
-        atexit.register(shutil.rmtree, base, True)
+        atexit.register(_remove_own, base, os.getpid())
         os.mkdir(os.path.join(base, "root"))
         dev = os.path.join(base, "dev")
         try:
@@ -549,10 +560,14 @@ def _sandbox_command(
         unshare = shutil.which("unshare", path=SYSTEM_PATH)
         if unshare is None:
             raise FileNotFoundError("util-linux unshare is not installed")
+        # `unshare` itself dies with the thread that started it (as `bwrap --die-with-parent` does), and
+        # `--kill-child` then ends the namespace: a trainer killed with SIGKILL leaves no sandbox behind
+        setpriv_bin = shutil.which("setpriv", path=SYSTEM_PATH)
+        unshare = [setpriv_bin, "--pdeathsig", "KILL", "--", unshare] if setpriv_bin else [unshare]
         if not as_nobody:
             uid, gid = os.getuid(), os.getgid()
             return [
-                unshare, "--user", f"--map-user={uid}", f"--map-group={gid}", "--net", "--pid", "--mount",
+                *unshare, "--user", f"--map-user={uid}", f"--map-group={gid}", "--net", "--pid", "--mount",
                 "--mount-proc", "--fork", "--kill-child", "--", *shell, *inner,
             ], {}  # fmt: skip
         setpriv, chroot = _setpriv_prefix(), shutil.which("chroot", path=SYSTEM_PATH)
@@ -562,7 +577,7 @@ def _sandbox_command(
         ops = [x for m in masks for x in ("--mask", m)] + [x for b in binds for x in ("--ro", b)]
         root, dev = _sandbox_base()
         return [
-            unshare, "--mount", "--pid", "--net", "--ipc", "--uts", "--fork", "--kill-child", "--", "/bin/sh", "-c",
+            *unshare, "--mount", "--pid", "--net", "--ipc", "--uts", "--fork", "--kill-child", "--", "/bin/sh", "-c",
             UNSHARE_SETUP, "sh", root, workdir, dev, *ops, "--", chroot, root, *setpriv, *shell, *inner,
         ], {}  # fmt: skip
     if sandbox == "rlimits-only":
@@ -737,12 +752,16 @@ def probe_sandbox(sandbox: str, executable: str | None = None, as_nobody: bool |
     with _LOCK:
         if key in _REPORTS:
             return _REPORTS[key]
-    report = _probe(sandbox, executable, as_nobody)
-    if report.error:
-        logger.info("[agentic-tools] python sandbox %s unavailable: %s", sandbox, report.error)
-    with _LOCK:
-        _REPORTS.setdefault(key, report)
-        return _REPORTS[key]
+    with _PROBE_LOCK:  # one probe at a time (many worker threads may ask at once)
+        with _LOCK:
+            if key in _REPORTS:
+                return _REPORTS[key]
+        report = _probe(sandbox, executable, as_nobody)
+        if report.error:
+            logger.info("[agentic-tools] python sandbox %s unavailable: %s", sandbox, report.error)
+        with _LOCK:
+            _REPORTS[key] = report
+        return report
 
 
 def _probe(sandbox: str, executable: str, as_nobody: bool) -> IsolationReport:
@@ -823,6 +842,18 @@ def measure_isolation(preferred: str = "auto", executable: str | None = None, ru
     with _LOCK:
         if key in _CHOSEN:
             return _CHOSEN[key]
+    with _MEASURE_LOCK:
+        with _LOCK:
+            if key in _CHOSEN:
+                return _CHOSEN[key]
+        chosen = _choose(preferred, executable, run_as)
+        logger.info("[agentic-tools] python tool isolation: %s", chosen.describe())
+        with _LOCK:
+            _CHOSEN[key] = chosen
+        return chosen
+
+
+def _choose(preferred: str, executable: str, run_as: str) -> IsolationReport:
     drops = [True, False] if run_as == "auto" and os.geteuid() == 0 else [False]
     chosen = None
     if preferred != "auto":
@@ -839,10 +870,7 @@ def measure_isolation(preferred: str = "auto", executable: str | None = None, ru
                 break
     if chosen is None:  # nothing ran the probe: the interpreter itself is broken; calls will show why
         chosen = probe_sandbox("rlimits-only", executable, False)
-    logger.info("[agentic-tools] python tool isolation: %s", chosen.describe())
-    with _LOCK:
-        _CHOSEN.setdefault(key, chosen)
-        return _CHOSEN[key]
+    return chosen
 
 
 def isolation_level(preferred: str = "auto", executable: str | None = None, run_as: str = "auto") -> str:

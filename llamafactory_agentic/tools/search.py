@@ -49,7 +49,7 @@ from .base import (
     check_number,
     redact,
 )
-from .cache import ToolCache, normalize_search_query, open_cache
+from .cache import CacheUnavailable, ToolCache, normalize_search_query, open_cache
 from .registry import register_tool
 
 
@@ -165,7 +165,10 @@ class ReplayBackend(SearchBackend):
         r"""Formatted observation stored for `query` (already normalised)."""
         if self.cache is None:
             raise CacheMiss("the replay backend has no cache")
-        entry = self.cache.get("search", query)
+        try:
+            entry = self.cache.lookup("search", query)  # bounded: a locked or unreachable cache does not hang
+        except CacheUnavailable as exc:
+            raise ToolError(f"the replay cache cannot be read now ({exc})") from exc
         if entry is None:
             raise CacheMiss(f"query not in the replay cache: {query[:200]}")
         return entry.result

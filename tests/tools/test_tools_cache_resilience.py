@@ -275,3 +275,20 @@ def test_cli_search_exits_fast_with_a_locked_cache_or_a_paused_redis(local_index
         assert run.returncode == 0 and run.stdout == proc.stdout, run.stderr
         assert "status=ok" in run.stderr
         assert seconds < baseline + 5.0, f"{seconds:.1f}s against {baseline:.1f}s without the fault"
+
+
+def test_replay_search_with_a_fully_locked_cache_answers_at_once(seeded):
+    """The replay backend reads the cache itself: a locked file is an error observation, not a 30 s wait."""
+    from llamafactory_agentic.tools import SearchTool
+
+    holder = Holder(seeded, "all")
+    try:
+        cache = SQLiteCache(seeded, degrade=True)
+        with ToolExecutor([SearchTool(backend="replay", cache=cache, retries=1)], cache=cache) as ex:
+            start = time.monotonic()
+            result = ex.execute([ToolCall("search", "anything")])[0]
+            elapsed = time.monotonic() - start
+    finally:
+        holder.release()
+    assert result.status == "error" and "cannot be read now" in result.text
+    assert elapsed < 3.0, f"{elapsed:.1f}s"

@@ -24,6 +24,7 @@ import ast
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -308,3 +309,38 @@ def test_no_bubblewrap_on_path_falls_back_to_unshare(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["unshare", "full", "65534"]
+
+
+def test_a_killed_trainer_leaves_no_sandbox_behind(sandbox, tmp_path):
+    """SIGKILL of the process that runs the tool: bwrap dies with its parent, `unshare` too (parent-death signal),
+    and the pid namespace takes the code with it. (`rlimits-only` has no pid namespace: documented, not tested.)"""
+    name, executable, _ = sandbox
+    if name == "rlimits-only":
+        pytest.skip("rlimits-only has no pid namespace: the code outlives a killed trainer until its CPU limit")
+    root = tempfile.mkdtemp(prefix="lfa-orphan-")
+    os.chmod(root, 0o755)
+    code = (
+        "import sys; from llamafactory_agentic.tools.python_tool import run_python_code\n"
+        f"run_python_code('import time\\ntime.sleep(300)', isolation={name!r}, timeout_s=600, workdir_root={root!r})"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    trainer = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        deadline = time.time() + 60
+        while not _sandbox_pids(root) and time.time() < deadline:
+            time.sleep(0.1)
+        assert _sandbox_pids(root), "the sandbox never started"
+        time.sleep(0.5)
+        trainer.kill()
+        trainer.wait()
+        deadline = time.time() + 10
+        while _sandbox_pids(root) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not _sandbox_pids(root), "sandbox processes outlived the killed trainer"
+    finally:
+        for pid in _sandbox_pids(root):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+        shutil.rmtree(root, ignore_errors=True)
