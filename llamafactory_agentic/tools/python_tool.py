@@ -69,9 +69,11 @@ between fork and exec, which `preexec_fn` would do and which is unsafe in a thre
 the fallback when `prlimit` is missing. The CPU-time limit is soft N s / hard N + 1 s: SIGXCPU at N s, SIGKILL one
 second later if the code handles SIGXCPU; either death is reported as an error observation naming the signal and
 the limit. RLIMIT_NPROC counts every process of uid 65534 on the machine, so concurrent calls share it. A silent
-`/bin/sh` stands between the sandbox and the code (pid 1 of the `unshare` namespace, the parent under
-`rlimits-only`): pid 1 ignores signals it has no handler for, and the shell turns the code's death by a signal into
-the exit status 128 + signal. The program is sent on stdin (`python -`), so tracebacks read `File "<stdin>", line N`
+`/bin/sh` stands between the sandbox and the code, so that the code is never pid 1 of a namespace (pid 1 ignores
+signals it has no handler for) and its death by a signal becomes the exit status 128 + signal. The `bwrap` and
+`unshare` sandboxes end with the thread that started them (`--die-with-parent`, `setpriv --pdeathsig`), taking their
+pid namespace along, so a killed trainer leaves no code running; under `rlimits-only` the code runs on until its CPU
+limit. The program is sent on stdin (`python -`), so tracebacks read `File "<stdin>", line N`
 on every call, and `input()` sees an immediate EOF.
 
 Getting `full` (check with `llamafactory-agentic doctor`): install bubblewrap (`apt-get install bubblewrap`); as a
@@ -101,7 +103,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from .base import (
@@ -270,6 +272,7 @@ _INFO: dict[str, dict] = {}
 _REPORTS: dict[tuple[str, str, bool], "IsolationReport"] = {}
 _CHOSEN: dict[tuple[str, str, str], "IsolationReport"] = {}
 _HIDDEN: dict[str, str | None] = {}
+_PLANS: dict[tuple[str, str, bool], tuple[list[str], list[str]]] = {}
 _SANDBOX_BASE: list[tuple[str, str]] = []
 
 
@@ -317,10 +320,6 @@ class IsolationReport:
     def rank(self) -> int:
         r"""Index in `ISOLATION_LEVELS` (-1 for "remote")."""
         return ISOLATION_LEVELS.index(self.level) if self.level in ISOLATION_LEVELS else -1
-
-    def as_dict(self) -> dict[str, Any]:
-        r"""The fields as a plain dict (for logs and JSON)."""
-        return asdict(self)
 
     def describe(self) -> str:
         r"""One line: level, sandbox and every measured property, e.g. for `doctor` and error messages."""
@@ -410,13 +409,13 @@ def _nobody_can_enter(st: os.stat_result) -> bool:
 
 def _hidden_ancestor(path: str) -> str | None:
     r"""Topmost proper ancestor folder of the resolved `path` that uid 65534 cannot enter (None: all enterable)."""
-    real = os.path.realpath(path)
+    folder = os.path.dirname(os.path.realpath(path))
     with _LOCK:
-        if real in _HIDDEN:
-            return _HIDDEN[real]
+        if folder in _HIDDEN:
+            return _HIDDEN[folder]
     found = None
     current = "/"
-    for part in [p for p in real.split("/") if p][:-1]:
+    for part in [p for p in folder.split("/") if p]:
         current = os.path.join(current, part)
         try:
             if not _nobody_can_enter(os.stat(current)):
@@ -425,7 +424,7 @@ def _hidden_ancestor(path: str) -> str | None:
         except OSError:
             break
     with _LOCK:
-        _HIDDEN[real] = found
+        _HIDDEN[folder] = found
     return found
 
 
@@ -434,8 +433,13 @@ def _mount_plan(executable: str, workdir: str, as_nobody: bool) -> tuple[list[st
 
     Masks (root trainer only): topmost folders on the way to the interpreter's folders or the working directory that
     uid 65534 cannot enter; they become empty tmpfs. Binds: the interpreter's existing folders under a mask or a
-    private dir, outermost only, bound back read-only at their own path.
+    private dir, outermost only, bound back read-only at their own path. Cached per interpreter and folder of the
+    working directories.
     """
+    key = (executable, os.path.dirname(workdir), as_nobody)
+    with _LOCK:
+        if key in _PLANS:
+            return _PLANS[key]
     paths = _interpreter_info(executable)["paths"]
     masks: list[str] = []
     if as_nobody:
@@ -452,7 +456,9 @@ def _mount_plan(executable: str, workdir: str, as_nobody: bool) -> tuple[list[st
                 continue
             if any(_is_under(candidate, c) for c in covers):
                 binds.append(candidate)
-    return masks, _outermost(binds)
+    plan = (masks, _outermost(binds))
+    with _LOCK:
+        return _PLANS.setdefault(key, plan)
 
 
 def _remove_own(folder: str, pid: int) -> None:

@@ -341,3 +341,13 @@ def test_remote_sandbox_backend(fake_server):
     assert result.status == "error" and "HTTP 500" in result.text and len(server.requests) - n == 2
     assert tool.execute("garbage").status == "error"
     tool.close()
+
+
+def test_executor_metrics_report_the_measured_level():
+    from llamafactory_agentic.tools import ToolCall, ToolExecutor
+
+    level = measure_isolation().level
+    with ToolExecutor([PythonTool(timeout_s=10)]) as ex:
+        assert ex.execute([ToolCall("python", "print(1)"), ToolCall("python", "print(2)")])[1].text == "2"
+        metrics = ex.pop_metrics()
+    assert metrics[f"tools/python/calls_at_{level}"] == 2

@@ -344,3 +344,10 @@ def test_a_killed_trainer_leaves_no_sandbox_behind(sandbox, tmp_path):
             except OSError:
                 pass
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_recipe_default_is_the_documented_minimum():
+    from llamafactory_agentic.hparams import AgenticArguments
+    from llamafactory_agentic.tools.python_tool import DEFAULT_MIN_ISOLATION
+
+    assert AgenticArguments().agentic_python_min_isolation == DEFAULT_MIN_ISOLATION == "unprivileged"
