@@ -21,9 +21,7 @@ behaviour (30 s busy timeout per write, 5 s socket timeout per command).
 """
 
 import os
-import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -47,12 +45,6 @@ class Upper(BaseTool):
 
     def run(self, args):
         return ToolOutput(args.upper())
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env():
@@ -173,33 +165,6 @@ def test_a_new_entry_is_visible_to_another_process_within_15_seconds(seeded):
         out, _ = reader.communicate(timeout=40)
     assert out.strip(), "the other process never saw the entry"
     assert float(out) < 15.0
-
-
-@pytest.fixture()
-def private_redis():
-    """A redis-server of this test's own (it gets paused and stopped), on a free loopback port."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server not installed: apt-get install -y redis-server")
-    port = _free_port()
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    url = f"redis://127.0.0.1:{port}/0"
-    import redis
-
-    client = redis.Redis.from_url(url)
-    for _ in range(200):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    client.close()
-    yield url, proc
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGCONT)
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.mark.parametrize("fault", ["paused", "stopped"])
