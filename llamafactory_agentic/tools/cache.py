@@ -30,6 +30,7 @@ empty results never. Modes: `read_write` (look up, store new results), `read_onl
 `offline` (look up; the executor answers misses with the no-result text instead of calling the tool).
 """
 
+import atexit
 import hashlib
 import json
 import logging
@@ -37,6 +38,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -245,6 +247,8 @@ class ToolCache:
             if self._closing:
                 return
             if self._writer is None or self._writer_pid != os.getpid() or not self._writer.is_alive():
+                if self._writer is None or self._writer_pid != os.getpid():  # queued entries outlive a missed close
+                    atexit.register(_flush_at_exit, weakref.ref(self))
                 self._writer_pid = os.getpid()
                 self._writer = threading.Thread(target=self._writer_loop, name="agentic-cache-writer", daemon=True)
                 self._writer.start()
@@ -547,6 +551,16 @@ class ToolCache:
             except Exception as exc:  # noqa: BLE001
                 logger.warning("[agentic-tools] could not flush cache statistics: %s", exc)
         self._release()
+
+
+def _flush_at_exit(ref: "weakref.ref[ToolCache]") -> None:
+    r"""At interpreter exit, write what an unclosed cache still has queued (bounded by its `close_timeout_s`)."""
+    cache = ref()
+    if cache is not None and not cache._closing:
+        try:
+            cache.flush()
+        except Exception:  # noqa: BLE001 - never fail the exit
+            pass
 
 
 class SQLiteCache(ToolCache):

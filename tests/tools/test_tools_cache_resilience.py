@@ -257,3 +257,15 @@ def test_replay_search_with_a_fully_locked_cache_answers_at_once(seeded):
         holder.release()
     assert result.status == "error" and "cannot be read now" in result.text
     assert elapsed < 3.0, f"{elapsed:.1f}s"
+
+
+def test_queued_entries_are_written_when_a_process_exits_without_closing(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    code = (
+        "import sys; from llamafactory_agentic.tools.cache import SQLiteCache\n"
+        "SQLiteCache(sys.argv[1]).submit('upper', 'left behind', 'LEFT BEHIND')"  # no close(), no flush()
+    )
+    subprocess.run([sys.executable, "-c", code, str(path)], env=_env(), check=True, timeout=60)
+    cache = SQLiteCache(path, mode="read_only")
+    assert cache.get("upper", "left behind").result == "LEFT BEHIND"
+    cache.close()
