@@ -15,7 +15,6 @@
 """`llamafactory-agentic`: the plugin's own commands (training itself stays `llamafactory-cli train`)."""
 
 import argparse
-import importlib
 import json
 import os
 import shutil
@@ -48,6 +47,46 @@ def _probe_activation_in_subprocess() -> dict:
         return {"hook": False, "patches": [], "error": proc.stderr.strip().splitlines()[-1:] or ["unknown error"]}
 
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _report_python_isolation() -> None:
+    r"""Print what the python tool's sandbox probe measured inside each sandbox; flag a level below the default min."""
+    print("\npython tool sandbox (measured by a probe that runs inside the sandbox exactly as model code does)")
+    try:
+        from .tools.python_tool import (
+            DEFAULT_MIN_ISOLATION,
+            SANDBOXES,
+            level_rank,
+            measure_isolation,
+            min_isolation_hint,
+            probe_sandbox,
+        )
+
+        report = measure_isolation()
+    except Exception as err:  # the doctor reports, it never crashes on an optional part
+        print(f"[no  ] python tool isolation: could not be measured: {err}")
+        return
+
+    enough = report.rank >= level_rank(DEFAULT_MIN_ISOLATION)
+    who = "code as uid 65534" if report.as_nobody else f"code as the trainer's uid {os.geteuid()}"
+    print(f"[{'ok' if enough else 'WARN':<4}] python tool isolation: {report.level} ({report.sandbox}, {who})")
+    print(f"       measured inside the sandbox: {report.describe().split(': ', 1)[1]}")
+    print("       per sandbox (agentic_python_isolation or AGENTIC_PYTHON_ISOLATION picks one):")
+    for sandbox in SANDBOXES:
+        forced = measure_isolation(sandbox)
+        line = "unavailable" if forced.sandbox != sandbox else forced.level
+        if forced.sandbox == sandbox:
+            line += ", code as uid 65534" if forced.as_nobody else f", code as uid {os.geteuid()}"
+        dropped = probe_sandbox(sandbox)
+        if not dropped.usable:
+            line += f" ({'as uid 65534: ' if os.geteuid() == 0 else ''}{dropped.error[:200]})"
+        print(f"         {sandbox:<13} {line}")
+    if not enough:
+        print(
+            f"[WARN] {report.level} is below agentic_python_min_isolation's default ({DEFAULT_MIN_ISOLATION}): "
+            f"`arpo`/`aepo` recipes with the python tool refuse to start. To get a stronger level: "
+            f"{min_isolation_hint(report)} To accept it: `agentic_python_min_isolation: {report.level}`."
+        )
 
 
 def doctor(args: argparse.Namespace) -> int:
@@ -101,13 +140,7 @@ def doctor(args: argparse.Namespace) -> int:
     except ImportError:
         print("[no  ] GPU: torch not importable")
 
-    try:
-        tools = importlib.import_module("llamafactory_agentic.tools")
-        isolation = getattr(tools, "isolation_level", None)
-        if isolation is not None:
-            print(f"[info] python tool isolation: {isolation()}")
-    except Exception as err:  # the doctor reports, it never crashes on an optional part
-        print(f"[no  ] python tool isolation: {err}")
+    _report_python_isolation()
 
     print("\nresult: " + ("ok" if ok else "activation is broken (see FAIL lines)"))
     return 0 if ok else 1

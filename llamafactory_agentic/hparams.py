@@ -257,6 +257,16 @@ class AgenticArguments:
         default="auto",
         metadata={"help": "Sandbox of the python tool; `auto` takes the strongest one this machine offers."},
     )
+    agentic_python_min_isolation: Literal["none", "unprivileged", "confined", "full"] = field(
+        default="unprivileged",
+        metadata={
+            "help": "`arpo`/`aepo` refuse to start when the python tool's isolation, measured by a probe run inside "
+            "its sandbox (see `llamafactory-agentic doctor`), is below this level. `unprivileged`: model code never "
+            "runs as root or with capabilities; `confined`: also no network and no host writes; `full`: also reads "
+            "only what uid 65534 may read; `none`: accept anything. A python tool with `backend: sandbox_fusion` "
+            "runs elsewhere and is not measured."
+        },
+    )
     agentic_search_topk: int = field(
         default=10,
         metadata={"help": "Snippets per search query."},

@@ -21,6 +21,8 @@ parse errors, backend exceptions and exhausted retries all become `ToolResult`s 
 
 import codecs
 import logging
+import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,6 +118,43 @@ def redact(text: str, secrets: "list[str] | tuple[str, ...]") -> str:
     return text
 
 
+def check_number(
+    name: str,
+    value: Any,
+    *,
+    integer: bool = False,
+    minimum: float = 0,
+    inclusive: bool = False,
+    allow_none: bool = False,
+) -> Any:
+    r"""Validate a numeric setting and return it as `int`/`float` (None passes when `allow_none`).
+
+    Args:
+        name: the setting's name, used in the message (e.g. `timeout_s` or `agentic_python_timeout`).
+        value: the value to check; booleans and strings are rejected.
+        integer: require a whole number (returned as `int`).
+        minimum: lower bound; `value` must be greater than it (or equal when `inclusive`).
+        inclusive: whether `minimum` itself is allowed.
+        allow_none: whether None (no limit) is allowed.
+
+    Raises:
+        ValueError: naming the setting, the bound and the value received.
+    """
+    if value is None and allow_none:
+        return None
+    kind = "a whole number" if integer else "a number"
+    bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and integer and value != int(value):
+        ok = False
+    if ok:
+        ok = value >= minimum if inclusive else value > minimum
+    if not ok:
+        none = " or null (no limit)" if allow_none else ""
+        raise ValueError(f"`{name}` must be {kind} {bound}{none}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
 class BaseTool:
     r"""Base class of every tool.
 
@@ -147,13 +186,22 @@ class BaseTool:
         dedup: bool | None = None,
         backoff_s: float = 0.5,
     ) -> None:
-        r"""Create the object (the arguments are described in the class docstring)."""
+        r"""Create the object (the arguments are described in the class docstring).
+
+        Raises:
+            ValueError: a non-positive or non-numeric `timeout_s`, `retries` < 1, a negative `call_limit` or
+                `backoff_s`, a `tag` that is not a word, or a `dedup` that is not a boolean.
+        """
         self.tag = tag or self.default_tag
-        self.timeout_s = float(timeout_s)
-        self.retries = max(1, int(retries))
-        self.call_limit = call_limit
-        self.dedup = self.default_dedup if dedup is None else bool(dedup)
-        self.backoff_s = float(backoff_s)
+        if not isinstance(self.tag, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", self.tag):
+            raise ValueError(f"`tag` must be a word such as `search` (letters, digits, _ or -), got {self.tag!r}")
+        self.timeout_s = check_number("timeout_s", timeout_s)
+        self.retries = check_number("retries", retries, integer=True, minimum=1, inclusive=True)
+        self.call_limit = check_number("call_limit", call_limit, integer=True, inclusive=True, allow_none=True)
+        if dedup is not None and not isinstance(dedup, bool):
+            raise ValueError(f"`dedup` must be true or false, got {dedup!r}")
+        self.dedup = self.default_dedup if dedup is None else dedup
+        self.backoff_s = check_number("backoff_s", backoff_s, inclusive=True)
         self._secrets: list[str] = []
 
     # ------------------------------------------------------------------ to override

@@ -46,9 +46,10 @@ from .base import (
     ToolError,
     ToolOutput,
     TransientToolError,
+    check_number,
     redact,
 )
-from .cache import ToolCache, normalize_search_query, open_cache
+from .cache import CacheUnavailable, ToolCache, normalize_search_query, open_cache
 from .registry import register_tool
 
 
@@ -164,7 +165,10 @@ class ReplayBackend(SearchBackend):
         r"""Formatted observation stored for `query` (already normalised)."""
         if self.cache is None:
             raise CacheMiss("the replay backend has no cache")
-        entry = self.cache.get("search", query)
+        try:
+            entry = self.cache.lookup("search", query)  # bounded: a locked or unreachable cache does not hang
+        except CacheUnavailable as exc:
+            raise ToolError(f"the replay cache cannot be read now ({exc})") from exc
         if entry is None:
             raise CacheMiss(f"query not in the replay cache: {query[:200]}")
         return entry.result
@@ -392,13 +396,31 @@ class SearchTool(BaseTool):
         super().__init__(**base)
         params = dict(backend_params or {})
         params.update(kwargs)
-        self.topk = int(topk)
-        self.snippet_chars = int(snippet_chars)
-        self.max_query_chars = int(max_query_chars)
+        self.topk = check_number("topk", topk, integer=True)
+        self.snippet_chars = check_number("snippet_chars", snippet_chars, integer=True)
+        self.max_query_chars = check_number("max_query_chars", max_query_chars, integer=True)
         self.backend = build_backend(backend, cache=cache, **params)
         self.retry_on_empty = self.backend.retry_on_empty
         if params.get("api_key"):
             self.add_secrets(params["api_key"])
+
+    @classmethod
+    def accepted_params(cls, params: dict[str, Any]) -> set[str]:
+        r"""Arguments a tool config may give: this class's, `BaseTool`'s and those of the backend in `params`.
+
+        Without a `backend` in `params` (the recipe's `agentic_search_backend` decides) every backend's are allowed.
+        """
+        import inspect
+
+        names = set(cls._BASE_KEYS) | set(inspect.signature(cls.__init__).parameters) - {"self", "kwargs"}
+        backends = {"local": LocalBackend, "web": WebBackend, "retriever": RetrieverBackend}
+        chosen = params.get("backend")
+        for name, backend in backends.items():
+            if chosen in (None, name):
+                names |= set(inspect.signature(backend.__init__).parameters) - {"self"}
+        if chosen in (None, "replay"):
+            names.add("cache_path")
+        return names
 
     def parse(self, content: str) -> str:
         r"""Normalised query (`normalize_search_query`), cut to `max_query_chars`.

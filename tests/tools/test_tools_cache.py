@@ -64,16 +64,27 @@ def cache_factory(request, tmp_path):
         else:
             url = request.getfixturevalue("redis_url")
             counter[0] += 1
-            cache = RedisCache(url, mode=mode, ttl_s=ttl_s, prefix=f"test:{request.node.name}:{path or ''}:")
+            prefix = f"test:{request.node.name}:{path or ''}:"
+            if counter[0] == 1:
+                _delete_prefix(url, prefix)  # left over by an interrupted run
+            cache = RedisCache(url, mode=mode, ttl_s=ttl_s, prefix=prefix)
         opened.append(cache)
         return cache
 
     yield _open
-    for cache in opened:
-        if isinstance(cache, RedisCache):
-            for name in cache._redis.scan_iter(match=_glob_escape(cache.prefix) + "*"):
-                cache._redis.delete(name)
+    for cache in opened:  # closed first: closing flushes the hit/miss counters into the server
         cache.close()
+        if isinstance(cache, RedisCache):
+            _delete_prefix(cache.url, cache.prefix)
+
+
+def _delete_prefix(url, prefix):
+    import redis
+
+    client = redis.Redis.from_url(url)
+    for name in client.scan_iter(match=_glob_escape(prefix) + "*"):
+        client.delete(name)
+    client.close()
 
 
 def test_put_get_first_writer_wins(cache_factory):
@@ -294,6 +305,7 @@ def test_two_processes_import_at_once(tmp_path, shared_data):
 
 
 def test_redis_shared_between_clients(redis_url):
+    _delete_prefix(redis_url, "test:shared:")
     a = RedisCache(redis_url, prefix="test:shared:")
     b = RedisCache(redis_url, prefix="test:shared:")
     try:
@@ -304,10 +316,9 @@ def test_redis_shared_between_clients(redis_url):
         b.flush_stats()
         assert b.stats()["hits"] == 1
     finally:
-        for name in a._redis.scan_iter(match="test:shared:*"):
-            a._redis.delete(name)
         a.close()
         b.close()
+        _delete_prefix(redis_url, "test:shared:")
 
 
 def test_open_cache_dispatch(tmp_path, redis_url):

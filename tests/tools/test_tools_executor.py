@@ -158,17 +158,33 @@ def test_offline_mode_and_broken_cache(tmp_path, local_index):
         assert (r[1].status, r[1].text) == ("cache_miss", "No search results found.")
 
     class Broken(SQLiteCache):
-        def _get(self, tool, key):
+        def _get(self, tool, key, timeout_s=None):
             raise RuntimeError("disk on fire")
 
-        def _put_many(self, entries, overwrite):
+        def _put_many(self, entries, overwrite, timeout_s=None):
             raise RuntimeError("disk on fire")
 
     broken = Broken(tmp_path / "b.sqlite")
     with ToolExecutor([SearchTool(backend="local", index_dir=str(local_index))], cache=broken) as ex:
-        r = ex.execute([ToolCall("search", "Amy Smart")])[0]
-        assert r.status == "ok" and r.text.startswith("Page 1:")
-        assert ex.pop_metrics()["tools/search/cache_errors"] == 2
+        r = ex.execute([ToolCall("search", "Amy Smart"), ToolCall("search", "Amy Smart film")])
+        assert [x.status for x in r] == ["ok", "ok"] and r[0].text.startswith("Page 1:")
+        m = ex.pop_metrics()
+        # the first lookup fails, the second is not even tried (the cache failed within retry_after_s); both are
+        # misses whose results are not stored
+        assert m["tools/search/cache_errors"] == 1 and m["tools/search/cache_unavailable"] == 1
+        assert m["tools/search/cache_not_stored"] == 2
+        assert m["tools/cache/lookup_errors"] == 1 and m["tools/cache/lookups_skipped"] == 1
+
+    class WriteBroken(SQLiteCache):
+        def _put_many(self, entries, overwrite, timeout_s=None):
+            raise RuntimeError("disk full")
+
+    with ToolExecutor([SearchTool(backend="local", index_dir=str(local_index))], cache=WriteBroken(
+            tmp_path / "w.sqlite", flush_interval_s=0.05)) as ex:  # fmt: skip
+        assert ex.execute([ToolCall("search", "Amy Smart")])[0].status == "ok"
+        assert not ex.cache.flush(timeout_s=0.5)  # the background write fails: counted, kept for a retry
+        m = ex.pop_metrics()
+        assert m["tools/cache/write_errors"] >= 1 and m["tools/cache/pending"] == 1
 
 
 def test_python_bad_inputs_do_not_break_the_executor():

@@ -106,3 +106,30 @@ def test_overlong_prompt_error_stops_the_run_before_the_policy_loads(tmp_path, t
 
     with pytest.raises(RLDataError, match=r"^rl\.jsonl row 0: the prompt is \d+ tokens, longer than arpo_max_prompt"):
         _run(tmp_path, tiny_model_dir, monkeypatch, "arpo", arpo_max_prompt_length=8, arpo_overlong_prompt="error")
+
+
+def test_tool_executor_is_built_first_and_closed_when_the_run_stops(tmp_path, tiny_model_dir, monkeypatch):
+    """The executor is built before the tokenizer (a bad tool config or a weak sandbox stops the run at once) and is
+    closed (cache writes flushed, workers stopped) when a later step fails."""
+    import llamafactory.model
+
+    import llamafactory_agentic.tools
+
+    events, built = [], []
+    build, load_tokenizer = llamafactory_agentic.tools.build_executor_from_args, llamafactory.model.load_tokenizer
+
+    def recording_build(config, **kwargs):
+        events.append("executor")
+        built.append(build(config, **kwargs))
+        return built[-1]
+
+    def recording_load_tokenizer(*args, **kwargs):
+        events.append("tokenizer")
+        return load_tokenizer(*args, **kwargs)
+
+    monkeypatch.setattr(llamafactory_agentic.tools, "build_executor_from_args", recording_build)
+    monkeypatch.setattr(llamafactory.model, "load_tokenizer", recording_load_tokenizer)
+    with pytest.raises(ModelLoaded):
+        _run(tmp_path, tiny_model_dir, monkeypatch, "arpo", agentic_cache_path=str(tmp_path / "cache.sqlite"))
+    assert events == ["executor", "tokenizer"]
+    assert built[0]._closed and built[0].cache._closing

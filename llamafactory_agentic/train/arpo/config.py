@@ -311,6 +311,7 @@ class ToolsConfig:
     agentic_python_timeout: float  # seconds per execution
     agentic_python_max_output_chars: int  # python output cap (characters)
     agentic_python_isolation: str  # sandbox: auto, bwrap, unshare, rlimits-only
+    agentic_python_min_isolation: str  # refuse a python sandbox measured below: none, unprivileged, confined, full
     agentic_search_backend: str  # local, replay, web, retriever
     agentic_search_index: str | None  # local backend's index folder; None: $AGENTIC_SEARCH_INDEX or the cache dir
     agentic_search_topk: int  # snippets per query
@@ -349,6 +350,7 @@ def build_run_config(
     generating_args: Any,
     eos_token_id: int,
     world_size: int | None = None,
+    tools: ToolsConfig | None = None,
 ) -> ArpoRunConfig:
     r"""Turn the parsed arguments of an `arpo`/`aepo` run into its config objects (call once, after `resolve_presets`).
 
@@ -358,6 +360,8 @@ def build_run_config(
         generating_args: `GeneratingArguments` (rollout sampling).
         eos_token_id: The tokenizer's end-of-turn id.
         world_size: Number of processes (default `training_args.world_size`).
+        tools: The run's `ToolsConfig` when already built by `tools_config_from_args` (`run_arpo` builds the tool
+            executor before loading anything, so that a bad tool config stops the run at once); None: built here.
 
     Raises:
         ValueError: unresolved keys, unknown values, greedy training, or a batch geometry that does not split (see
@@ -372,7 +376,7 @@ def build_run_config(
             eos_token_id,
             seed=training_args.seed + training_args.process_index,
         ),
-        tools=tools_config_from_args(finetuning_args),
+        tools=tools if tools is not None else tools_config_from_args(finetuning_args),
         reward=finetuning_args.agentic_reward,
         reward_math=finetuning_args.agentic_reward_math,
     )

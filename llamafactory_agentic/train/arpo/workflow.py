@@ -65,13 +65,15 @@ def run_arpo(
 ) -> None:
     r"""Train and/or validate with ARPO or AEPO; `finetuning_args.stage` selects the preset (docs/algorithms.md §5.5).
 
-    Steps: resolve the presets (printed, saved as `agentic_config.json` in `output_dir`); load tokenizer and template
-    and check that the tags are ordinary text for the tokenizer (`check_tokenizer_tags`); load the RL prompts
-    (`formatting: arpo_rl`, rendered with the chat template; prompts longer than `arpo_max_prompt_length` are skipped
-    or stop the run, `arpo_overlong_prompt`); load the policy with LLaMA-Factory (and a reference model only when
-    `rl_kl_coef > 0` and not LoRA); build the tool executor, the rollout engine
-    (`arpo_rollout_backend`), the rollout and the reward; train with `resume_from_checkpoint`; save the model in
-    Hugging Face format (loadable by `llamafactory-cli chat/export`), the trainer state and the metric plots.
+    Steps: resolve the presets (printed, saved as `agentic_config.json` in `output_dir`); build the tool executor
+    first (a bad tool config, or a python sandbox whose measured isolation is below `agentic_python_min_isolation`,
+    stops the run before anything is loaded); load tokenizer and template and check that the tags are ordinary text
+    for the tokenizer (`check_tokenizer_tags`); load the RL prompts (`formatting: arpo_rl`, rendered with the chat
+    template; prompts longer than `arpo_max_prompt_length` are skipped or stop the run, `arpo_overlong_prompt`); load
+    the policy with LLaMA-Factory (and a reference model only when `rl_kl_coef > 0` and not LoRA); build the rollout
+    engine (`arpo_rollout_backend`), the rollout and the reward; train with `resume_from_checkpoint`; save the model
+    in Hugging Face format (loadable by `llamafactory-cli chat/export`), the trainer state and the metric plots. The
+    executor is closed however the run ends.
 
     Args:
         model_args: LLaMA-Factory `ModelArguments`.
@@ -83,6 +85,9 @@ def run_arpo(
         callbacks: Callbacks LLaMA-Factory built (LogCallback, reporters, ...).
 
     Raises:
+        ValueError, FileNotFoundError, KeyError, CacheError: a bad `agentic_*` tool key or tool config, or a cache that
+            cannot be opened (see `build_executor_from_args`), before the tokenizer is loaded.
+        IsolationError: the python tool's measured isolation is below `agentic_python_min_isolation`.
         AgenticSFTCheckError: a tag (`<think>`, `<search>`, `<python>`, `<result>`, `<answer>`, ...) is a special or
             added token of the tokenizer or does not round-trip (checked before the data and the policy are loaded).
         RLDataError: a malformed row, or an over-long prompt with `arpo_overlong_prompt: error` (see
@@ -102,7 +107,7 @@ def run_arpo(
     from ...rollout import AgenticRollout, build_engine
     from ...tools import build_executor_from_args
     from ..agentic_sft.check import check_tokenizer_tags
-    from .config import build_run_config, check_rl_sampling
+    from .config import build_run_config, check_rl_sampling, tools_config_from_args
     from .trainer import ArpoTrainer
 
     if training_args.do_train:
@@ -111,45 +116,49 @@ def run_arpo(
     if training_args.should_save:
         save_agentic_config(effective, training_args.output_dir)
 
-    tokenizer_module = load_tokenizer(model_args)
-    tokenizer = tokenizer_module["tokenizer"]
-    template = get_template_and_fix_tokenizer(tokenizer, data_args)
-    # the reward decodes the model view with skip_special_tokens: a tag that is a special token would vanish and every
-    # answer would score -1 without a word (the same check as agentic_sft's pre-run check)
-    check_tokenizer_tags(tokenizer)
-    dataset_module = load_rl_dataset(model_args, data_args, training_args, finetuning_args)
-    max_prompt = finetuning_args.arpo_max_prompt_length
-    overlong = getattr(finetuning_args, "arpo_overlong_prompt", "skip")
-    train_dataset = _encode(dataset_module.get("train_dataset"), template, tokenizer, max_prompt, overlong)
-    eval_dataset = _encode(dataset_module.get("eval_dataset"), template, tokenizer, max_prompt, overlong)
+    # first: a bad tool config or a python sandbox below `agentic_python_min_isolation` stops the run here
+    tools_config = tools_config_from_args(finetuning_args)
+    executor = build_executor_from_args(tools_config)
+    try:  # the executor is closed (cache writes flushed, workers stopped) however the run ends
+        tokenizer_module = load_tokenizer(model_args)
+        tokenizer = tokenizer_module["tokenizer"]
+        template = get_template_and_fix_tokenizer(tokenizer, data_args)
+        # the reward decodes the model view with skip_special_tokens: a tag that is a special token would vanish and
+        # every answer would score -1 without a word (the same check as agentic_sft's pre-run check)
+        check_tokenizer_tags(tokenizer)
+        dataset_module = load_rl_dataset(model_args, data_args, training_args, finetuning_args)
+        max_prompt = finetuning_args.arpo_max_prompt_length
+        overlong = getattr(finetuning_args, "arpo_overlong_prompt", "skip")
+        train_dataset = _encode(dataset_module.get("train_dataset"), template, tokenizer, max_prompt, overlong)
+        eval_dataset = _encode(dataset_module.get("eval_dataset"), template, tokenizer, max_prompt, overlong)
 
-    model = load_model(tokenizer, model_args, finetuning_args, training_args.do_train)
-    ref_model = None
-    if finetuning_args.rl_kl_coef != 0.0 and finetuning_args.finetuning_type != "lora":
-        ref_model = create_ref_model(model_args, finetuning_args)
+        model = load_model(tokenizer, model_args, finetuning_args, training_args.do_train)
+        ref_model = None
+        if finetuning_args.rl_kl_coef != 0.0 and finetuning_args.finetuning_type != "lora":
+            ref_model = create_ref_model(model_args, finetuning_args)
 
-    run_config = build_run_config(training_args, finetuning_args, generating_args, tokenizer.eos_token_id)
-    executor = build_executor_from_args(run_config.tools)
-    engine = build_engine(run_config.rollout.backend, model, tokenizer, run_config.rollout)
-    rollout = AgenticRollout(engine, executor, tokenizer, run_config.rollout)
-    reward_fn = get_reward_function(run_config.reward, run_config.reward_math)
+        run_config = build_run_config(
+            training_args, finetuning_args, generating_args, tokenizer.eos_token_id, tools=tools_config
+        )
+        engine = build_engine(run_config.rollout.backend, model, tokenizer, run_config.rollout)
+        rollout = AgenticRollout(engine, executor, tokenizer, run_config.rollout)
+        reward_fn = get_reward_function(run_config.reward, run_config.reward_math)
 
-    extend_log_callback(callbacks)
-    trainer = ArpoTrainer(
-        model=model,
-        args=run_config.grpo,
-        rollout=rollout,
-        reward_fn=reward_fn,
-        loss_config=run_config.loss,
-        processing_class=tokenizer,
-        train_dataset=train_dataset,
-        eval_dataset=eval_dataset,
-        executor=executor,
-        ref_model=ref_model,
-        callbacks=callbacks,
-    )
+        extend_log_callback(callbacks)
+        trainer = ArpoTrainer(
+            model=model,
+            args=run_config.grpo,
+            rollout=rollout,
+            reward_fn=reward_fn,
+            loss_config=run_config.loss,
+            processing_class=tokenizer,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            executor=executor,
+            ref_model=ref_model,
+            callbacks=callbacks,
+        )
 
-    try:
         if training_args.do_train:
             train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
             trainer.save_model()
