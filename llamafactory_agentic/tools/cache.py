@@ -677,11 +677,23 @@ class SQLiteCache(ToolCache):
         conn = self._connect(timeout_s)
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # raises DatabaseError on a corrupt header
         if self.writable:
-            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-            if mode.lower() != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")
-            for statement in self._SCHEMA:
-                conn.execute(statement)
+            # Switching to WAL needs an exclusive lock, and SQLite answers "database is locked" at once, without its
+            # busy timeout, while another connection holds the write lock (a new file opened by several processes at
+            # once): wait for it here, up to `timeout_s`.
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                    if mode.lower() != "wal":
+                        conn.execute("PRAGMA journal_mode = WAL")
+                    for statement in self._SCHEMA:
+                        conn.execute(statement)
+                    break
+                except sqlite3.OperationalError as exc:
+                    left = deadline - time.monotonic()
+                    if "locked" not in str(exc) or left <= 0:
+                        raise
+                    time.sleep(min(0.05, left))
         elif self._on_corrupt == "raise" and not self._has_table():
             raise CacheError(f"{self.path} is an SQLite database but not a tool cache (it has no `entries` table)")
         self._ready = True

@@ -304,6 +304,39 @@ def test_two_processes_import_at_once(tmp_path, shared_data):
     cache.close()
 
 
+WRITE_LOCK_HOLDER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("INSERT INTO other VALUES (1)")
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("COMMIT")
+"""
+
+
+def test_opening_waits_while_another_process_holds_the_write_lock(tmp_path):
+    """Switching a database to WAL needs an exclusive lock, and SQLite refuses at once (no busy timeout) while another
+    process holds the write lock: two trainers opening one new cache file at once made one fail with "database is
+    locked". The opening waits for the lock instead."""
+    path = tmp_path / "c.sqlite"
+    sqlite3.connect(path).execute("CREATE TABLE other (x)").connection.close()  # not yet in WAL mode
+    holder = subprocess.Popen([sys.executable, "-c", WRITE_LOCK_HOLDER, str(path), "1.0"], stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        start = time.monotonic()
+        cache = SQLiteCache(path)
+        assert time.monotonic() - start >= 0.5  # it waited for the lock
+        cache.put("search", "q", "Page 1: x")
+        assert cache.get("search", "q").result == "Page 1: x"
+        assert cache._connect().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        cache.close()
+    finally:
+        holder.wait(timeout=60)
+    assert holder.returncode == 0
+
+
 def test_redis_shared_between_clients(redis_url):
     _delete_prefix(redis_url, "test:shared:")
     a = RedisCache(redis_url, prefix="test:shared:")
