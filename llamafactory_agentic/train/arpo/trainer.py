@@ -72,6 +72,7 @@ from .trl_compat import (
 
 
 ROLLOUT_LOG_NAME = "rollouts.jsonl"
+ROLLOUT_PROGRESS_NAME = "rollout_progress.json"  # live state of the current rollout (read by LLaMA-Board)
 EVAL_INDEX = "_eval_index"  # row number of a validation prompt, added by `ArpoTrainer.get_eval_dataloader`
 
 
@@ -285,15 +286,33 @@ class _MergingPool:
 
 
 _STANDARD_KEYS = {"loss", "learning_rate", "epoch", "step", "total_flos", "eval_loss", "predict_loss", "reward"}
+# the RL line LLaMA-Board shows each step: (record key, name in the line); rollout keys come from the latest rollout
+_RL_LINE_NAMES = (
+    ("reward", "reward"),
+    ("reward/accuracy", "accuracy"),
+    ("rollout/tool_calls_per_traj", "tool_calls"),
+    ("rollout/branches", "branches"),
+    ("rollout/response_length", "response_length"),
+    ("loss/entropy", "entropy"),
+    ("loss/kl", "kl"),
+    ("loss/approx_kl", "approx_kl"),
+    ("loss/clip_frac", "clip_frac"),
+)
+_RL_LINE_ROLLOUT_KEYS = ("reward", "reward/accuracy", "rollout/tool_calls_per_traj", "rollout/branches",
+                         "rollout/response_length")  # fmt: skip
+_RL_LINE_UPDATE_KEYS = ("loss/entropy", "loss/kl", "loss/approx_kl", "loss/clip_frac")
 
 
 def extend_log_callback(callbacks: list[TrainerCallback] | None) -> None:
     r"""Make LLaMA-Factory's `LogCallback` write every numeric metric of a log record to `trainer_log.jsonl`.
 
     LogCallback writes a fixed set of keys (loss, reward, lr, ...). The instances in `callbacks` get the subclass
-    `AgenticLogCallback` (same state, one overridden method), so `rollout/...`, `tools/...`, `reward/...`,
-    `loss/...`, `time/...` and `aepo/...` reach the file LLaMA-Board reads.
+    `AgenticLogCallback` (same state, `on_log` extended), so `rollout/...`, `tools/...`, `reward/...`,
+    `loss/...`, `time/...` and `aepo/...` reach the file LLaMA-Board reads. Under LLaMA-Board it also logs one line
+    per training step with the main RL values (reward, accuracy, tool calls, branches, response length, entropy, KL,
+    clip fraction) next to LogCallback's loss line.
     """
+    from llamafactory.extras import logging as lf_logging
     from llamafactory.train.callbacks import LogCallback
 
     class AgenticLogCallback(LogCallback):
@@ -306,12 +325,34 @@ def extend_log_callback(callbacks: list[TrainerCallback] | None) -> None:
             }
             pool = self.thread_pool
             if pool is None or not extra:
-                return super().on_log(args, state, control, **kwargs)
-            self.thread_pool = _MergingPool(pool, extra)
-            try:
-                return super().on_log(args, state, control, **kwargs)
-            finally:
-                self.thread_pool = pool
+                result = super().on_log(args, state, control, **kwargs)
+            else:
+                self.thread_pool = _MergingPool(pool, extra)
+                try:
+                    result = super().on_log(args, state, control, **kwargs)
+                finally:
+                    self.thread_pool = pool
+            if self.webui_mode and args.should_save and "loss" in record:
+                self._log_rl_line(record, state.global_step)
+            return result
+
+        def _log_rl_line(self, record: dict[str, Any], step: int) -> None:
+            # LogCallback's line shows `reward` only when it is truthy (0.0 is dropped) and only in the record of the
+            # step whose first micro-step ran the rollout: one rollout feeds `steps_per_generation` updates, and
+            # TRL's `log` reports a metric only in the window it was appended in. The rollout's values are kept
+            # here and repeated, marked with the step that produced them, on the steps trained on that rollout.
+            if "reward" in record:
+                self._rollout_record = (step, record)
+            rollout_step, rollout = getattr(self, "_rollout_record", (None, {}))
+            values = {key: rollout.get(key) for key in _RL_LINE_ROLLOUT_KEYS}
+            values.update({key: record.get(key) for key in _RL_LINE_UPDATE_KEYS})
+            text = ", ".join(
+                f"'{name}': {values[key]:.4g}" for key, name in _RL_LINE_NAMES if values.get(key) is not None
+            )
+            if rollout_step is not None and rollout_step != step:
+                text += f", 'rollout_of_step': {rollout_step}"
+            if text:
+                lf_logging.get_logger("llamafactory.train.callbacks").info_rank0("{" + text + "}")
 
     for callback in callbacks or []:
         if type(callback) is LogCallback:
@@ -322,12 +363,18 @@ class RolloutProgress:
     r"""Engine proxy that shows rollout progress: one tqdm tick per generation round (main process only).
 
     Wraps any `GenerationEngine`; every attribute is delegated. `reset` (start of a rollout call) opens the bar,
-    `generate` ticks it with the number of active trajectories and new tokens, `release` closes it.
+    `generate` ticks it with the number of active trajectories and new tokens, `release` closes it. With
+    `status_path`, the same state is also written there as JSON after every round (`rollout` count, `phase`,
+    `round`, `active` trajectories, `new_tokens` of the round, `total_tokens` of the rollout, `started`/`updated`
+    Unix times, `done`), which LLaMA-Board reads to show a progress line while no training step is logged.
     """
 
-    def __init__(self, engine: Any, enabled: bool):
-        r"""Wrap `engine`; the bar is drawn only when `enabled`."""
+    def __init__(self, engine: Any, enabled: bool, status_path: str | None = None):
+        r"""Wrap `engine`; the bar is drawn and the status written only when `enabled`."""
         self._engine, self._enabled, self._bar = engine, enabled, None
+        self._status_path = status_path if enabled else None
+        self.phase = "training"  # set by the trainer before each rollout call
+        self._status = {"rollout": 0, "done": True}
 
     def __getattr__(self, name: str) -> Any:
         r"""Delegate everything else to the wrapped engine."""
@@ -342,13 +389,32 @@ class RolloutProgress:
             if self._bar is not None:
                 self._bar.close()
             self._bar = tqdm(desc="rollout", unit="round", leave=False, dynamic_ncols=True)
+        if self._status["done"]:  # AEPO's pre-monitoring resets the engine again inside the same rollout call
+            now = time.time()
+            self._status = {
+                "rollout": self._status["rollout"] + 1,
+                "phase": self.phase,
+                "round": 0,
+                "active": 0,
+                "new_tokens": 0,
+                "total_tokens": 0,
+                "started": now,
+                "updated": now,
+                "done": False,
+            }
+            self._write_status()
 
     def generate(self, requests: list, sampling: Any) -> list:
         r"""Forward to the engine and tick the bar."""
         results = self._engine.generate(requests, sampling)
+        new_tokens = sum(len(r.token_ids) for r in results)
         if self._bar is not None:
             self._bar.update(1)
-            self._bar.set_postfix(active=len(requests), new_tokens=sum(len(r.token_ids) for r in results))
+            self._bar.set_postfix(active=len(requests), new_tokens=new_tokens)
+        self._status.update(active=len(requests), new_tokens=new_tokens, updated=time.time())
+        self._status["round"] = self._status.get("round", 0) + 1
+        self._status["total_tokens"] = self._status.get("total_tokens", 0) + new_tokens
+        self._write_status()
         return results
 
     def release(self) -> None:
@@ -357,6 +423,19 @@ class RolloutProgress:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+        self._status.update(done=True, active=0, updated=time.time())
+        self._write_status()
+
+    def _write_status(self) -> None:
+        if self._status_path is None:
+            return
+        try:  # atomic replace: a reader never sees half a file; a full disk never stops the rollout
+            tmp = f"{self._status_path}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(self._status, f)
+            os.replace(tmp, self._status_path)
+        except OSError:
+            pass
 
 
 class ArpoTrainer(GRPOTrainer):
@@ -462,7 +541,8 @@ class ArpoTrainer(GRPOTrainer):
 
         engine = getattr(rollout, "engine", None)
         if engine is not None and hasattr(engine, "generate") and not isinstance(engine, RolloutProgress):
-            rollout.engine = RolloutProgress(engine, enabled=self.accelerator.is_main_process)
+            status = os.path.join(args.output_dir, ROLLOUT_PROGRESS_NAME) if args.should_save else None
+            rollout.engine = RolloutProgress(engine, enabled=self.accelerator.is_main_process, status_path=status)
         eos = processing_class.eos_token_id
         self._eos_ids = eos
         self._rollout_log_path = os.path.join(args.output_dir, ROLLOUT_LOG_NAME)
@@ -513,6 +593,8 @@ class ArpoTrainer(GRPOTrainer):
         engine gathers the parameters module by module). A rank without prompts still enters the same collectives and returns None.
         """
         engine = getattr(self.rollout, "engine", None)
+        if isinstance(engine, RolloutProgress):
+            engine.phase = "training" if training else "validation"
         backend = getattr(getattr(self.rollout, "config", None), "backend", "hf")
         if backend == "hf":
             # ds3_gather_for_generation=False is refused in __init__: the parameters are always gathered
@@ -587,6 +669,8 @@ class ArpoTrainer(GRPOTrainer):
                         "finish_reason": traj.finish_reason,
                         "tool_calls": list(traj.tool_calls or []),
                         "branch_call_index": self._branch_call_index(traj),
+                        "round_entropies": [float(h) for h in getattr(traj, "round_entropies", None) or []],
+                        "entropy_base": _optional_float(getattr(traj, "entropy_base", None)),
                         "reward": reward,
                         "accuracy": accuracy,
                         "format_ok": format_ok,
@@ -1082,6 +1166,8 @@ class ArpoTrainer(GRPOTrainer):
                             "parent": r["parent"],
                             "branch_pos": r["branch_pos"],
                             "branch_call_index": r["branch_call_index"],
+                            "round_entropies": r["round_entropies"],
+                            "entropy_base": r["entropy_base"],
                             "is_fill": r["is_fill"],
                             "response": tok.decode(r["response_ids"], skip_special_tokens=False),
                             "response_ids": r["response_ids"],
@@ -1106,6 +1192,10 @@ class ArpoTrainer(GRPOTrainer):
                     "trajectories": members,
                 }
                 f.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _reward_name_holder(*args, **kwargs):
