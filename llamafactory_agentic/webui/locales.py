@@ -16,9 +16,11 @@
 
 Entries have LLaMA-Board's `LOCALES` shape, `{element name: {lang: {"label": ..., "info": ...}}}`, and are merged
 into it, so LLaMA-Board's language switch relabels the panel like its own fields. A field's info is its help text
-from the dataclass (the single source, in English) followed by its preset values per stage.
+from the dataclass (the single source, in English; HTML-escaped, as gradio renders it as Markdown) followed by its
+preset values per stage.
 """
 
+import html
 from typing import Any
 
 from .fields import panel_fields, preset_summary
@@ -140,7 +142,8 @@ def build_locales() -> dict[str, dict[str, dict[str, str]]]:
     locales = {}
     for field in panel_fields():
         english, chinese = FIELD_LABELS[field.name]
-        info = " ".join(part for part in (field.help, preset_summary(field)) if part)
+        # the info is rendered as Markdown: tags such as <result> in the help text must stay visible
+        info = html.escape(" ".join(part for part in (field.help, preset_summary(field)) if part), quote=False)
         locales[field.name] = _entry({"label": (english, chinese), "info": (info, info)})
     for name, texts in OTHER_LABELS.items():
         locales[name] = _entry(texts)

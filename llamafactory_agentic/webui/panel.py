@@ -40,6 +40,7 @@ import gradio as gr
 from ..integration.stages import STAGES
 from .checks import Finding, dataset_fit, format_findings, run_checks
 from .fields import (
+    FIELD_STAGES,
     GROUPS,
     RL_STAGES,
     effective_values,
@@ -349,12 +350,14 @@ def wire(engine: Any, lf: dict[str, Any], panel: dict[str, Any], monitor: dict[s
         name = stage_name(stage_label)
         plugin, rl = name in STAGES, name in RL_STAGES
         tabs = [gr.update(visible=name in stages) for _, stages, _ in GROUPS]
+        own = [gr.update(visible=name in stages) for stages in FIELD_STAGES.values()]
         starts = checkpoint if isinstance(checkpoint, list) else [checkpoint] if checkpoint else []
         new_dir = default_output_dir(name, output_dir, current_time or "", starts)
         return [
             gr.update(visible=plugin),
             gr.update(visible=not plugin),
             *tabs,
+            *own,
             *preset_updates(stage_label, variant),
             gr.update(value=new_dir) if new_dir else gr.skip(),
             gr.update(visible=rl),
@@ -368,6 +371,7 @@ def wire(engine: Any, lf: dict[str, Any], panel: dict[str, Any], monitor: dict[s
             panel["agentic_tab"],
             lf["rlhf_tab"],
             *group_tabs,
+            *[panel[name] for name in FIELD_STAGES],
             *[panel[f.name] for f in preset_fields],
             lf["output_dir"],
             monitor["rl_viewer"],

@@ -360,9 +360,17 @@ def test_arpo_from_llamaboard(page, board, board_env):
     assert "branch of #" in text  # the fitted policy calls tools, so ARPO branches after a call
     ui.shot("rollout_viewer", page.locator("#agentic_rollout_viewer"))
 
-    # 9. LLaMA-Board's language switch relabels the panel
+    # 9. agentic SFT: its own group, no rollout fields, no RL monitor, its own output directory
+    ui.choose("Stage", "Agentic SFT (tool trajectories)")
+    page.locator("#ag-agentic_sft_mask_results").wait_for(state="visible")
+    assert not page.locator("#ag-arpo_rollout_n").is_visible() and not page.locator("#agentic_rl_plot").is_visible()
+    assert not page.locator("#ag-agentic_repair_boxed").is_visible()  # an RL-only field of the shared Data group
+    assert "(<result>...</result>, tags included)" in page.locator("#ag-agentic_sft_mask_results").inner_text()
+    assert output_dir.input_value().startswith("agentic_sft_")
+
+    # 10. LLaMA-Board's language switch relabels the panel
     ui.choose("Language", "zh")
-    ui.wait_text(page.locator("#ag-arpo_rollout_n"), "组大小 M", timeout=20)
-    ui.shot("zh", at=page.locator("#agentic_panel"))
+    ui.wait_text(page.locator("#ag-agentic_sft_mask_results"), "屏蔽工具结果", timeout=20)
+    ui.shot("agentic_sft_zh", page.locator("#agentic_panel"))
 
     print(f"\n[webui] run took {run_seconds:.1f}s; screenshots:\n" + "\n".join(str(p) for p in ui.shots))

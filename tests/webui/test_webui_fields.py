@@ -5,6 +5,7 @@
 """The agentic panel's fields come from the dataclasses and the presets; UI values become keys; effective values."""
 
 import dataclasses
+import html
 
 import pytest
 
@@ -112,7 +113,8 @@ def test_locales_cover_every_field_and_language_without_clashing_with_llamaboard
     for field in F.panel_fields():
         entry = locales[field.name]
         assert set(entry) == set(LANGS)
-        assert entry["en"]["info"].startswith(field.help)
+        assert html.unescape(entry["en"]["info"]).startswith(field.help)
         assert entry["zh"]["label"] != entry["en"]["label"] or field.name.startswith("aepo_variant")
+    assert "&lt;result&gt;" in locales["agentic_sft_mask_results"]["en"]["info"]  # shown, not swallowed as HTML
     # LLaMA-Board has no element of these names (or, once patched, the same entries): no label is overwritten
     assert all(LOCALES.get(name, entry) == entry for name, entry in locales.items())
