@@ -494,7 +494,13 @@ def run_checks(
         )
 
     dataset_dir = args.get("dataset_dir") or "data"
-    names = [name.strip() for name in str(args.get("dataset") or "").split(",") if name.strip()]
+    names = [
+        name.strip()
+        for key in ("dataset", "eval_dataset")  # an eval_dataset typed in Extra arguments is read the same way
+        for name in str(args.get(key) or "").split(",")
+        if name.strip()
+    ]
+    names = list(dict.fromkeys(names))
     dataset_findings, fitting = check_datasets(stage, dataset_dir, names)
     findings += dataset_findings
     findings += check_rows(stage, dataset_dir, fitting, args, bool(args.get("agentic_skip_bad_rows", False)))

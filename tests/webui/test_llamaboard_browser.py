@@ -129,7 +129,10 @@ def board(board_env):
 
 @pytest.fixture(scope="module")
 def page(board):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the dev extra)")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        pytest.fail("Playwright is missing: pip install -c constraints.txt -e '.[dev]'")
     if not os.path.isfile(CHROMIUM):
         pytest.fail(f"no Chromium at {CHROMIUM}: apt-get install chromium (or set AGENTIC_CHROMIUM)")
     with sync_api.sync_playwright() as playwright:

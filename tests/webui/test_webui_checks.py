@@ -108,6 +108,8 @@ def test_dataset_formatting_must_fit_the_stage(data_dir):
     assert "prompts with a ground truth and no trajectory" in finding.message and "`sft_bad`" in finding.fix
     (finding,) = errors(run_checks("arpo", arpo_args(data_dir, dataset="nope")))
     assert "Undefined dataset nope" in finding.message
+    (finding,) = errors(run_checks("arpo", arpo_args(data_dir, eval_dataset="sft_bad")))  # from Extra arguments
+    assert finding.subject == "dataset `sft_bad`"
 
 
 def test_dataset_list_offers_fitting_formats_first(data_dir):
