@@ -79,7 +79,7 @@ if editable_wheel is not None:
 extra_require = {
     "vllm": ["vllm>=0.10.2,<=0.11.0"],
     "deepspeed": ["deepspeed>=0.10.0,<=0.16.9"],
-    "dev": ["pytest", "ruff", "playwright"],
+    "dev": ["pytest", "ruff", "playwright"],  # playwright: the browser tests drive the system's chromium
 }
 
 

@@ -266,10 +266,24 @@ def _patch_launcher(module: ModuleType) -> None:
     patch_launcher(module)
 
 
+# ---------------------------------------------------------------------------------------------- webui.interface
+def patch_llamaboard(module: ModuleType) -> None:
+    r"""LLaMA-Board: the agentic panel, checks before Start, live RL plots and the rollout viewer (see `llamaboard`)."""
+    from .llamaboard import patch_llamaboard as apply
+
+    apply(module)
+
+
 PATCHES = {
     "llamafactory.extras.constants": ("stages in LLaMA-Board", patch_constants),
     "llamafactory.data": ("dataset formats and inline-tag templates", patch_data),
     "llamafactory.hparams.parser": ("stages and hyper-parameters in the parser", patch_parser),
     "llamafactory.train.tuner": ("stage dispatch in llamafactory-cli train", patch_tuner),
     "llamafactory.launcher": ("llamafactory-cli eval runs the evaluation harness", _patch_launcher),
+}
+
+# Applied when LLaMA-Board is imported (`llamafactory-cli webui`); `register()` does not import it (gradio is heavy)
+# but patches it when it is already imported.
+LLAMABOARD_PATCHES = {
+    "llamafactory.webui.interface": ("agentic panel, checks, RL monitor and rollout viewer", patch_llamaboard),
 }

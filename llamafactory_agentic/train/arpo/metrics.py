@@ -241,8 +241,8 @@ def rollout_log_entries(
     Returns:
         `{"global_step", "rollout", "group", "prompt", "ground_truth", "data_source", "trajectories": [...]}` per
         group; each trajectory has its branch fields, decoded response and ids, `observation_spans` (`[start, end)`
-        token spans with loss mask 0), reward, accuracy, `advantage` (mean over its trained tokens), tool calls
-        and finish flags.
+        token spans with loss mask 0), `round_entropies` and `entropy_base` (the rollout viewer's ΔH at each branch
+        decision), reward, accuracy, `advantage` (mean over its trained tokens), tool calls and finish flags.
     """
     by_group = defaultdict(list)
     for r in records:
@@ -256,6 +256,8 @@ def rollout_log_entries(
                 "parent": r.parent,
                 "branch_pos": r.branch_pos,
                 "branch_call_index": r.branch_call_index,
+                "round_entropies": r.round_entropies,
+                "entropy_base": r.entropy_base,
                 "is_fill": r.is_fill,
                 "response": decode(r.response_ids),
                 "response_ids": r.response_ids,

@@ -46,6 +46,8 @@ class ScoredTrajectory:
     reward: float  # scalar reward on the model view
     accuracy: float  # 1.0 when the reward's correctness is 1, else 0.0
     format_ok: bool  # the reward's format gate passed
+    round_entropies: list[float] = field(default_factory=list)  # [rounds] round entropy H of the lineage (nats)
+    entropy_base: float | None = None  # H of the lineage's first round in this rollout call; None: no round yet
     token_advantages: list[float] = field(default_factory=list)  # [len_response], 0 where loss_mask_train is 0
     loss_mask_train: list[int] = field(default_factory=list)  # [len_response] loss mask after attribution (hard dedup)
     eval_index: int | None = None  # validation: dataset row (`_eval_index`), None without the column
@@ -73,6 +75,8 @@ class ScoredTrajectory:
             reward=reward,
             accuracy=accuracy,
             format_ok=format_ok,
+            round_entropies=[float(h) for h in trajectory.round_entropies],
+            entropy_base=None if trajectory.entropy_base is None else float(trajectory.entropy_base),
         )
 
 

@@ -73,7 +73,7 @@ from ...integration.trl_compat import (
 )
 from ...rewards import build_model_view
 from ...rewards.registry import CallableReward, RewardFunction
-from ...rollout.progress import RolloutProgress
+from ...rollout.progress import ROLLOUT_PROGRESS_NAME, RolloutProgress
 from ...rollout.rng_state import load_rollout_rng_state, rng_state_path, save_rollout_rng_state
 from .batch import collate_records, groups_of_rows, micro_batch_layout, token_advantages
 from .config import ArpoLossConfig
@@ -197,7 +197,8 @@ class ArpoTrainer(GRPOTrainer):
 
         engine = getattr(rollout, "engine", None)
         if engine is not None and hasattr(engine, "generate") and not isinstance(engine, RolloutProgress):
-            rollout.engine = RolloutProgress(engine, enabled=self.accelerator.is_main_process)
+            status = os.path.join(args.output_dir, ROLLOUT_PROGRESS_NAME) if args.should_save else None
+            rollout.engine = RolloutProgress(engine, enabled=self.accelerator.is_main_process, status_path=status)
         eos = processing_class.eos_token_id
         self._eos_ids = eos
         self._rollout_log_path = os.path.join(args.output_dir, ROLLOUT_LOG_NAME)
@@ -241,6 +242,8 @@ class ArpoTrainer(GRPOTrainer):
         engine gathers the parameters module by module). A rank without prompts still enters the same collectives and returns None.
         """
         engine = getattr(self.rollout, "engine", None)
+        if isinstance(engine, RolloutProgress):
+            engine.phase = "training" if training else "validation"
         backend = getattr(getattr(self.rollout, "config", None), "backend", "hf")
         if backend == "hf":
             # ds3_gather_for_generation=False is refused in __init__: the parameters are always gathered
