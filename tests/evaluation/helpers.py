@@ -103,7 +103,6 @@ def base_config(tmp_path, model_dir, url=None, **extra):
         "template": "qwen",
         "agentic_search_backend": "replay",
         "agentic_cache_path": str(tmp_path / "tool_cache.sqlite"),
-        "agentic_cache_mode": "offline",
         "agentic_python_timeout": 20,
         "agentic_tool_workers": 4,
         "eval_preset": "paper",

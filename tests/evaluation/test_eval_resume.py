@@ -60,7 +60,6 @@ def config(tmp_path, model_dir, url, out):
         "template": "qwen",
         "agentic_search_backend": "replay",
         "agentic_cache_path": str(tmp_path / "cache.sqlite"),
-        "agentic_cache_mode": "offline",
         "agentic_tool_workers": 2,
         "eval_preset": "paper",
         "eval_benchmarks": [{"name": "sums", "path": str(data), "task": "math", "metric": "judge"}],

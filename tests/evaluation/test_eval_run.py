@@ -77,7 +77,7 @@ def test_endpoint_run_sends_token_ids_and_stop_strings(tmp_path, server, tiny_to
     text = "".join(t for _, t in py["segments"])
     assert "99" not in text and "never seen" not in text and "trailing" not in text  # cut at the stop strings
     canada = records["myqa/0/0"]
-    assert [c["status"] for c in canada["tool_calls"]] == ["cache_miss", "repeat"]  # offline cache, repeated query
+    assert [c["status"] for c in canada["tool_calls"]] == ["cache_miss", "repeat"]  # replay miss, repeated query
     assert (
         canada["duplicate_queries"] == 1
         and canada["notices"]["repeat"] == 1
