@@ -25,8 +25,27 @@ by `llamafactory_agentic.train.presets.resolve_presets`, so an explicit value in
 This module imports nothing heavy (no torch, no LLaMA-Factory): it is loaded while LLaMA-Factory's parser is built.
 """
 
-from dataclasses import dataclass, field, fields
-from typing import Literal
+from dataclasses import Field, dataclass, field, fields
+from typing import Any, Literal
+
+
+# ---------------------------------------------------------------- tool defaults (docs/algorithms.md §7.1)
+# Declared once: the `agentic_*` tool fields below are declared with them, and the classes of
+# `llamafactory_agentic/tools` take them as their default arguments, so a tool built on its own (a test, a notebook,
+# the standalone `llamafactory-agentic tool` command) behaves as in a run with default keys.
+PYTHON_TIMEOUT_S = 120.0  # agentic_python_timeout
+PYTHON_MAX_OUTPUT_CHARS = 4000  # agentic_python_max_output_chars
+PYTHON_ISOLATION = "auto"  # agentic_python_isolation
+PYTHON_MIN_ISOLATION = "unprivileged"  # agentic_python_min_isolation
+SEARCH_BACKEND = "local"  # agentic_search_backend
+SEARCH_TOPK = 10  # agentic_search_topk
+SEARCH_SNIPPET_CHARS = 1000  # agentic_search_snippet_chars
+CACHE_MODE = "read_write"  # agentic_cache_mode
+CACHE_TOOLS = "search"  # agentic_cache_tools
+# The two stage-dependent tool keys default to None below and get their value from the stage preset; these are the
+# `arpo` preset's values (`train/presets.py` uses them), which the tools layer uses where no preset was resolved.
+TOOL_RETRIES = 3  # agentic_tool_retries
+TOOL_WORKERS = 64  # agentic_tool_workers
 
 
 @dataclass
@@ -235,15 +254,15 @@ class AgenticArguments:
         metadata={"help": "Concurrent tool calls per rollout engine. Preset default: 64 / 32."},
     )
     agentic_python_timeout: float = field(
-        default=120.0,
+        default=PYTHON_TIMEOUT_S,
         metadata={"help": "Wall-clock limit per code execution (seconds)."},
     )
     agentic_python_max_output_chars: int = field(
-        default=4000,
+        default=PYTHON_MAX_OUTPUT_CHARS,
         metadata={"help": "Python output cap (characters): first and last halves kept around an omission line."},
     )
     agentic_search_backend: str = field(
-        default="local",
+        default=SEARCH_BACKEND,
         metadata={"help": "Search backend: `local` (BM25 index), `replay` (cache only), `web`, `retriever`."},
     )
     agentic_search_index: str | None = field(
@@ -254,11 +273,11 @@ class AgenticArguments:
         },
     )
     agentic_python_isolation: Literal["auto", "bwrap", "unshare", "rlimits-only"] = field(
-        default="auto",
+        default=PYTHON_ISOLATION,
         metadata={"help": "Sandbox of the python tool; `auto` takes the strongest one this machine offers."},
     )
     agentic_python_min_isolation: Literal["none", "unprivileged", "confined", "full"] = field(
-        default="unprivileged",
+        default=PYTHON_MIN_ISOLATION,
         metadata={
             "help": "`arpo`/`aepo` refuse to start when the python tool's isolation, measured by a probe run inside "
             "its sandbox (see `llamafactory-agentic doctor`), is below this level. `unprivileged`: model code never "
@@ -268,11 +287,11 @@ class AgenticArguments:
         },
     )
     agentic_search_topk: int = field(
-        default=10,
+        default=SEARCH_TOPK,
         metadata={"help": "Snippets per search query."},
     )
     agentic_search_snippet_chars: int = field(
-        default=1000,
+        default=SEARCH_SNIPPET_CHARS,
         metadata={"help": "Characters kept per snippet."},
     )
     agentic_cache_path: str | None = field(
@@ -280,11 +299,11 @@ class AgenticArguments:
         metadata={"help": "Persistent tool cache: a SQLite file path or a `redis://` URL."},
     )
     agentic_cache_mode: Literal["read_write", "read_only", "offline"] = field(
-        default="read_write",
+        default=CACHE_MODE,
         metadata={"help": "Cache mode; `offline` answers misses with the no-result text."},
     )
     agentic_cache_tools: str = field(
-        default="search",
+        default=CACHE_TOOLS,
         metadata={"help": "Comma-separated tools whose results are cached (python results are not by default)."},
     )
 
@@ -362,3 +381,24 @@ class AgenticArguments:
 def agentic_field_names() -> set[str]:
     r"""Names of every plugin hyper-parameter (used by the clash test and the web UI)."""
     return {f.name for f in fields(AgenticArguments)}
+
+
+def agentic_field(key: str) -> Field:
+    r"""The dataclass field of the plugin key `key` (its `default`, `type` and `metadata["help"]`).
+
+    Raises:
+        KeyError: `key` is not a plugin hyper-parameter.
+    """
+    for f in fields(AgenticArguments):
+        if f.name == key:
+            return f
+    raise KeyError(f"{key!r} is not a key of llamafactory_agentic.hparams.AgenticArguments")
+
+
+def agentic_default(key: str) -> Any:
+    r"""The declared default of the plugin key `key` (None for a key the stage presets fill).
+
+    Raises:
+        KeyError: `key` is not a plugin hyper-parameter.
+    """
+    return agentic_field(key).default

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.tags import wrap_observation
+from ..hparams import agentic_default
 
 
 PRESETS = ("paper", "train_val")
@@ -456,11 +457,16 @@ def resolve_protocol(eval_args: EvalArguments, finetuning_args: Any, model_args:
             "agentic_reward_math": str(getattr(finetuning_args, "agentic_reward_math", "f1")),
         },
         tools={
-            "search_backend": getattr(finetuning_args, "agentic_search_backend", "local"),
-            "search_topk": getattr(finetuning_args, "agentic_search_topk", 10),
-            "search_snippet_chars": getattr(finetuning_args, "agentic_search_snippet_chars", 1000),
-            "python_timeout": getattr(finetuning_args, "agentic_python_timeout", 120.0),
-            "python_max_output_chars": getattr(finetuning_args, "agentic_python_max_output_chars", 4000),
+            **{
+                name: getattr(finetuning_args, f"agentic_{name}", agentic_default(f"agentic_{name}"))
+                for name in (
+                    "search_backend",
+                    "search_topk",
+                    "search_snippet_chars",
+                    "python_timeout",
+                    "python_max_output_chars",
+                )
+            },
             "tool_config_sha256": _file_sha(tool_config),
         },
     )

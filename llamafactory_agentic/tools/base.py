@@ -29,6 +29,8 @@ from typing import Any
 
 import tenacity
 
+from ..hparams import PYTHON_MAX_OUTPUT_CHARS, TOOL_RETRIES
+
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +168,8 @@ class BaseTool:
         tag: tag that triggers the tool (defaults to `default_tag`).
         timeout_s: wall-clock budget per call in seconds, all attempts included (the executor stops waiting after
             `timeout_s` plus a small grace period).
-        retries: attempts per call (>= 1) on exception or, when `retry_on_empty`, on an empty result.
+        retries: attempts per call (>= 1) on exception or, when `retry_on_empty`, on an empty result (default: the
+            `arpo` preset's `agentic_tool_retries`, `hparams.TOOL_RETRIES`).
         call_limit: calls allowed per trajectory for this tool (None: unlimited; the rollout has its own limit).
         dedup: share one execution between identical calls in flight at the same time.
         backoff_s: initial wait between attempts (exponential with jitter, capped at 8 s).
@@ -181,7 +184,7 @@ class BaseTool:
         self,
         tag: str | None = None,
         timeout_s: float = 60.0,
-        retries: int = 3,
+        retries: int = TOOL_RETRIES,
         call_limit: int | None = None,
         dedup: bool | None = None,
         backoff_s: float = 0.5,
@@ -287,11 +290,11 @@ class BoundedText:
     fits, else `head + "\n[… N characters omitted …]\n" + tail` (docs/algorithms.md §7.1: 2000 + 2000 characters).
 
     Args:
-        max_chars: output cap in characters (> 0).
+        max_chars: output cap in characters (> 0; default `agentic_python_max_output_chars`'s).
         encoding: byte encoding of `feed_bytes` input (invalid bytes become U+FFFD).
     """
 
-    def __init__(self, max_chars: int = 4000, encoding: str = "utf-8") -> None:
+    def __init__(self, max_chars: int = PYTHON_MAX_OUTPUT_CHARS, encoding: str = "utf-8") -> None:
         r"""Create the object (the arguments are described in the class docstring)."""
         self.max_chars = max(2, int(max_chars))
         self.head_cap = self.max_chars // 2

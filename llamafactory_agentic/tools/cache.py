@@ -44,6 +44,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..hparams import CACHE_MODE
 from .base import NO_SEARCH_RESULTS_TEXT, STATUS_OK
 
 
@@ -129,7 +130,7 @@ class ToolCache:
 
     def __init__(
         self,
-        mode: str = "read_write",
+        mode: str = CACHE_MODE,
         ttl_s: float | None = None,
         lookup_timeout_s: float = 0.5,
         write_timeout_s: float = 1.0,
@@ -596,7 +597,7 @@ class SQLiteCache(ToolCache):
     def __init__(
         self,
         path: str | os.PathLike,
-        mode: str = "read_write",
+        mode: str = CACHE_MODE,
         ttl_s: float | None = None,
         busy_timeout_s: float = 30.0,
         on_corrupt: str | None = None,
@@ -862,7 +863,7 @@ class RedisCache(ToolCache):
     def __init__(
         self,
         url: str,
-        mode: str = "read_write",
+        mode: str = CACHE_MODE,
         ttl_s: float | None = None,
         prefix: str = "lfa:toolcache:",
         socket_timeout_s: float = 5.0,
@@ -1001,7 +1002,7 @@ class RedisCache(ToolCache):
 
 
 def open_cache(
-    location: str | os.PathLike | None, mode: str = "read_write", ttl_s: float | None = None, **kwargs
+    location: str | os.PathLike | None, mode: str = CACHE_MODE, ttl_s: float | None = None, **kwargs
 ) -> ToolCache | None:
     r"""Open the cache at `location`: a `redis://` / `rediss://` / `unix://` URL or a SQLite file path.
 

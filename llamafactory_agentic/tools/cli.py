@@ -32,6 +32,7 @@ import logging
 import math
 import sqlite3
 import sys
+import typing
 from types import SimpleNamespace
 
 
@@ -111,7 +112,7 @@ def _cmd_tool_search(args: argparse.Namespace) -> int:
         agentic_search_snippet_chars=args.snippet_chars,
         agentic_cache_path=args.cache,
         agentic_cache_mode=args.cache_mode,
-        agentic_cache_tools="search",
+        agentic_cache_tools=args.cache_tools,
     )
     if args.index:
         import os
@@ -174,33 +175,44 @@ def _cmd_index_build(args: argparse.Namespace) -> int:
 def add_subcommands(subparsers: "argparse._SubParsersAction") -> None:
     r"""Register the `tool`, `cache` and `index` commands on `subparsers` (from `parser.add_subparsers()`).
 
-    Each leaf parser sets `func` (called with the parsed namespace, returns the exit code).
+    Each leaf parser sets `func` (called with the parsed namespace, returns the exit code). The defaults of the
+    `tool` options are those of the recipe keys they stand for (read from `hparams.AgenticArguments`; `--retries`:
+    the `arpo` preset's `agentic_tool_retries`).
     """
+    from ..hparams import TOOL_RETRIES, agentic_default, agentic_field
+
+    isolation = agentic_field("agentic_python_isolation")
+    cache_mode = agentic_field("agentic_cache_mode")
     tool = subparsers.add_parser("tool", help="Run one tool call and print its observation.")
     tool_sub = tool.add_subparsers(dest="tool_command", required=True)
     py = tool_sub.add_parser("python", help="Run code in the sandboxed Python tool.")
     py.add_argument("--code", required=True, help="Python source to run.")
-    py.add_argument("--timeout", type=_positive(float), default=120.0, help="Wall-clock limit in seconds, > 0 "
-                    "(default 120).")  # fmt: skip
-    py.add_argument("--max-output-chars", type=_positive(int, 2, inclusive=True), default=4000,
-                    help="Output cap in characters, >= 2 (default 4000).")  # fmt: skip
-    py.add_argument("--isolation", default="auto", choices=("auto", "bwrap", "unshare", "rlimits-only"),
-                    help="Sandbox (default auto: the strongest measured one; `llamafactory-agentic doctor` lists "
-                    "them).")  # fmt: skip
+    timeout = agentic_default("agentic_python_timeout")
+    py.add_argument("--timeout", type=_positive(float), default=timeout, help="Wall-clock limit in seconds, > 0 "
+                    f"(default {timeout:g}).")  # fmt: skip
+    max_chars = agentic_default("agentic_python_max_output_chars")
+    py.add_argument("--max-output-chars", type=_positive(int, 2, inclusive=True), default=max_chars,
+                    help=f"Output cap in characters, >= 2 (default {max_chars}).")  # fmt: skip
+    py.add_argument("--isolation", default=isolation.default, choices=typing.get_args(isolation.type),
+                    help=f"Sandbox (default {isolation.default}: the strongest measured one; `llamafactory-agentic "
+                    "doctor` lists them).")  # fmt: skip
     py.set_defaults(func=_cmd_tool_python)
     se = tool_sub.add_parser("search", help="Run one search query through the executor (cache included).")
     se.add_argument("--query", required=True, help="Search query (the body of <search>...</search>).")
-    se.add_argument("--backend", default="local", help="local, replay, web or retriever (default local).")
+    backend = agentic_default("agentic_search_backend")
+    se.add_argument("--backend", default=backend, help=f"local, replay, web or retriever (default {backend}).")
     se.add_argument("--cache", default=None, help="Cache: SQLite file or redis:// URL (default none).")
-    se.add_argument("--cache-mode", default="read_write", help="read_write, read_only or offline.")
+    modes = ", ".join(typing.get_args(cache_mode.type))
+    se.add_argument("--cache-mode", default=cache_mode.default, help=f"{modes} (default {cache_mode.default}).")
     se.add_argument("--index", default=None, help="Local backend: folder with corpus.jsonl (from `index build`).")
     se.add_argument("--tool-config", default=None, help="Tool config YAML (backend params such as API keys).")
-    se.add_argument("--topk", type=_positive(int), default=10, help="Snippets per query (default 10).")
-    se.add_argument("--snippet-chars", type=_positive(int), default=1000,
-                    help="Characters per snippet (default 1000).")  # fmt: skip
-    se.add_argument("--retries", type=_positive(int, 1, inclusive=True), default=3,
-                    help="Attempts per call, >= 1 (default 3).")  # fmt: skip
-    se.set_defaults(func=_cmd_tool_search)
+    topk, snippet_chars = agentic_default("agentic_search_topk"), agentic_default("agentic_search_snippet_chars")
+    se.add_argument("--topk", type=_positive(int), default=topk, help=f"Snippets per query (default {topk}).")
+    se.add_argument("--snippet-chars", type=_positive(int), default=snippet_chars,
+                    help=f"Characters per snippet (default {snippet_chars}).")  # fmt: skip
+    se.add_argument("--retries", type=_positive(int, 1, inclusive=True), default=TOOL_RETRIES,
+                    help=f"Attempts per call, >= 1 (default {TOOL_RETRIES}).")  # fmt: skip
+    se.set_defaults(func=_cmd_tool_search, cache_tools=agentic_default("agentic_cache_tools"))
 
     cache = subparsers.add_parser("cache", help="Import, export and inspect the tool cache.")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True)

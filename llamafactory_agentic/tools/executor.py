@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..data.tags import empty_call_text  # shared with the rollout (docs/algorithms.md §12)
+from ..hparams import CACHE_MODE, CACHE_TOOLS, TOOL_RETRIES, TOOL_WORKERS, agentic_default
 from .base import (
     NO_SEARCH_RESULTS_TEXT,
     STATUS_CACHE_MISS,
@@ -57,9 +58,6 @@ from .cache import CacheUnavailable, ToolCache, open_cache
 
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_WORKERS = 64  # ARPO preset (docs/algorithms.md §5.5)
-DEFAULT_RETRIES = 3
 
 
 class _StartMark:
@@ -89,8 +87,9 @@ class ToolExecutor:
     Args:
         tools: the tools, keyed by their tag (a list is keyed by each tool's `tag`).
         cache: persistent cache (None: no caching).
-        cache_tools: names of the tools whose results are cached (`agentic_cache_tools`, default `("search",)`).
-        workers: thread-pool size (`agentic_tool_workers`, 64).
+        cache_tools: names of the tools whose results are cached, a list or a comma-separated string (default
+            `agentic_cache_tools`'s).
+        workers: thread-pool size (`agentic_tool_workers`; default the `arpo` preset's, `hparams.TOOL_WORKERS`).
         cache_errors: also store "error"/"timeout" results (never "empty").
         grace_s: seconds the executor waits beyond a tool's `timeout_s` (counted from the moment a worker starts the
             call) before answering `timeout` itself. A call still queued (all workers busy) is answered `timeout`
@@ -103,8 +102,8 @@ class ToolExecutor:
         self,
         tools: dict[str, BaseTool] | list[BaseTool],
         cache: ToolCache | None = None,
-        cache_tools: tuple[str, ...] | list[str] | str = ("search",),
-        workers: int = DEFAULT_WORKERS,
+        cache_tools: tuple[str, ...] | list[str] | str = CACHE_TOOLS,
+        workers: int = TOOL_WORKERS,
         cache_errors: bool = False,
         grace_s: float = 2.0,
         max_tracked_trajectories: int = 1_000_000,
@@ -426,11 +425,16 @@ def _resolve(value: Any, default: Any) -> Any:
 
 
 def validate_tool_args(finetuning_args: Any) -> dict[str, Any]:
-    r"""Check the `agentic_*` tool keys of a run and return them resolved (None -> the documented default).
+    r"""Check the `agentic_*` tool keys of a run and return them resolved.
+
+    A key that is missing or None takes its `hparams.AgenticArguments` default; the stage-dependent
+    `agentic_tool_retries` and `agentic_tool_workers` (None until the presets are resolved) take the `arpo` preset's
+    values (`hparams.TOOL_RETRIES`, `hparams.TOOL_WORKERS`); `agentic_python_min_isolation` and `agentic_cache_mode`
+    stay None when missing (no isolation check; the tool config's cache mode applies).
 
     Returns:
         `{"retries", "workers", "python_timeout", "python_max_output_chars", "search_topk", "search_snippet_chars",
-        "python_isolation", "python_min_isolation", "cache_mode"}` (`cache_mode` None when unset).
+        "search_backend", "python_isolation", "python_min_isolation", "cache_mode"}`.
 
     Raises:
         ValueError: naming the recipe key, what it must be and the value received.
@@ -440,7 +444,8 @@ def validate_tool_args(finetuning_args: Any) -> dict[str, Any]:
 
     a = finetuning_args
 
-    def _number(key: str, default: Any, **kw: Any) -> Any:
+    def _number(key: str, default: Any = None, **kw: Any) -> Any:
+        default = agentic_default(key) if default is None else default
         try:
             return check_number(key, _resolve(getattr(a, key, None), default), **kw)
         except ValueError as exc:
@@ -453,15 +458,18 @@ def validate_tool_args(finetuning_args: Any) -> dict[str, Any]:
         return value
 
     return {
-        "retries": _number("agentic_tool_retries", DEFAULT_RETRIES, integer=True, minimum=1, inclusive=True),
-        "workers": _number("agentic_tool_workers", DEFAULT_WORKERS, integer=True, minimum=1, inclusive=True),
-        "python_timeout": _number("agentic_python_timeout", 120.0),
-        "python_max_output_chars": _number(
-            "agentic_python_max_output_chars", 4000, integer=True, minimum=2, inclusive=True
-        ),  # fmt: skip
-        "search_topk": _number("agentic_search_topk", 10, integer=True),
-        "search_snippet_chars": _number("agentic_search_snippet_chars", 1000, integer=True),
-        "python_isolation": _choice("agentic_python_isolation", "auto", ("auto", *SANDBOXES)),
+        "retries": _number("agentic_tool_retries", TOOL_RETRIES, integer=True, minimum=1, inclusive=True),
+        "workers": _number("agentic_tool_workers", TOOL_WORKERS, integer=True, minimum=1, inclusive=True),
+        "python_timeout": _number("agentic_python_timeout"),
+        "python_max_output_chars": _number("agentic_python_max_output_chars", integer=True, minimum=2, inclusive=True),
+        "search_topk": _number("agentic_search_topk", integer=True),
+        "search_snippet_chars": _number("agentic_search_snippet_chars", integer=True),
+        "search_backend": _resolve(
+            getattr(a, "agentic_search_backend", None), agentic_default("agentic_search_backend")
+        ),
+        "python_isolation": _choice(
+            "agentic_python_isolation", agentic_default("agentic_python_isolation"), ("auto", *SANDBOXES)
+        ),
         "python_min_isolation": _choice("agentic_python_min_isolation", None, ISOLATION_LEVELS),
         "cache_mode": _choice("agentic_cache_mode", None, CACHE_MODES) or None,
     }
@@ -470,8 +478,8 @@ def validate_tool_args(finetuning_args: Any) -> dict[str, Any]:
 def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExecutor:
     r"""Build the executor from the `agentic_*` keys of `AgenticArguments` (llamafactory_agentic/hparams.py).
 
-    Keys read: agentic_tool_config, agentic_tool_retries (None -> 3, the ARPO preset), agentic_tool_workers
-    (None -> 64), agentic_python_timeout, agentic_python_max_output_chars, agentic_search_backend,
+    Keys read: agentic_tool_config, agentic_tool_retries and agentic_tool_workers (None: the `arpo` preset's),
+    agentic_python_timeout, agentic_python_max_output_chars, agentic_search_backend,
     agentic_search_topk, agentic_search_snippet_chars, agentic_search_index (local backend), agentic_python_isolation,
     agentic_python_min_isolation, agentic_cache_path, agentic_cache_mode, agentic_cache_tools.
     Without a tool config the tools are `python` and `search`. The run arguments are defaults: a tool config entry's
@@ -482,7 +490,8 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
     tool's sandbox is measured (`python_tool.measure_isolation`) and a lower level stops the run.
 
     Args:
-        finetuning_args: any object with those attributes (missing ones take the hparams defaults).
+        finetuning_args: the run's `ToolsConfig` (`train/arpo/config.py`), or any object with those attributes
+            (missing ones take their defaults, see `validate_tool_args`).
         **overrides: extra `ToolExecutor` keyword arguments (e.g. `grace_s`).
 
     Raises:
@@ -504,8 +513,8 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
     config = load_tool_config(config_path) if config_path else None
     cache_cfg = dict(config.cache) if config else {}
     cache_path = getattr(a, "agentic_cache_path", None) or cache_cfg.get("path")
-    cache_mode = keys["cache_mode"] or cache_cfg.get("mode") or "read_write"
-    cache_tools = getattr(a, "agentic_cache_tools", None) or cache_cfg.get("tools") or "search"
+    cache_mode = keys["cache_mode"] or cache_cfg.get("mode") or CACHE_MODE
+    cache_tools = getattr(a, "agentic_cache_tools", None) or cache_cfg.get("tools") or CACHE_TOOLS
     cache = open_cache(os.path.expanduser(str(cache_path)) if cache_path and "://" not in str(cache_path)
                        else cache_path, mode=cache_mode, ttl_s=cache_cfg.get("ttl_s"), degrade=True)  # fmt: skip
     defaults = {
@@ -515,15 +524,14 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
             "retries": retries,
         },
         "search": {
-            "backend": _resolve(getattr(a, "agentic_search_backend", None), "local"),
+            "backend": keys["search_backend"],
             "topk": keys["search_topk"],
             "snippet_chars": keys["search_snippet_chars"],
             "retries": retries,
             "cache": cache,
         },
     }
-    if keys["python_isolation"] != "auto":
-        defaults["python"]["isolation"] = keys["python_isolation"]
+    defaults["python"]["isolation"] = keys["python_isolation"]
     search_index = getattr(a, "agentic_search_index", None)
     if search_index and defaults["search"]["backend"] == "local":
         defaults["search"]["index_dir"] = os.path.expanduser(str(search_index))

@@ -106,6 +106,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..hparams import PYTHON_ISOLATION, PYTHON_MAX_OUTPUT_CHARS, PYTHON_MIN_ISOLATION, PYTHON_TIMEOUT_S, TOOL_RETRIES
 from .base import (
     STATUS_EMPTY,
     STATUS_ERROR,
@@ -127,7 +128,7 @@ logger = logging.getLogger(__name__)
 
 SANDBOXES = ("bwrap", "unshare", "rlimits-only")
 ISOLATION_LEVELS = ("none", "unprivileged", "confined", "full")  # weakest first
-DEFAULT_MIN_ISOLATION = "unprivileged"
+DEFAULT_MIN_ISOLATION = PYTHON_MIN_ISOLATION  # agentic_python_min_isolation's default
 RUN_AS = ("auto", "self")
 NOBODY_ID = 65534
 PRIVATE_DIRS = ("/tmp",)  # replaced by an empty tmpfs inside the bwrap/unshare sandboxes
@@ -977,13 +978,13 @@ def rewrite_last_expression(code: str) -> str:
 
 def run_python_code(
     code: str,
-    timeout_s: float = 120.0,
-    max_output_chars: int = 4000,
+    timeout_s: float = PYTHON_TIMEOUT_S,
+    max_output_chars: int = PYTHON_MAX_OUTPUT_CHARS,
     memory_mb: int | None = 4096,
     cpu_time_s: float | None = None,
     max_processes: int | None = 256,
     max_file_mb: int | None = 256,
-    isolation: str = "auto",
+    isolation: str = PYTHON_ISOLATION,
     executable: str | None = None,
     run_as: str = "auto",
     workdir_root: str | None = None,
@@ -1181,8 +1182,8 @@ class PythonTool(BaseTool):
     r"""`<python>code</python>`: run the code in a fresh sandboxed interpreter (see the module docstring).
 
     Args:
-        timeout_s: wall-clock limit per execution in seconds (`agentic_python_timeout`, default 120).
-        max_output_chars: output cap (`agentic_python_max_output_chars`, default 4000).
+        timeout_s: wall-clock limit per execution in seconds (default `agentic_python_timeout`'s).
+        max_output_chars: output cap (default `agentic_python_max_output_chars`'s).
         memory_mb, cpu_time_s, max_processes, max_file_mb, isolation, executable, run_as: see `run_python_code`.
         backend: "local" or "sandbox_fusion" (remote HTTP service at `sandbox_url`).
         sandbox_url: base URL of the SandboxFusion-compatible service.
@@ -1196,13 +1197,13 @@ class PythonTool(BaseTool):
 
     def __init__(
         self,
-        timeout_s: float = 120.0,
-        max_output_chars: int = 4000,
+        timeout_s: float = PYTHON_TIMEOUT_S,
+        max_output_chars: int = PYTHON_MAX_OUTPUT_CHARS,
         memory_mb: int | None = 4096,
         cpu_time_s: float | None = None,
         max_processes: int | None = 256,
         max_file_mb: int | None = 256,
-        isolation: str = "auto",
+        isolation: str = PYTHON_ISOLATION,
         executable: str | None = None,
         run_as: str = "auto",
         backend: str = "local",
@@ -1214,7 +1215,7 @@ class PythonTool(BaseTool):
         Raises:
             ValueError: a limit that is not a positive number, an unknown `isolation`, `run_as` or `backend`.
         """
-        kwargs.setdefault("retries", 3)
+        kwargs.setdefault("retries", TOOL_RETRIES)
         # the executor waits timeout + grace; retries only happen for start-up failures, never for timeouts
         super().__init__(timeout_s=timeout_s, **kwargs)
         if backend not in ("local", "sandbox_fusion"):

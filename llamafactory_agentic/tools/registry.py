@@ -19,10 +19,10 @@ file (`agentic_tool_config`) looks like::
 
     tools:
       - name: python              # registered name or `module:Class`
-        timeout: 120              # seconds, wall clock, per call
-        retries: 3                # attempts per call
+        timeout: 30               # seconds, wall clock, per call (default: agentic_python_timeout)
+        retries: 2                # attempts per call (default: agentic_tool_retries)
         call_limit: null          # calls per trajectory for this tool (the rollout has its own overall limit)
-        params: {max_output_chars: 4000, isolation: auto}
+        params: {max_output_chars: 2000, isolation: bwrap}   # constructor arguments of the tool class
       - name: search
         params: {backend: web, provider: serper, api_key: "${SERPER_API_KEY}"}
     cache: {path: tool_cache.sqlite, mode: read_write, tools: [search], ttl_s: null}

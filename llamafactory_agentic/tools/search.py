@@ -37,6 +37,7 @@ import threading
 import time
 from typing import Any
 
+from ..hparams import SEARCH_BACKEND, SEARCH_SNIPPET_CHARS, SEARCH_TOPK
 from .base import (
     NO_SEARCH_RESULTS_TEXT,
     STATUS_CACHE_MISS,
@@ -58,7 +59,7 @@ logger = logging.getLogger(__name__)
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
-def format_snippets(snippets: list[str], topk: int = 10, snippet_chars: int = 1000) -> str:
+def format_snippets(snippets: list[str], topk: int = SEARCH_TOPK, snippet_chars: int = SEARCH_SNIPPET_CHARS) -> str:
     r"""Format ranked snippets as `Page 1: …\nPage 2: …`.
 
     Empty and duplicate snippets are skipped, the first `topk` kept, each cut to `snippet_chars`;
@@ -365,9 +366,9 @@ class SearchTool(BaseTool):
     r"""`<search>query</search>`: top-k snippets formatted as `Page 1: …` (see the module docstring).
 
     Args:
-        backend: "local", "replay", "web" or "retriever" (`agentic_search_backend`).
-        topk: snippets per query (`agentic_search_topk`, 10).
-        snippet_chars: characters kept per snippet (`agentic_search_snippet_chars`, 1000).
+        backend: "local", "replay", "web" or "retriever" (default `agentic_search_backend`'s).
+        topk: snippets per query (default `agentic_search_topk`'s).
+        snippet_chars: characters kept per snippet (default `agentic_search_snippet_chars`'s).
         max_query_chars: queries are cut to this many characters after normalisation (protects the backends).
         cache: the tool cache (used by the replay backend; the executor does the ordinary caching).
         backend_params: constructor arguments of the backend (e.g. `index_dir`, `provider`, `api_key`, `url`).
@@ -382,9 +383,9 @@ class SearchTool(BaseTool):
 
     def __init__(
         self,
-        backend: str = "local",
-        topk: int = 10,
-        snippet_chars: int = 1000,
+        backend: str = SEARCH_BACKEND,
+        topk: int = SEARCH_TOPK,
+        snippet_chars: int = SEARCH_SNIPPET_CHARS,
         max_query_chars: int = 4096,
         cache: ToolCache | None = None,
         backend_params: dict | None = None,

@@ -31,6 +31,8 @@ import json
 import os
 from typing import Any
 
+from ..hparams import TOOL_RETRIES, TOOL_WORKERS
+
 
 AGENTIC_CONFIG_NAME = "agentic_config.json"
 
@@ -59,8 +61,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "aepo_entropy_advantage": False,
         "aepo_entropy_advantage_coef": 0.2,  # inert
         "agentic_max_tool_calls": 3,  # reasoning setting; deep-search recipes set 6 (docs/algorithms.md §10)
-        "agentic_tool_retries": 3,
-        "agentic_tool_workers": 64,
+        "agentic_tool_retries": TOOL_RETRIES,  # also what the tools layer uses where no preset was resolved
+        "agentic_tool_workers": TOOL_WORKERS,
     },
     "aepo": {
         **_COMMON,
