@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 from tenacity import RetryError, retry, retry_if_exception, stop_after_attempt, wait_exponential
 
-from ..data._log import get_logger
+from ..integration.log import get_logger
 from ..rollout.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingSettings
 
 

@@ -20,7 +20,6 @@ parse errors, backend exceptions and exhausted retries all become `ToolResult`s 
 """
 
 import codecs
-import logging
 import math
 import re
 import time
@@ -30,9 +29,10 @@ from typing import Any
 import tenacity
 
 from ..hparams import PYTHON_MAX_OUTPUT_CHARS, TOOL_RETRIES
+from ..integration.log import get_logger
 
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 STATUS_OK = "ok"
 STATUS_EMPTY = "empty"

@@ -33,7 +33,6 @@ empty results never. Modes: `read_write` (look up, store new results), `read_onl
 import atexit
 import hashlib
 import json
-import logging
 import os
 import sqlite3
 import threading
@@ -45,10 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..hparams import CACHE_MODE
+from ..integration.log import get_logger
 from .base import NO_SEARCH_RESULTS_TEXT, STATUS_OK
 
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 CACHE_MODES = ("read_write", "read_only", "offline")
 _STATS_FLUSH_S = 10.0

@@ -26,7 +26,6 @@ and a call whose lookup failed is a miss whose result is not stored.
 Nothing raises into the caller: every failure, including cache failures, becomes observation text plus a metric.
 """
 
-import logging
 import os
 import threading
 import time
@@ -39,6 +38,7 @@ import numpy as np
 
 from ..data.tags import empty_call_text  # shared with the rollout (docs/algorithms.md §12)
 from ..hparams import CACHE_MODE, CACHE_TOOLS, TOOL_RETRIES, TOOL_WORKERS, agentic_default
+from ..integration.log import get_logger
 from .base import (
     NO_SEARCH_RESULTS_TEXT,
     STATUS_CACHE_MISS,
@@ -57,7 +57,7 @@ from .base import (
 from .cache import CacheUnavailable, ToolCache, open_cache
 
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 class _StartMark:

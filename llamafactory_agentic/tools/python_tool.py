@@ -88,7 +88,6 @@ makes `arpo`/`aepo` refuse to start below a level.
 import ast
 import atexit
 import json
-import logging
 import math
 import os
 import resource
@@ -107,6 +106,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..hparams import PYTHON_ISOLATION, PYTHON_MAX_OUTPUT_CHARS, PYTHON_MIN_ISOLATION, PYTHON_TIMEOUT_S, TOOL_RETRIES
+from ..integration.log import get_logger
 from .base import (
     STATUS_EMPTY,
     STATUS_ERROR,
@@ -124,7 +124,7 @@ from .base import (
 from .registry import register_tool
 
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 SANDBOXES = ("bwrap", "unshare", "rlimits-only")
 ISOLATION_LEVELS = ("none", "unprivileged", "confined", "full")  # weakest first

@@ -34,7 +34,6 @@ file (`agentic_tool_config`) looks like::
 import difflib
 import importlib
 import inspect
-import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -43,10 +42,11 @@ from typing import Any
 
 import yaml
 
+from ..integration.log import get_logger
 from .base import BaseTool, check_number
 
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 TOOL_REGISTRY: dict[str, type[BaseTool]] = {}
 _ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

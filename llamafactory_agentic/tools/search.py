@@ -31,13 +31,13 @@ Backends:
 * `retriever`: a Search-R1-style retrieval server (`POST /retrieve` with `{"queries", "topk", "return_scores"}`).
 """
 
-import logging
 import re
 import threading
 import time
 from typing import Any
 
 from ..hparams import SEARCH_BACKEND, SEARCH_SNIPPET_CHARS, SEARCH_TOPK
+from ..integration.log import get_logger
 from .base import (
     NO_SEARCH_RESULTS_TEXT,
     STATUS_CACHE_MISS,
@@ -54,7 +54,7 @@ from .cache import CacheUnavailable, ToolCache, normalize_search_query, open_cac
 from .registry import register_tool
 
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 

@@ -25,6 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from llamafactory_agentic.integration.log import get_logger
+
 
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"
 SYSTEM = "Answer with tools. Put the final answer in \x08oxed{}."
@@ -55,7 +57,7 @@ def _load(tmp_path, dataset, dataset_dir, cache_dir, skip=False, repair=True, **
     model_args, data_args, training_args = _args(tmp_path, dataset, dataset_dir, cache_dir, **data_kwargs)
     finetuning_args = SimpleNamespace(agentic_skip_bad_rows=skip, agentic_repair_boxed=repair)
     records = _Records()
-    logger = logging.getLogger("llamafactory_agentic")
+    logger = get_logger("llamafactory_agentic")
     logger.addHandler(records)
     try:
         module = load_rl_dataset(model_args, data_args, training_args, finetuning_args)
@@ -420,11 +422,11 @@ def test_overlong_prompts_are_skipped_by_name_or_stop_the_run(tmp_path, cache_di
     assert lengths[1] > limit and lengths[3] > limit
 
     records = _Records()
-    logging.getLogger("llamafactory_agentic").addHandler(records)
+    get_logger("llamafactory_agentic").addHandler(records)
     try:
         kept = encode_rl_prompts(dataset, template, tokenizer, max_prompt_length=limit)  # default: skip
     finally:
-        logging.getLogger("llamafactory_agentic").removeHandler(records)
+        get_logger("llamafactory_agentic").removeHandler(records)
     assert kept["_ground_truth"] == ["a", "c"]
     for ids in kept["prompt_ids"]:  # nothing is cut: every kept prompt still starts with its system prompt
         assert tokenizer.decode(ids).startswith(f"<|im_start|>system\n{system}<|im_end|>")

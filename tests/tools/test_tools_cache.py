@@ -162,16 +162,16 @@ def test_import_export_reference_json(cache_factory, shared_data, tmp_path):
                         and v.strip() not in ("", "No search results found.")}  # fmt: skip
 
 
-def test_import_duplicates_after_normalisation(tmp_path, caplog):
+def test_import_duplicates_after_normalisation(tmp_path, plugin_caplog):
     source = tmp_path / "ref.json"
     source.write_text(json.dumps({'"a b"': "Page 1: first", "a  b": "Page 1: second", " a b ": "Page 1: third",
                                   "c": "", "d": "No search results found.", "e": "Page 1: e"}))  # fmt: skip
     cache = SQLiteCache(tmp_path / "c.sqlite")
-    with caplog.at_level("WARNING"):
+    with plugin_caplog.at_level("WARNING"):
         counts = cache.import_json(source)
     assert counts == {"total": 6, "imported": 2, "duplicates": 2, "skipped_empty": 2, "existing": 0}
     assert cache.get("search", "a b").result == "Page 1: first"
-    assert "2 keys" in caplog.text
+    assert "2 keys" in plugin_caplog.text
     cache.close()
 
 
@@ -244,12 +244,12 @@ def test_sigkill_mid_insert_loses_no_committed_entry(tmp_path):
     cache.close()
 
 
-def test_corrupt_file_is_moved_aside(tmp_path, caplog):
+def test_corrupt_file_is_moved_aside(tmp_path, plugin_caplog):
     path = tmp_path / "c.sqlite"
     path.write_bytes(os.urandom(8192))
-    with caplog.at_level("ERROR"):
+    with plugin_caplog.at_level("ERROR"):
         cache = SQLiteCache(path)
-    assert "corrupt" in caplog.text
+    assert "corrupt" in plugin_caplog.text
     assert cache.put("search", "q", "Page 1: a") and cache.get("search", "q").result == "Page 1: a"
     assert list(tmp_path.glob("c.sqlite.corrupt-*"))
     cache.close()

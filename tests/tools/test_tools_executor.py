@@ -203,7 +203,7 @@ def test_python_bad_inputs_do_not_break_the_executor():
         assert ex.execute([ToolCall("python", "print(2)")])[0].text == "2"
 
 
-def test_tool_config_yaml(tmp_path, monkeypatch, caplog, local_index):
+def test_tool_config_yaml(tmp_path, monkeypatch, plugin_caplog, local_index):
     module = tmp_path / "my_tools.py"
     module.write_text(
         "from llamafactory_agentic.tools import BaseTool, ToolOutput\n"
@@ -239,7 +239,7 @@ def test_tool_config_yaml(tmp_path, monkeypatch, caplog, local_index):
                            agentic_python_timeout=120.0, agentic_python_max_output_chars=4000,
                            agentic_search_backend="web", agentic_search_topk=10, agentic_search_snippet_chars=1000,
                            agentic_cache_path=None, agentic_cache_mode="read_write", agentic_cache_tools="search")  # fmt: skip
-    with caplog.at_level(logging.DEBUG):
+    with plugin_caplog.at_level(logging.DEBUG, logger="llamafactory"):
         ex = build_executor_from_args(args)
     try:
         assert ex.workers == 64 and set(ex.tools) == {"shout", "search", "python"}
@@ -254,7 +254,7 @@ def test_tool_config_yaml(tmp_path, monkeypatch, caplog, local_index):
         assert ex.cache is not None and ex.cache.count() == 1
     finally:
         ex.close()
-    assert "tok-very-secret" not in caplog.text
+    assert "tok-very-secret" not in plugin_caplog.text
     assert "tok-very-secret" not in (tmp_path / "cache.sqlite").read_bytes().decode("utf-8", "replace")
 
 
