@@ -35,12 +35,23 @@ def _package_version(name: str) -> str | None:
 
 
 def _probe_activation_in_subprocess() -> dict:
-    """Import LLaMA-Factory in a fresh interpreter (as `llamafactory-cli` would) and report what got patched."""
+    """Import LLaMA-Factory in a fresh interpreter (as `llamafactory-cli` would) and report what got patched.
+
+    Returns:
+        `{"hook": bool, "patches": [patched module names]}`, plus `"llamaboard_error"` when LLaMA-Board's interface
+        (`llamafactory-cli webui`) cannot be imported, and `"error"` when the probe itself failed.
+    """
     code = (
         "import json, sys\n"
         "import llamafactory.train.tuner, llamafactory.data, llamafactory.extras.constants, llamafactory.launcher\n"
         "from llamafactory_agentic.integration.activation import active_patches, hook_installed\n"
-        "print(json.dumps({'hook': hook_installed(), 'patches': active_patches()}))\n"
+        "out = {}\n"
+        "try:\n"
+        "    import llamafactory.webui.interface\n"
+        "except Exception as err:\n"
+        "    out['llamaboard_error'] = f'{type(err).__name__}: {err}'\n"
+        "out.update(hook=hook_installed(), patches=active_patches())\n"
+        "print(json.dumps(out))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
@@ -92,7 +103,7 @@ def _report_python_isolation() -> None:
 def doctor(args: argparse.Namespace) -> int:
     r"""Print versions, active patches and optional parts; return 1 when activation is broken."""
     from .integration.activation import DISABLE_ENV, is_disabled
-    from .integration.patches import PATCHES, SUPPORTED_LLAMAFACTORY
+    from .integration.patches import LLAMABOARD_PATCHES, PATCHES, SUPPORTED_LLAMAFACTORY
 
     ok = True
     print(f"llamafactory-agentic {__version__}")
@@ -112,6 +123,13 @@ def doctor(args: argparse.Namespace) -> int:
         probe = _probe_activation_in_subprocess()
         print(f"[{'ok' if probe['hook'] else 'FAIL':<4}] start-up hook (llamafactory_agentic.pth)")
         for module, (what, _) in PATCHES.items():
+            active = module in probe["patches"]
+            ok &= active
+            print(f"[{'ok' if active else 'FAIL':<4}] {module}: {what}")
+        for module, (what, _) in LLAMABOARD_PATCHES.items():  # applied when LLaMA-Board's interface is imported
+            if "llamaboard_error" in probe:  # LLaMA-Board itself does not load here: nothing to patch
+                print(f"[no  ] {module}: {what} (LLaMA-Board cannot be imported: {probe['llamaboard_error']})")
+                continue
             active = module in probe["patches"]
             ok &= active
             print(f"[{'ok' if active else 'FAIL':<4}] {module}: {what}")
