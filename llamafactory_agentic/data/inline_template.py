@@ -14,9 +14,10 @@
 
 r"""Inline-tag variants of LLaMA-Factory chat templates (docs/algorithms.md §2.7).
 
-`get_inline_template_name("qwen")` registers `qwen_agentic`: a copy of `qwen` whose `function` messages are rendered
-verbatim (no JSON tool-call parsing, no end-of-turn token) and whose `observation` messages are rendered as
-`" <result>\n{content}\n</result>"` with no role header. A trajectory split into
+`build_inline_template` builds the inline-tag variant of a template; `get_inline_template_name("qwen")` in
+`llamafactory_agentic/integration/data_registration.py` registers it with LLaMA-Factory as `qwen_agentic`: a copy of
+`qwen` whose `function` messages are rendered verbatim (no JSON tool-call parsing, no end-of-turn token) and whose
+`observation` messages are rendered as `" <result>\n{content}\n</result>"` with no role header. A trajectory split into
 `user, function, observation, ..., assistant` messages then encodes, message by message, to exactly the ids the RL
 rollout builds: prompt ids (ending with the assistant header), then each sampled chunk and each inserted observation
 string encoded on its own, then the end-of-turn token. LLaMA-Factory's supervised processor labels `observation`
