@@ -96,19 +96,8 @@ def run_arpo(
             `check_rl_sampling`), inconsistent batch geometry (see `derive_steps_per_generation`) or unresolvable
             keys.
     """
-    from llamafactory.data import get_template_and_fix_tokenizer
-    from llamafactory.extras.ploting import plot_loss
-    from llamafactory.model import load_model, load_tokenizer
-    from llamafactory.train.trainer_utils import create_ref_model
-
-    from ...data import load_rl_dataset
-    from ...integration.log_callback import extend_log_callback
-    from ...rewards import get_reward_function
-    from ...rollout import AgenticRollout, build_engine
     from ...tools import build_executor_from_args
-    from ..agentic_sft.check import check_tokenizer_tags
-    from .config import build_run_config, check_rl_sampling, tools_config_from_args
-    from .trainer import ArpoTrainer
+    from .config import check_rl_sampling, tools_config_from_args
 
     if training_args.do_train:
         check_rl_sampling(generating_args)  # before any model is loaded
@@ -120,57 +109,86 @@ def run_arpo(
     tools_config = tools_config_from_args(finetuning_args)
     executor = build_executor_from_args(tools_config)
     try:  # the executor is closed (cache writes flushed, workers stopped) however the run ends
-        tokenizer_module = load_tokenizer(model_args)
-        tokenizer = tokenizer_module["tokenizer"]
-        template = get_template_and_fix_tokenizer(tokenizer, data_args)
-        # the reward decodes the model view with skip_special_tokens: a tag that is a special token would vanish and
-        # every answer would score -1 without a word (the same check as agentic_sft's pre-run check)
-        check_tokenizer_tags(tokenizer)
-        dataset_module = load_rl_dataset(model_args, data_args, training_args, finetuning_args)
-        max_prompt = finetuning_args.arpo_max_prompt_length
-        overlong = getattr(finetuning_args, "arpo_overlong_prompt", "skip")
-        train_dataset = _encode(dataset_module.get("train_dataset"), template, tokenizer, max_prompt, overlong)
-        eval_dataset = _encode(dataset_module.get("eval_dataset"), template, tokenizer, max_prompt, overlong)
-
-        model = load_model(tokenizer, model_args, finetuning_args, training_args.do_train)
-        ref_model = None
-        if finetuning_args.rl_kl_coef != 0.0 and finetuning_args.finetuning_type != "lora":
-            ref_model = create_ref_model(model_args, finetuning_args)
-
-        run_config = build_run_config(
-            training_args, finetuning_args, generating_args, tokenizer.eos_token_id, tools=tools_config
+        _train(
+            executor, tools_config, model_args, data_args, training_args, finetuning_args, generating_args, callbacks
         )
-        engine = build_engine(run_config.rollout.backend, model, tokenizer, run_config.rollout)
-        rollout = AgenticRollout(engine, executor, tokenizer, run_config.rollout)
-        reward_fn = get_reward_function(run_config.reward, run_config.reward_math)
-
-        extend_log_callback(callbacks)
-        trainer = ArpoTrainer(
-            model=model,
-            args=run_config.grpo,
-            rollout=rollout,
-            reward_fn=reward_fn,
-            loss_config=run_config.loss,
-            processing_class=tokenizer,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            executor=executor,
-            ref_model=ref_model,
-            callbacks=callbacks,
-        )
-
-        if training_args.do_train:
-            train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-            trainer.save_model()
-            trainer.log_metrics("train", train_result.metrics)
-            trainer.save_metrics("train", train_result.metrics)
-            trainer.save_state()
-            if trainer.is_world_process_zero() and finetuning_args.plot_loss:
-                plot_loss(training_args.output_dir, keys=list(PLOT_KEYS))
-
-        if training_args.do_eval and eval_dataset is not None:
-            metrics = trainer.evaluate(metric_key_prefix="eval")
-            trainer.log_metrics("eval", metrics)
-            trainer.save_metrics("eval", metrics)
     finally:
         executor.close()
+
+
+def _train(
+    executor: Any,
+    tools_config: Any,
+    model_args: Any,
+    data_args: Any,
+    training_args: "Seq2SeqTrainingArguments",
+    finetuning_args: Any,
+    generating_args: Any,
+    callbacks: list["TrainerCallback"] | None,
+) -> None:
+    r"""`run_arpo` once the tool executor is built: load the data and the model, build the rollout, train, validate."""
+    from llamafactory.data import get_template_and_fix_tokenizer
+    from llamafactory.extras.ploting import plot_loss
+    from llamafactory.model import load_model, load_tokenizer
+    from llamafactory.train.trainer_utils import create_ref_model
+
+    from ...data import load_rl_dataset
+    from ...integration.log_callback import extend_log_callback
+    from ...rewards import get_reward_function
+    from ...rollout import AgenticRollout, build_engine
+    from ..agentic_sft.check import check_tokenizer_tags
+    from .config import build_run_config
+    from .trainer import ArpoTrainer
+
+    tokenizer_module = load_tokenizer(model_args)
+    tokenizer = tokenizer_module["tokenizer"]
+    template = get_template_and_fix_tokenizer(tokenizer, data_args)
+    # the reward decodes the model view with skip_special_tokens: a tag that is a special token would vanish and every
+    # answer would score -1 without a word (the same check as agentic_sft's pre-run check)
+    check_tokenizer_tags(tokenizer)
+    dataset_module = load_rl_dataset(model_args, data_args, training_args, finetuning_args)
+    max_prompt = finetuning_args.arpo_max_prompt_length
+    overlong = getattr(finetuning_args, "arpo_overlong_prompt", "skip")
+    train_dataset = _encode(dataset_module.get("train_dataset"), template, tokenizer, max_prompt, overlong)
+    eval_dataset = _encode(dataset_module.get("eval_dataset"), template, tokenizer, max_prompt, overlong)
+
+    model = load_model(tokenizer, model_args, finetuning_args, training_args.do_train)
+    ref_model = None
+    if finetuning_args.rl_kl_coef != 0.0 and finetuning_args.finetuning_type != "lora":
+        ref_model = create_ref_model(model_args, finetuning_args)
+
+    run_config = build_run_config(
+        training_args, finetuning_args, generating_args, tokenizer.eos_token_id, tools=tools_config
+    )
+    engine = build_engine(run_config.rollout.backend, model, tokenizer, run_config.rollout)
+    rollout = AgenticRollout(engine, executor, tokenizer, run_config.rollout)
+    reward_fn = get_reward_function(run_config.reward, run_config.reward_math)
+
+    extend_log_callback(callbacks)
+    trainer = ArpoTrainer(
+        model=model,
+        args=run_config.grpo,
+        rollout=rollout,
+        reward_fn=reward_fn,
+        loss_config=run_config.loss,
+        processing_class=tokenizer,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        executor=executor,
+        ref_model=ref_model,
+        callbacks=callbacks,
+    )
+
+    if training_args.do_train:
+        train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+        trainer.save_model()
+        trainer.log_metrics("train", train_result.metrics)
+        trainer.save_metrics("train", train_result.metrics)
+        trainer.save_state()
+        if trainer.is_world_process_zero() and finetuning_args.plot_loss:
+            plot_loss(training_args.output_dir, keys=list(PLOT_KEYS))
+
+    if training_args.do_eval and eval_dataset is not None:
+        metrics = trainer.evaluate(metric_key_prefix="eval")
+        trainer.log_metrics("eval", metrics)
+        trainer.save_metrics("eval", metrics)
