@@ -130,10 +130,12 @@ def test_doctor_prints_the_measurement_and_flags_a_level_below_the_minimum(monke
     import argparse
 
     from llamafactory_agentic import cli
-    from llamafactory_agentic.integration.patches import PATCHES
+    from llamafactory_agentic.integration.patches import LLAMABOARD_PATCHES, PATCHES
     from llamafactory_agentic.tools.python_tool import measure_isolation
 
-    monkeypatch.setattr(cli, "_probe_activation_in_subprocess", lambda: {"hook": True, "patches": list(PATCHES)})
+    monkeypatch.setattr(
+        cli, "_probe_activation_in_subprocess", lambda: {"hook": True, "patches": [*PATCHES, *LLAMABOARD_PATCHES]}
+    )
     monkeypatch.setenv("AGENTIC_PYTHON_ISOLATION", "rlimits-only")
     expected = measure_isolation("rlimits-only")
     assert cli.doctor(argparse.Namespace()) == 0
