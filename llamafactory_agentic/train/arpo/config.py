@@ -296,6 +296,8 @@ def rollout_config_from_args(
         backend=a.arpo_rollout_backend,
         hf_prefix_cache=a.arpo_hf_prefix_cache,
         hf_generation_batch_size=a.arpo_hf_generation_batch_size,
+        hf_lora_merge=a.arpo_hf_lora_merge,
+        schedule=a.arpo_rollout_schedule,
         vllm_gpu_memory_utilization=a.arpo_vllm_gpu_memory_utilization,
         vllm_enable_sleep_mode=a.arpo_vllm_enable_sleep_mode,
     )

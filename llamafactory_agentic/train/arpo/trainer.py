@@ -74,6 +74,7 @@ from ...integration.trl_compat import (
 )
 from ...rewards import build_model_view
 from ...rewards.registry import CallableReward, RewardFunction
+from ...rollout.generation_weights import GenerationWeights
 from ...rollout.progress import RolloutProgress
 from ...rollout.rng_state import load_rollout_rng_state, rng_state_path, save_rollout_rng_state
 from .batch import collate_records, groups_of_rows, micro_batch_layout, token_advantages, token_micro_batches
@@ -198,6 +199,9 @@ class ArpoTrainer(GRPOTrainer):
         elif kl_coef != 0.0 and not hasattr(self.accelerator.unwrap_model(self.model), "disable_adapter"):
             raise ValueError("rl_kl_coef > 0 needs a reference model (or a LoRA adapter that can be disabled).")
 
+        compute_dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None
+        lora_merge = getattr(getattr(rollout, "config", None), "hf_lora_merge", "gpu")
+        self._generation_weights = GenerationWeights(compute_dtype, lora_merge)
         self._memory = MemoryTracker()
         self.add_callback(_MemoryCallback(self))
         engine = getattr(rollout, "engine", None)
@@ -241,7 +245,10 @@ class ArpoTrainer(GRPOTrainer):
         r"""One call of the rollout with up-to-date weights in its engine; every rank must call it (collectives).
 
         hf engine: `engine.set_model(unwrapped model)` inside TRL's `unwrap_model_for_generation` (ZeRO-3 gathers
-        the parameters, a collective), model in eval mode (no gradient checkpointing during decoding). vllm engine:
+        the parameters, a collective), model in eval mode (no gradient checkpointing during decoding) and in its
+        generation form (`rollout.generation_weights`: parameters in the training compute dtype, e.g. bf16 instead of
+        LLaMA-Factory's float32 master weights, and LoRA adapters merged per `arpo_hf_lora_merge`; restored bit
+        for bit afterwards). vllm engine:
         the weights are pushed with `engine.set_model(unwrapped model)` once per optimiser step (under ZeRO-3 the
         engine gathers the parameters module by module). A rank without prompts still enters the same collectives and returns None.
         """
@@ -257,10 +264,11 @@ class ArpoTrainer(GRPOTrainer):
                 try:
                     if not prompts:
                         return None
-                    if engine is not None:
-                        engine.set_model(unwrapped)
-                    with torch.no_grad():
-                        return self.rollout.rollout(prompts, training=training)
+                    with self._generation_weights.applied(unwrapped):
+                        if engine is not None:
+                            engine.set_model(unwrapped)
+                        with torch.no_grad():
+                            return self.rollout.rollout(prompts, training=training)
                 finally:
                     unwrapped.train(was_training)
 
