@@ -75,6 +75,7 @@ from ...integration.trl_compat import (
 from ...rewards import build_model_view
 from ...rewards.registry import CallableReward, RewardFunction
 from ...rollout.generation_weights import GenerationWeights
+from ...rollout.hf_engine import decode_metrics
 from ...rollout.progress import RolloutProgress
 from ...rollout.rng_state import load_rollout_rng_state, rng_state_path, save_rollout_rng_state
 from .batch import collate_records, groups_of_rows, micro_batch_layout, token_advantages, token_micro_batches
@@ -267,8 +268,11 @@ class ArpoTrainer(GRPOTrainer):
                     with self._generation_weights.applied(unwrapped):
                         if engine is not None:
                             engine.set_model(unwrapped)
+                        before = dict(getattr(engine, "stats", None) or {})
                         with torch.no_grad():
-                            return self.rollout.rollout(prompts, training=training)
+                            output = self.rollout.rollout(prompts, training=training)
+                        output.timing.update(decode_metrics(before, getattr(engine, "stats", None) or {}))
+                        return output
                 finally:
                     unwrapped.train(was_training)
 
@@ -761,7 +765,9 @@ class ArpoTrainer(GRPOTrainer):
 
     def _log_rollout(self, records: list[ScoredTrajectory], metrics: dict, timing: dict, mode: str) -> None:
         r"""Add one rollout's values (`rollout_log_values`) to the metrics TRL averages and logs."""
-        peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
+        peak = None
+        if torch.cuda.is_available():  # process-wide peak (the memory tracker resets CUDA's per phase)
+            peak = max(self._memory.overall, torch.cuda.max_memory_allocated() / GIB)
         for key, value in rollout_log_values(records, metrics, timing, peak).items():
             self._metrics[mode][key].append(value)
 
