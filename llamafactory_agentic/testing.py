@@ -27,6 +27,7 @@ BOS `<|begin_of_text|>` and EOS `<|eot_id|>`), for tests of LLaMA-Factory's `qwe
 
 import json
 import os
+from typing import Any
 from pathlib import Path
 
 
@@ -258,7 +259,11 @@ def real_size_config(name: str = "qwen2.5-0.5b", **overrides):
 
 
 def build_real_size_model(
-    output_dir: str | os.PathLike, name: str = "qwen2.5-0.5b", dtype: str = "bfloat16", device: str = "cpu"
+    output_dir: str | os.PathLike,
+    name: str = "qwen2.5-0.5b",
+    dtype: str = "bfloat16",
+    device: str = "cpu",
+    **overrides: Any,
 ) -> Path:
     r"""Build a random-weight model with a real architecture (for GPU timing runs without the model hub).
 
@@ -270,6 +275,7 @@ def build_real_size_model(
         name: One of `REAL_SIZE_CONFIGS`.
         dtype: Storage dtype of the weights.
         device: Where the random weights are drawn (`cuda` is much faster for 7B and 14B); saved the same way.
+        **overrides: Config values that win over the named shape (e.g. fewer layers for a smoke run).
 
     Returns:
         The output directory.
@@ -283,11 +289,12 @@ def build_real_size_model(
     output_dir = Path(output_dir)
     build_tiny_model(output_dir)  # tokenizer (and a tiny model that is overwritten below)
     tokenizer = AutoTokenizer.from_pretrained(str(output_dir))
-    config = real_size_config(name)
+    config = real_size_config(name, **overrides)
     tokenizer.add_tokens([f"<|extra_{i}|>" for i in range(config.vocab_size - len(tokenizer))])
     tokenizer.save_pretrained(str(output_dir))
     config = real_size_config(
         name,
+        **overrides,
         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
         pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
         bos_token_id=None,
