@@ -117,7 +117,9 @@ def engine_step(model, batch: int, prompt: int, new: int) -> dict:
     def once() -> float:
         engine.reset()
         engine.reset_stats()
-        requests = [GenerationRequest(key=i, prompt_ids=prompts[i], response_ids=[], max_tokens=new) for i in range(batch)]
+        requests = [
+            GenerationRequest(key=i, prompt_ids=prompts[i], response_ids=[], max_tokens=new) for i in range(batch)
+        ]
         sync()
         t0 = time.perf_counter()
         engine.generate(requests, sampling)
@@ -354,7 +356,7 @@ def part_update(args, results: Results, deadline: float) -> None:
             trainer._log_loss_metrics = lambda *a, **k: None
         update = flat[: n // mb]  # the first optimiser update: n trajectories in micro-batches of mb
 
-        def loss_fn(batch, trainer=trainer, label=label):
+        def loss_fn(batch, trainer=trainer, label=label, model=model):
             if label == "trl_replica":
                 return trl_replica_loss(model, batch)
             return trainer._compute_loss(model, batch)

@@ -27,8 +27,8 @@ BOS `<|begin_of_text|>` and EOS `<|eot_id|>`), for tests of LLaMA-Factory's `qwe
 
 import json
 import os
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -238,8 +238,9 @@ QWEN_VOCAB_SIZE = 151936
 
 
 def real_size_config(name: str = "qwen2.5-0.5b", **overrides):
-    r"""`Qwen2Config` of a real Qwen2.5 size (vocabulary 151936 and tied embeddings up to 3B, 152064 and untied from
-    7B on, RoPE base 1e6); `overrides` win.
+    r"""`Qwen2Config` of a real Qwen2.5 size; `overrides` win.
+
+    Vocabulary 151936 and tied embeddings up to 3B, 152064 and untied from 7B on, RoPE base 1e6.
 
     Raises:
         KeyError: for a name not in `REAL_SIZE_CONFIGS`.

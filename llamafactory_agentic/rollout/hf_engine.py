@@ -756,7 +756,10 @@ class HFEngine(GenerationEngine):
         self._slot_tick[slot] = self._tick
         self.stats["generated_tokens"] += len(state["gen"])
         result = GenerationResult(
-            token_ids=state["gen"], entropy_terms=state["ent"], finish_reason=state["reason"], stop_string=state["stop"]
+            token_ids=state["gen"],
+            entropy_terms=state["ent"],
+            finish_reason=state["reason"],
+            stop_string=state["stop"],
         )
         source.put(state["req"], result)
 

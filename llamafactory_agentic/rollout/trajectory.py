@@ -164,6 +164,10 @@ class RolloutConfig:
     trajectories (reference code, docs/algorithms.md §3.4); `all_at_once` adds all missing ones in that round (arXiv
     2507.19849 section 3.1).
 
+    `hf_lora_merge` (`arpo_hf_lora_merge`): how the trainer puts a LoRA policy into its generation form for the hf
+    engine (`rollout.generation_weights`). `schedule` (`arpo_rollout_schedule`): `rounds` (the reference loop) or
+    `continuous` (per-trajectory round boundaries with continuous batching, docs/algorithms.md §3.4).
+
     Evaluation settings (docs/algorithms.md §9; their defaults leave training exactly as it was, the evaluation harness sets
     them):
 

@@ -180,7 +180,11 @@ def test_token_micro_batches_and_continuous_rollout_on_two_ranks(e2e_env):
         "recipes/tiny/arpo_cpu.yaml",
         "arpo-2ranks-tokens",
         extra_env={"FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2"},
-        extra_args=("rl_micro_batch_tokens=200", "arpo_rollout_schedule=continuous", "arpo_hf_generation_batch_size=3"),
+        extra_args=(
+            "rl_micro_batch_tokens=200",
+            "arpo_rollout_schedule=continuous",
+            "arpo_hf_generation_batch_size=3",
+        ),
     )
     records = check_run(out, "arpo")
     rollouts = [r for r in records if "reward/mean" in r]

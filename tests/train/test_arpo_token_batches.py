@@ -12,6 +12,7 @@ pytest.importorskip("trl")
 
 from transformers import AutoModelForCausalLM  # noqa: E402
 
+from llamafactory_agentic.testing import real_size_config  # noqa: E402
 from llamafactory_agentic.train.arpo.batch import padded_tokens, token_micro_batches  # noqa: E402
 from llamafactory_agentic.train.arpo.memory import (  # noqa: E402
     ModelShape,
@@ -19,7 +20,6 @@ from llamafactory_agentic.train.arpo.memory import (  # noqa: E402
     training_state_bytes,
     unique_bytes,
 )
-from llamafactory_agentic.testing import real_size_config  # noqa: E402
 
 from ._helpers import agentic_args  # noqa: E402
 from .test_arpo_trainer import make_trainer, trl_generation_batch  # noqa: E402
@@ -133,11 +133,15 @@ def test_every_rank_runs_the_same_number_of_micro_batches(tmp_path, tiny_model_d
         items, _ = trainer._micro_batches(records)
         per_rank.append(items)
         mine = [records[u * 4 + rank * 2 : u * 4 + rank * 2 + 2] for u in range(2)]
-        greedy.append([len(token_micro_batches([(len(r.prompt_ids), len(r.response_ids)) for r in m], cap)) for m in mine])
+        greedy.append(
+            [len(token_micro_batches([(len(r.prompt_ids), len(r.response_ids)) for r in m], cap)) for m in mine]
+        )
     assert greedy[0] != greedy[1]  # the ranks' own cuts differ ...
     for k in range(2):  # ... but both run the larger count
-        assert len(per_rank[0][k]["micro_batches"]) == len(per_rank[1][k]["micro_batches"]) == max(
-            greedy[0][k], greedy[1][k]
+        assert (
+            len(per_rank[0][k]["micro_batches"])
+            == len(per_rank[1][k]["micro_batches"])
+            == max(greedy[0][k], greedy[1][k])
         )
         for items in per_rank:
             assert all(mb["loss_mask"].sum() > 0 for mb in items[k]["micro_batches"])

@@ -121,9 +121,7 @@ def padded_tokens(lengths: list[tuple[int, int]]) -> int:
     return len(lengths) * (max(p for p, _ in lengths) + max(max(c, 1) for _, c in lengths))
 
 
-def token_micro_batches(
-    lengths: list[tuple[int, int]], max_tokens: int, count: int | None = None
-) -> list[list[int]]:
+def token_micro_batches(lengths: list[tuple[int, int]], max_tokens: int, count: int | None = None) -> list[list[int]]:
     r"""Cut one rank's rows of an optimiser update into micro-batches of at most `max_tokens` padded tokens.
 
     Rows are sorted by total length (longest first, ties by index) and packed greedily in that order, so rows of

@@ -95,7 +95,9 @@ class ArpoLossConfig:
         )
         _unresolved(values, optional=("dual_clip", "val_max_samples", "micro_batch_tokens"))
         if int(values["logprob_chunk_size"]) < 0:
-            raise ValueError(f"rl_logprob_chunk_size must be >= 0 (0: full logits), got {values['logprob_chunk_size']}.")
+            raise ValueError(
+                f"rl_logprob_chunk_size must be >= 0 (0: full logits), got {values['logprob_chunk_size']}."
+            )
         if values["micro_batch_tokens"] is not None and int(values["micro_batch_tokens"]) < 1:
             raise ValueError(f"rl_micro_batch_tokens must be >= 1 or None, got {values['micro_batch_tokens']}.")
         if values["policy_loss"] not in list_policy_losses():
@@ -187,6 +189,11 @@ def build_grpo_config(
 
     TRL's check that the eval batch is divisible by `num_generations` does not apply (validation uses one trajectory
     per prompt), so the config is built with evaluation off and LLaMA-Factory's evaluation settings are restored after.
+
+    With `rl_micro_batch_tokens` the Trainer gets one micro-step per optimiser update: `per_device_train_batch_size`
+    becomes `per_device_train_batch_size x gradient_accumulation_steps`, `gradient_accumulation_steps` 1 and
+    `steps_per_generation` the number of updates per rollout (same rollout, same rows per update); the trainer cuts
+    each update into micro-batches by tokens (docs/algorithms.md §4.6).
 
     Raises:
         ValueError: from `derive_steps_per_generation`, or from `check_rl_sampling` when `training_args.do_train`.

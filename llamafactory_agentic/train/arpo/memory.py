@@ -124,6 +124,7 @@ class ModelShape:
 
     @property
     def head_dim(self) -> int:
+        r"""Channels per attention head."""
         return self.hidden // self.heads
 
     @classmethod
@@ -146,6 +147,7 @@ class ModelShape:
         return [(h, h), (h, kv), (h, kv), (h, h), (h, i), (h, i), (i, h)]
 
     def layer_params(self) -> int:
+        r"""Parameters of one decoder layer (projections, q/k/v biases, two RMSNorm weights)."""
         kv = self.kv_heads * self.head_dim
         return sum(a * b for a, b in self.linear_shapes()) + self.hidden + 2 * kv + 2 * self.hidden  # biases, norms
 
@@ -159,6 +161,7 @@ class ModelShape:
         return self.layers * rank * sum(a + b for a, b in self.linear_shapes())
 
     def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        r"""KV-cache bytes of one token over all layers (keys and values)."""
         return self.layers * 2 * self.kv_heads * self.head_dim * dtype_bytes
 
 
@@ -183,9 +186,11 @@ class MemoryEstimate:
 
     @property
     def peak(self) -> float:
+        r"""The larger of the rollout and loss peaks."""
         return max(self.rollout_peak, self.loss_peak)
 
     def as_dict(self) -> dict[str, float]:
+        r"""Every field plus `static` and `peak`, rounded to 0.01 GiB."""
         out = {k: round(v, 2) for k, v in asdict(self).items()}
         out.update(static=round(self.static, 2), peak=round(self.peak, 2))
         return out
@@ -255,4 +260,6 @@ def estimate_step_memory(
     logprob_head = (3 * min(chunk_size, t) * vocab * 4) / GIB + head_grad
     rollout_peak = weights + states + generation_copy + kv + logits_step  # gradients are freed between steps
     loss_peak = weights + grads + states + activations + logprob_head
-    return MemoryEstimate(weights, grads, states, generation_copy, kv, activations, logprob_head, rollout_peak, loss_peak)
+    return MemoryEstimate(
+        weights, grads, states, generation_copy, kv, activations, logprob_head, rollout_peak, loss_peak
+    )

@@ -31,7 +31,12 @@ What is overridden, and why (the adapter surface for a newer TRL):
 * `_get_eval_sampler` / `get_eval_dataloader` / `prediction_step` / `evaluation_loop` - validation is greedy, one
   trajectory per prompt, no branching, each dataset row counted once.
 * `_save_rng_state` / `_load_rng_state` - the rollout's own generators travel with the checkpoint.
-* `training_step` - timing only (`time/training` without the rollout inside the first micro-step).
+* `training_step` - timing (`time/training` without the rollout inside the first micro-step) and memory phases; with
+  `rl_micro_batch_tokens` one Trainer micro-step is a whole update whose token micro-batches `_update_step` runs
+  (docs/algorithms.md §4.6).
+* `_rollout_call` puts the policy into its generation form for the hf engine (`rollout.generation_weights`: compute
+  dtype, LoRA merged) and logs the engine's decode timing (`rollout.hf_engine.decode_metrics`); a callback logs the
+  memory split after every optimiser step (`memory/*`, `train/arpo/memory.py`).
 
 Everything the trainer knows about generation goes through `self.rollout.rollout(prompts, training)` and the engine's
 `set_model` (hf) or weight-sync method (vllm); see `_rollout_call`. The rest lives beside it: `config.py` (arguments
@@ -381,7 +386,7 @@ class ArpoTrainer(GRPOTrainer):
         """
         step_start = time.perf_counter()
         self._memory.phase("rollout")
-        world, rank = self.accelerator.num_processes, self.accelerator.process_index
+        world = self.accelerator.num_processes
         rows = gather_object(list(inputs)) if world > 1 else list(inputs)
         group_rows = groups_of_rows(rows, self.num_generations)
         records, metrics, timing = self._rollout_groups(group_rows, training=True)
