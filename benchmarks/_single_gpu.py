@@ -15,7 +15,7 @@
 """Shared pieces of the one-GPU benchmarks (`bench_single_gpu.py`, `bench_vs_trl_gpu.py`): random-weight models,
 synthetic prompts of a fixed length, LLaMA-Factory recipes, `llamafactory-cli train` runs and result lines.
 
-Prompts are random `<|extra_i|>` tokens (one token each in the padded tokenizer of `build_real_size_model`) in the
+Prompts are random `[extra_i]` tokens (one token each in the padded tokenizer of `build_real_size_model`) in the
 `arpo_rl` row layout, rendered by LLaMA-Factory's `qwen` template, so every prompt has the same length and a random
 policy answers with random text (no tool calls). No file outside the repository is needed.
 """
@@ -121,13 +121,13 @@ def render(tokenizer: Any, user: str) -> str:
 
 
 def prompt_texts(model_dir: Path, n: int, length: int, seed: int = 0) -> list[str]:
-    r"""`n` user messages whose rendered prompt is about `length` tokens (random `<|extra_i|>` tokens)."""
+    r"""`n` user messages whose rendered prompt is about `length` tokens (random `[extra_i]` tokens)."""
     import random
 
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    extras = [t for t in tokenizer.get_added_vocab() if t.startswith("<|extra_")]
+    extras = [t for t in tokenizer.get_added_vocab() if t.startswith("[extra_")]
     overhead = len(tokenizer.encode(render(tokenizer, ""), add_special_tokens=False))
     rng = random.Random(seed)
     body = max(length - overhead, 1)

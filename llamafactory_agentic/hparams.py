@@ -368,13 +368,13 @@ class AgenticArguments:
             "[batch, seq, vocab] logits); 0 computes the full logits at once (the materialising path)."
         },
     )
-    rl_micro_batch_tokens: int | None = field(
-        default=None,
+    rl_micro_batch_tokens: int = field(
+        default=0,
         metadata={
             "help": "Cut each optimiser update's trajectories into micro-batches of at most this many padded tokens "
             "(rows x longest prompt + longest response) instead of `per_device_train_batch_size` trajectories; the "
             "update size stays per_device_train_batch_size x gradient_accumulation_steps trajectories per rank and "
-            "the loss normalisation is unchanged. None: micro-batches of per_device_train_batch_size trajectories."
+            "the loss normalisation is unchanged. 0: micro-batches of per_device_train_batch_size trajectories."
         },
     )
     rl_num_iterations: int = field(

@@ -268,8 +268,10 @@ def build_real_size_model(
 ) -> Path:
     r"""Build a random-weight model with a real architecture (for GPU timing runs without the model hub).
 
-    The locally trained tokenizer is padded with ordinary added tokens `<|extra_i|>` up to the model's vocabulary
-    (151936 or 152064 for Qwen2.5) so that every id a random model samples decodes to text.
+    The locally trained tokenizer is padded with ordinary added tokens `[extra_i]` up to the model's vocabulary
+    (151936 or 152064 for Qwen2.5) so that every id a random model samples decodes to text. Their text holds no `>`
+    (the last character of every stop string), so the rollout's stop-string check stays a table lookup for them, as
+    for most tokens of a real vocabulary.
 
     Args:
         output_dir: Directory to save the model and tokenizer into.
@@ -291,7 +293,7 @@ def build_real_size_model(
     build_tiny_model(output_dir)  # tokenizer (and a tiny model that is overwritten below)
     tokenizer = AutoTokenizer.from_pretrained(str(output_dir))
     config = real_size_config(name, **overrides)
-    tokenizer.add_tokens([f"<|extra_{i}|>" for i in range(config.vocab_size - len(tokenizer))])
+    tokenizer.add_tokens([f"[extra_{i}]" for i in range(config.vocab_size - len(tokenizer))])
     tokenizer.save_pretrained(str(output_dir))
     config = real_size_config(
         name,

@@ -27,6 +27,12 @@ Design (docs/algorithms.md §3.4, Decision (d): token ids only, shared prefixes 
   top-p, top-k, exponential-race sampling; greedy at temperature 0) and computes the entropy term per position.
   On CUDA the step can be captured as a CUDA graph per (batch bucket, length bucket); the host syncs once every
   `sync_every` steps to read tokens, check EOS / stop strings / budgets and retire rows.
+* Continuous batching (`serve`): a retired row's slot takes the next waiting request at that sync (its prefill runs
+  while the other rows keep their state), so a short round never waits for the longest one; `generate` serves one
+  list of requests this way, the agent loop's `continuous` schedule feeds it next rounds, branches and fills.
+* `release` drops the KV cache, the CUDA graphs and their memory pool before the optimisation phase; the next call
+  re-creates them. `stats` splits the time into prefill, device decode steps, host bookkeeping, graph capture and idle
+  waiting (`decode_metrics`).
 """
 
 import time
@@ -185,8 +191,9 @@ def decode_metrics(before: dict[str, float], after: dict[str, float]) -> dict[st
 
     `time/prefill`, `time/decode` (the decode loop), `time/decode_device` (decode steps until their tokens reach the
     host), `time/graph_capture`, `time/engine_idle` (waiting for tool results); `perf/decode_step_ms` (device time
-    per decode step, capture excluded: the number to compare with `benchmarks/bench_rollout_gpu.py`),
-    `perf/decode_host_ms` (host work per step: token bookkeeping, stop strings, admissions excluded),
+    per decode step, capture excluded), `perf/decode_wall_ms` (the decode loop per step, host bookkeeping included,
+    capture excluded: what `benchmarks/bench_rollout_gpu.py` reports for the engine alone), `perf/decode_host_ms`
+    (host work per step: token bookkeeping, stop strings; admissions are in `time/prefill`),
     `perf/decode_rows` / `perf/decode_batch` (mean rows decoding / computed per step), `perf/decode_kv_len` (mean
     attended cache length); `memory/engine_cache_gib` (KV cache at release) and `memory/engine_released_gib`.
     """
@@ -201,6 +208,7 @@ def decode_metrics(before: dict[str, float], after: dict[str, float]) -> dict[st
     out["time/graph_capture"] = delta["capture_s"]
     out["time/engine_idle"] = delta["idle_s"]
     out["perf/decode_step_ms"] = 1e3 * delta["decode_device_s"] / steps
+    out["perf/decode_wall_ms"] = 1e3 * (delta["decode_s"] - delta["capture_s"]) / steps
     out["perf/decode_host_ms"] = 1e3 * (delta["decode_s"] - delta["decode_device_s"] - delta["capture_s"]) / steps
     out["perf/decode_rows"] = delta["decode_row_steps"] / steps
     out["perf/decode_batch"] = delta["decode_batch_steps"] / steps

@@ -61,7 +61,7 @@ class ArpoLossConfig:
     rollout_log_ratio: float  # share of groups written to rollouts.jsonl
     val_max_samples: int | None  # None: every validation prompt
     logprob_chunk_size: int = 1024  # `rl_logprob_chunk_size`: 0 = materialise the full logits
-    micro_batch_tokens: int | None = None  # `rl_micro_batch_tokens`: None = micro-batches of b trajectories
+    micro_batch_tokens: int | None = None  # `rl_micro_batch_tokens` (0 there): None = micro-batches of b trajectories
 
     @classmethod
     def from_args(cls, finetuning_args: Any) -> "ArpoLossConfig":
@@ -91,15 +91,15 @@ class ArpoLossConfig:
             rollout_log_ratio=finetuning_args.arpo_rollout_log_ratio,
             val_max_samples=finetuning_args.arpo_val_max_samples,
             logprob_chunk_size=finetuning_args.rl_logprob_chunk_size,
-            micro_batch_tokens=finetuning_args.rl_micro_batch_tokens,
+            micro_batch_tokens=finetuning_args.rl_micro_batch_tokens or None,  # 0: cut by trajectories
         )
         _unresolved(values, optional=("dual_clip", "val_max_samples", "micro_batch_tokens"))
         if int(values["logprob_chunk_size"]) < 0:
             raise ValueError(
                 f"rl_logprob_chunk_size must be >= 0 (0: full logits), got {values['logprob_chunk_size']}."
             )
-        if values["micro_batch_tokens"] is not None and int(values["micro_batch_tokens"]) < 1:
-            raise ValueError(f"rl_micro_batch_tokens must be >= 1 or None, got {values['micro_batch_tokens']}.")
+        if values["micro_batch_tokens"] is not None and int(values["micro_batch_tokens"]) < 0:
+            raise ValueError(f"rl_micro_batch_tokens must be >= 0 (0: off), got {values['micro_batch_tokens']}.")
         if values["policy_loss"] not in list_policy_losses():
             raise ValueError(
                 f"Unknown `rl_policy_loss` {values['policy_loss']!r}; registered: {list_policy_losses()}. Register "
@@ -247,7 +247,7 @@ def build_grpo_config(
         log_completions=False,
         mask_truncated_completions=False,
     )
-    if getattr(finetuning_args, "rl_micro_batch_tokens", None) is not None:
+    if getattr(finetuning_args, "rl_micro_batch_tokens", 0):
         # token-cut micro-batches: one Trainer micro-step is one optimiser update of b x A trajectories per rank, which
         # the trainer cuts into micro-batches by tokens itself (`ArpoTrainer.training_step`, `token_micro_batches`)
         accumulation = training_args.gradient_accumulation_steps
