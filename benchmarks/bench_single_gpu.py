@@ -327,6 +327,8 @@ def part_update(args, results: Results, deadline: float) -> None:
         ("ours_fused_micro16", 1024, micro // 2, False, True),
         ("ours_fused_gc", 1024, micro, True, True),
         ("ours_materialised_gc", 0, micro, True, True),
+        # LLaMA-Factory's full fine-tuning without pure_bf16: float32 weights under bf16 autocast
+        ("ours_fused_fp32_master", 1024, micro, False, True),
     ]
     baseline = None
     for label in ["trl_replica"] + [c[0] for c in cases]:
@@ -335,6 +337,14 @@ def part_update(args, results: Results, deadline: float) -> None:
             continue
         spec = next((c for c in cases if c[0] == label), (label, 0, micro, False, True))
         _, chunk, mb, checkpointing, metrics = spec
+        fp32_master = label == "ours_fused_fp32_master" and torch.cuda.is_available()
+        if label == "ours_fused_fp32_master":
+            model.float()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6, fused=torch.cuda.is_available())
+
+        def autocast(fp32_master=fp32_master):
+            return torch.autocast("cuda", dtype=torch.bfloat16) if fp32_master else contextlib.nullcontext()
+
         if checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         else:
@@ -346,7 +356,7 @@ def part_update(args, results: Results, deadline: float) -> None:
         if label != "trl_replica":  # the old-log-prob pass (runs when a rollout feeds more than one update)
             sync()
             t0 = time.perf_counter()
-            with torch.no_grad():
+            with torch.no_grad(), autocast():
                 for batch in flat:
                     ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
                     attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
@@ -363,8 +373,9 @@ def part_update(args, results: Results, deadline: float) -> None:
                 return trl_replica_loss(model, batch)
             return trainer._compute_loss(model, batch)
 
-        time_update(loss_fn, model, update[:1], optimizer)  # warm-up (kernels, allocator)
-        fwd_bwd, step, peak = time_update(loss_fn, model, update, optimizer)
+        with autocast():
+            time_update(loss_fn, model, update[:1], optimizer)  # warm-up (kernels, allocator)
+            fwd_bwd, step, peak = time_update(loss_fn, model, update, optimizer)
         row = {"case": label, "model": name, "trajectories": n, "micro_batch": mb, "prompt": prompt,
                "response": response, "gradient_checkpointing": checkpointing, "fwd_bwd_s": fwd_bwd,
                "optimizer_s": step, "peak_gib": peak, "old_logprob_pass_s": old_s}  # fmt: skip
@@ -409,7 +420,7 @@ def loop_run(args, results: Results, deadline: float, part: str, case: dict) -> 
         response=response,
         micro=prompts * group,  # one optimiser update per rollout, cut by tokens (`rl_micro_batch_tokens`)
         accum=1,
-        steps=1,
+        steps=case.get("steps", 1),
         finetuning=case["finetuning"],
         gradient_checkpointing=case.get("gc", False),
         slots=case.get("slots"),
@@ -445,6 +456,9 @@ def loop_run(args, results: Results, deadline: float, part: str, case: dict) -> 
         value = largest(records, key)
         if value is not None:
             row[key.replace("/", "_")] = value
+    if not args.keep_models:  # the run saved its model (15 GB for 7B full): keep the logs only
+        for path in (work / "out").glob("*.safetensors"):
+            path.unlink()
     return {"row": row, "model_dir": model_dir}
 
 
@@ -489,8 +503,10 @@ def part_loop(args, results: Results, deadline: float) -> None:
 
 MEMORY_CASES = [
     # 7B full-parameter at the reasoning lengths: bf16 weights, gradients and AdamW states (8 bytes per parameter)
+    # (2 steps: AdamW's states exist from the first optimiser step on, so the second step's loss peak is the one
+    # the 1.25 x (weights + gradients + states) bound is about)
     dict(label="7b_full", model="qwen2.5-7b", finetuning="full", gc=True, prompts=8, group=8, prompt=1536,
-         response=4096, slots=64, extra={"rl_micro_batch_tokens": 12288, "optim": "adamw_torch_fused"}),
+         response=4096, slots=64, steps=2, extra={"rl_micro_batch_tokens": 12288, "optim": "adamw_torch_fused"}),
     # 14B LoRA r64 at the deep-search lengths
     dict(label="14b_lora", model="qwen2.5-14b", finetuning="lora", gc=True, prompts=4, group=8, prompt=2000,
          response=6192, slots=32, extra={"rl_micro_batch_tokens": 16384, "arpo_hf_lora_merge": "gpu"}),

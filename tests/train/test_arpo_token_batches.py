@@ -234,3 +234,66 @@ def test_fused_log_probs_equal_the_materialised_logits(tmp_path, tiny_model_dir,
     assert metrics.keys() == full_metrics.keys()
     for key in metrics:
         assert metrics[key] == pytest.approx(full_metrics[key], rel=max(rtol, 1e-4), abs=1e-5), key
+
+
+class _Allocator:
+    """CPU stand-in for CUDA's allocator statistics (`max_memory_allocated` / `reset_peak_memory_stats`)."""
+
+    def __init__(self):
+        self.now = self.peak = 0
+
+    def alloc(self, gib):
+        self.now += gib * 2**30
+        self.peak = max(self.peak, self.now)
+
+    def free(self, gib):
+        self.now -= gib * 2**30
+
+    def max_memory_allocated(self, *args):
+        return self.peak
+
+    def reset_peak_memory_stats(self, *args):
+        self.peak = self.now
+
+
+def test_memory_tracker_keeps_the_peak_of_each_phase(monkeypatch):
+    from llamafactory_agentic.train.arpo.memory import MemoryTracker
+
+    gpu = _Allocator()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", gpu.max_memory_allocated)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", gpu.reset_peak_memory_stats)
+    tracker = MemoryTracker()
+    gpu.alloc(10)  # weights
+    tracker.phase("rollout")
+    gpu.alloc(30)  # KV cache
+    gpu.free(30)  # released before training
+    tracker.phase("loss")
+    gpu.alloc(8)  # activations
+    gpu.free(8)
+    gpu.alloc(10)  # gradients stay until the optimiser step
+    tracker.phase("optimizer")
+    gpu.alloc(20)  # AdamW states created at the first step
+    assert tracker.take() == {"rollout": 40.0, "loss": 20.0, "optimizer": 40.0}
+    gpu.free(10)  # zero_grad
+    tracker.phase("loss")  # next update
+    gpu.alloc(2)
+    assert tracker.take() == {"optimizer": 40.0, "loss": 32.0}  # the tail restarts at what was allocated
+    assert tracker.overall == 40.0
+
+
+def test_decode_metrics_split_device_host_and_capture():
+    from llamafactory_agentic.rollout.hf_engine import decode_metrics
+
+    before = {"decode_steps": 0, "decode_s": 0.0, "decode_device_s": 0.0, "capture_s": 0.0, "prefill_s": 0.0,
+              "idle_s": 0.0, "decode_row_steps": 0, "decode_batch_steps": 0, "decode_kv_steps": 0}  # fmt: skip
+    after = dict(before, decode_steps=100, decode_s=1.5, decode_device_s=1.0, capture_s=0.3, prefill_s=0.2,
+                 idle_s=0.1, decode_row_steps=6000, decode_batch_steps=6400, decode_kv_steps=51200,
+                 cache_bytes=2**31)  # fmt: skip
+    out = decode_metrics(before, after)
+    assert out["perf/decode_step_ms"] == pytest.approx(10.0)  # device time per step, capture excluded
+    assert out["perf/decode_wall_ms"] == pytest.approx(12.0)
+    assert out["perf/decode_host_ms"] == pytest.approx(2.0)
+    assert out["perf/decode_rows"] == 60 and out["perf/decode_batch"] == 64 and out["perf/decode_kv_len"] == 512
+    assert out["memory/engine_cache_gib"] == 2.0 and out["time/graph_capture"] == pytest.approx(0.3)
+    assert decode_metrics(before, before) == {}

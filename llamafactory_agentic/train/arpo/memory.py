@@ -74,8 +74,8 @@ class MemoryTracker:
     r"""CUDA peaks per phase of a training step (no-ops without CUDA).
 
     `phase(name)` closes the running phase (its peak, `torch.cuda.max_memory_allocated` since it began, is kept under
-    its name) and starts `name` with fresh peak statistics; `take()` returns and clears the collected peaks in GiB,
-    plus `peak` (the largest) and the process-wide peak so far (`overall`).
+    its name) and starts `name` with fresh peak statistics; `take()` returns and clears the collected peaks in GiB (the
+    running phase's so far included, its statistics restarted). `overall` is the process-wide peak seen so far.
     """
 
     def __init__(self) -> None:
@@ -105,6 +105,7 @@ class MemoryTracker:
             running = torch.cuda.max_memory_allocated() / GIB
             peaks[self.current] = max(peaks.get(self.current, 0.0), running)
             self.overall = max(self.overall, running)
+            torch.cuda.reset_peak_memory_stats()  # the running phase goes on from here, counted in the next take
         self.peaks = {}
         return peaks
 
