@@ -27,7 +27,8 @@ skippable with `--parts`, each bounded by what is left of `--budget-s`; subproce
   metrics' host syncs, gradient checkpointing, micro-batches of 16, the old-log-prob pass; and a replica of TRL 0.24's
   `_compute_loss` (dapo, beta 0) as the baseline.
 * `loop`: one ARPO step through `llamafactory-cli train` (continuous schedule, GRPO sampling so the whole batch decodes
-  at once) for 0.5B full, 0.5B LoRA, 1.5B full with gradient checkpointing and 7B LoRA; the logged decode step
+  at once) for 0.5B full with LLaMA-Factory's float32 master weights (the issue's setting; `0.5b_full` is the
+  `pure_bf16` one), 0.5B LoRA, 1.5B full with gradient checkpointing and 7B LoRA; the logged decode step
   (`perf/decode_step_ms`) against the engine alone at the same batch, prompt and response length in this process:
   `loop_over_engine` (goal <= 1.2) and the rollout's tokens/s as a share of the floor.
 * `memory`: 7B full-parameter (`pure_bf16`, gradient checkpointing, token micro-batches) at prompt 1536 / response
@@ -463,6 +464,8 @@ def loop_run(args, results: Results, deadline: float, part: str, case: dict) -> 
 
 
 LOOP_CASES = [
+    # LLaMA-Factory's default full fine-tuning (`bf16: true`, float32 master weights): generation runs on bf16 copies
+    dict(label="0.5b_full_fp32_master", model="qwen2.5-0.5b", finetuning="full", extra={"pure_bf16": False}),
     dict(label="0.5b_full", model="qwen2.5-0.5b", finetuning="full"),
     dict(label="0.5b_lora", model="qwen2.5-0.5b", finetuning="lora"),
     dict(label="1.5b_full_gc", model="qwen2.5-1.5b", finetuning="full", gc=True),
@@ -474,7 +477,7 @@ def part_loop(args, results: Results, deadline: float) -> None:
     wanted = [c for c in LOOP_CASES if c["label"] in set(args.loop_cases.split(","))]
     for i, base in enumerate(wanted):
         case = dict(base, prompts=args.loop_prompts, group=8, prompt=args.loop_prompt, response=args.loop_response)
-        case["extra"] = {"rl_micro_batch_tokens": 16384}
+        case["extra"] = {"rl_micro_batch_tokens": 16384, **base.get("extra", {})}
         out = loop_run(args, results, deadline, "loop", case)
         if "row" not in out:
             continue
@@ -557,7 +560,7 @@ def main() -> None:
     parser.add_argument("--update-model", default="qwen2.5-0.5b")
     parser.add_argument("--update-prompt", type=int, default=512)
     parser.add_argument("--update-response", type=int, default=1024)
-    parser.add_argument("--loop-cases", default=",".join(c["label"] for c in LOOP_CASES))
+    parser.add_argument("--loop-cases", default="0.5b_full_fp32_master,0.5b_lora,1.5b_full_gc,7b_lora_gc")
     parser.add_argument("--loop-prompts", type=int, default=8)
     parser.add_argument("--loop-prompt", type=int, default=1024)
     parser.add_argument("--loop-response", type=int, default=1024)

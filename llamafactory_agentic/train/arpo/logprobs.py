@@ -109,11 +109,12 @@ class ResponseHead(torch.nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         r"""`[b, s, H]` hidden states -> `[n]` log-probs of the selected positions (entropy kept in `self.entropy`)."""
-        width = self.width
-        positions = hidden[:, -width - 1 : -1, :]  # position j predicts response token j
-        flat = self.select.reshape(-1).nonzero().squeeze(1)
-        chosen = positions.reshape(-1, positions.shape[-1]).index_select(0, flat)
-        targets = self.targets.reshape(-1).index_select(0, flat)
+        width, seq = self.width, hidden.shape[1]
+        # hidden position seq - 1 - width + j predicts response token j: gather the selected ones directly (`hidden` is
+        # often a strided slice; advanced indexing copies only the [n, H] rows taken)
+        rows, cols = self.select.nonzero(as_tuple=True)
+        chosen = hidden[rows, cols + (seq - 1 - width)]
+        targets = self.targets[rows, cols]
         head = self._head
         kwargs = dict(
             temperature=self.temperature,
