@@ -229,12 +229,16 @@ def recipe(
     return values
 
 
-def run_train(work: Path, values: dict, timeout: float, name: str) -> dict:
-    r"""`llamafactory-cli train recipe.yaml` in a subprocess; returns `{rc, wall_s, records, metrics, log}`."""
+def run_train(work: Path, values: dict, timeout: float, name: str, logs: Path | None = None) -> dict:
+    r"""`llamafactory-cli train recipe.yaml` in a subprocess; returns `{rc, wall_s, records, metrics, log}`.
+
+    With `logs`, the recipe, the last 200 kB of the output and `trainer_log.jsonl` are copied to `logs/<name>/`.
+    """
     import yaml
 
     run = work / name
     run.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(values["output_dir"], ignore_errors=True)  # no records of an earlier run in trainer_log.jsonl
     path = run / "recipe.yaml"
     path.write_text(yaml.safe_dump(values, sort_keys=False), encoding="utf-8")
     cli = shutil.which("llamafactory-cli", path=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
@@ -261,6 +265,13 @@ def run_train(work: Path, values: dict, timeout: float, name: str) -> dict:
         metrics = json.loads(results.read_text())
     if rc != 0:
         print(f"[{name}] exit {rc}; last lines:\n{output[-4000:]}", flush=True)
+    if logs is not None:
+        keep = Path(logs) / name
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, keep / "recipe.yaml")
+        (keep / "train.log").write_text(output[-200_000:], encoding="utf-8")
+        if log.is_file():
+            shutil.copy(log, keep / "trainer_log.jsonl")
     return {"rc": rc, "wall_s": wall, "records": records, "metrics": metrics, "log": output}
 
 

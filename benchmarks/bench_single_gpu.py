@@ -427,7 +427,7 @@ def loop_run(args, results: Results, deadline: float, part: str, case: dict) -> 
         slots=case.get("slots"),
         extra={k: v for k, v in extra.items() if v is not None},
     )
-    run = run_train(work, values, left, case["label"])
+    run = run_train(work, values, left, case["label"], logs=results.out / "logs")
     records = run["records"]
     row = {
         "label": case["label"],

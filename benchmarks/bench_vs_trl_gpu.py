@@ -161,6 +161,8 @@ def run_trl(args: argparse.Namespace, model_dir: Path, work: Path, timeout: floa
     except subprocess.TimeoutExpired:
         rc, log = 124, "timeout"
     (work / "trl.log").write_text(log, encoding="utf-8")
+    (Path(args.out) / "logs").mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "logs" / "trl.log").write_text(log[-200_000:], encoding="utf-8")
     if rc != 0 or not result.is_file():
         print(f"[trl] exit {rc}:\n{log[-4000:]}", flush=True)
         return {"side": "trl", "rc": rc, "wall_s": time.perf_counter() - t0}
@@ -177,7 +179,9 @@ def run_trl(args: argparse.Namespace, model_dir: Path, work: Path, timeout: floa
     }
 
 
-def run_ours(args: argparse.Namespace, side: str, model_dir: Path, data_dir: Path, work: Path, timeout: float):
+def run_ours(
+    args: argparse.Namespace, side: str, model_dir: Path, data_dir: Path, work: Path, timeout: float, logs: Path
+):
     initial = args.group if side == "grpo" else max(args.group // 2, 1)
     updates = args.prompts * args.group // (args.micro * args.accum)
     values = recipe(
@@ -194,7 +198,7 @@ def run_ours(args: argparse.Namespace, side: str, model_dir: Path, data_dir: Pat
         steps=updates,
         gradient_checkpointing=args.gradient_checkpointing,
     )
-    run = run_train(work, values, timeout, side)
+    run = run_train(work, values, timeout, side, logs=logs)
     if run["rc"] != 0:
         return {"side": side, "rc": run["rc"], "wall_s": run["wall_s"]}
     records = run["records"]
@@ -229,7 +233,7 @@ def run_peer(args: argparse.Namespace, results: Results, deadline: float) -> lis
         if side == "trl":
             row = run_trl(args, model_dir, work, left)
         else:
-            row = run_ours(args, side, model_dir, data_dir, work, left)
+            row = run_ours(args, side, model_dir, data_dir, work, left, results.out / "logs")
         row.update(model=args.model, prompts=args.prompts, group=args.group, response=args.response,
                    micro=args.micro, accum=args.accum)  # fmt: skip
         rows.append(results.add("peer", **row))
