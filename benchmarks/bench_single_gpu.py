@@ -509,7 +509,7 @@ MEMORY_CASES = [
     # (2 steps: AdamW's states exist from the first optimiser step on, so the second step's loss peak is the one
     # the 1.25 x (weights + gradients + states) bound is about)
     dict(label="7b_full", model="qwen2.5-7b", finetuning="full", gc=True, prompts=8, group=8, prompt=1536,
-         response=4096, slots=64, steps=2, extra={"rl_micro_batch_tokens": 12288, "optim": "adamw_torch_fused"}),
+         response=4096, slots=64, steps=2, extra={"rl_micro_batch_tokens": 8192, "optim": "adamw_torch_fused"}),
     # 14B LoRA r64 at the deep-search lengths
     dict(label="14b_lora", model="qwen2.5-14b", finetuning="lora", gc=True, prompts=4, group=8, prompt=2000,
          response=6192, slots=32, extra={"rl_micro_batch_tokens": 16384, "arpo_hf_lora_merge": "gpu"}),
