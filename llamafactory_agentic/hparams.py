@@ -162,6 +162,24 @@ class AgenticArguments:
         default=64,
         metadata={"help": "hf backend: trajectories decoded together in one batch."},
     )
+    arpo_hf_lora_merge: Literal["gpu", "cpu", "off"] = field(
+        default="gpu",
+        metadata={
+            "help": "hf backend with a LoRA policy: merge the adapters into the base weights for the rollout (decode "
+            "at the speed of the plain model). `gpu`: merged copies of the adapted weights for the rollout (+2 bytes "
+            "per adapted weight); `cpu`: merge in place and restore the originals bit for bit from a pinned CPU copy "
+            "(no extra GPU memory); `off`: decode through the unmerged adapters."
+        },
+    )
+    arpo_rollout_schedule: Literal["rounds", "continuous"] = field(
+        default="rounds",
+        metadata={
+            "help": "`rounds`: every round waits for all active trajectories (the reference loop). `continuous` "
+            "(hf backend): a trajectory whose round ends gets its tool result, branch decision and next round at "
+            "once, and a freed KV slot is refilled at once by waiting work (next rounds, branches, fills, further "
+            "prompts); same group semantics (docs/algorithms.md §3.4)."
+        },
+    )
     arpo_vllm_gpu_memory_utilization: float = field(
         default=0.6,
         metadata={"help": "vllm backend: share of GPU memory for the colocated engine (reference: 0.6-0.7)."},
@@ -371,6 +389,22 @@ class AgenticArguments:
     rl_entropy_coef: float = field(
         default=0.0,
         metadata={"help": "Coefficient of the entropy bonus."},
+    )
+    rl_logprob_chunk_size: int = field(
+        default=1024,
+        metadata={
+            "help": "Positions per chunk of the log-prob/entropy computation fused with the output projection (no "
+            "[batch, seq, vocab] logits); 0 computes the full logits at once (the materialising path)."
+        },
+    )
+    rl_micro_batch_tokens: int = field(
+        default=0,
+        metadata={
+            "help": "Cut each optimiser update's trajectories into micro-batches of at most this many padded tokens "
+            "(rows x longest prompt + longest response) instead of `per_device_train_batch_size` trajectories; the "
+            "update size stays per_device_train_batch_size x gradient_accumulation_steps trajectories per rank and "
+            "the loss normalisation is unchanged. 0: micro-batches of per_device_train_batch_size trajectories."
+        },
     )
     rl_num_iterations: int = field(
         default=1,

@@ -28,6 +28,7 @@ BOS `<|begin_of_text|>` and EOS `<|eot_id|>`), for tests of LLaMA-Factory's `qwe
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -210,12 +211,36 @@ REAL_SIZE_CONFIGS = {
     "qwen2.5-1.5b": dict(
         hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2
     ),
+    "qwen2.5-3b": dict(
+        hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=2
+    ),
+    "qwen2.5-7b": dict(
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        vocab_size=152064,
+        tie_word_embeddings=False,
+    ),
+    "qwen2.5-14b": dict(
+        hidden_size=5120,
+        intermediate_size=13824,
+        num_hidden_layers=48,
+        num_attention_heads=40,
+        num_key_value_heads=8,
+        vocab_size=152064,
+        tie_word_embeddings=False,
+        rms_norm_eps=1e-5,
+    ),
 }
 QWEN_VOCAB_SIZE = 151936
 
 
 def real_size_config(name: str = "qwen2.5-0.5b", **overrides):
-    r"""`Qwen2Config` of a real Qwen2.5 size (vocabulary 151936, tied embeddings, RoPE base 1e6); `overrides` win.
+    r"""`Qwen2Config` of a real Qwen2.5 size; `overrides` win.
+
+    Vocabulary 151936 and tied embeddings up to 3B, 152064 and untied from 7B on, RoPE base 1e6.
 
     Raises:
         KeyError: for a name not in `REAL_SIZE_CONFIGS`.
@@ -228,22 +253,32 @@ def real_size_config(name: str = "qwen2.5-0.5b", **overrides):
         rope_theta=1000000.0,
         rms_norm_eps=1e-6,
         tie_word_embeddings=True,
-        **REAL_SIZE_CONFIGS[name],
     )
+    values.update(REAL_SIZE_CONFIGS[name])
     values.update(overrides)
     return Qwen2Config(**values)
 
 
-def build_real_size_model(output_dir: str | os.PathLike, name: str = "qwen2.5-0.5b", dtype: str = "bfloat16") -> Path:
+def build_real_size_model(
+    output_dir: str | os.PathLike,
+    name: str = "qwen2.5-0.5b",
+    dtype: str = "bfloat16",
+    device: str = "cpu",
+    **overrides: Any,
+) -> Path:
     r"""Build a random-weight model with a real architecture (for GPU timing runs without the model hub).
 
-    The locally trained tokenizer is padded with ordinary added tokens `<|extra_i|>` up to the real vocabulary
-    (151936 for Qwen2.5) so that every id a random model samples decodes to text.
+    The locally trained tokenizer is padded with ordinary added tokens `[extra_i]` up to the model's vocabulary
+    (151936 or 152064 for Qwen2.5) so that every id a random model samples decodes to text. Their text holds no `>`
+    (the last character of every stop string), so the rollout's stop-string check stays a table lookup for them, as
+    for most tokens of a real vocabulary.
 
     Args:
         output_dir: Directory to save the model and tokenizer into.
         name: One of `REAL_SIZE_CONFIGS`.
         dtype: Storage dtype of the weights.
+        device: Where the random weights are drawn (`cuda` is much faster for 7B and 14B); saved the same way.
+        **overrides: Config values that win over the named shape (e.g. fewer layers for a smoke run).
 
     Returns:
         The output directory.
@@ -257,16 +292,19 @@ def build_real_size_model(output_dir: str | os.PathLike, name: str = "qwen2.5-0.
     output_dir = Path(output_dir)
     build_tiny_model(output_dir)  # tokenizer (and a tiny model that is overwritten below)
     tokenizer = AutoTokenizer.from_pretrained(str(output_dir))
-    tokenizer.add_tokens([f"<|extra_{i}|>" for i in range(QWEN_VOCAB_SIZE - len(tokenizer))])
+    config = real_size_config(name, **overrides)
+    tokenizer.add_tokens([f"[extra_{i}]" for i in range(config.vocab_size - len(tokenizer))])
     tokenizer.save_pretrained(str(output_dir))
     config = real_size_config(
         name,
+        **overrides,
         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
         pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
         bos_token_id=None,
     )
     torch.manual_seed(0)
-    model = Qwen2ForCausalLM(config).to(getattr(torch, dtype))
+    with torch.device(device):  # weights drawn in the storage dtype (no float32 copy of a 14B model)
+        model = Qwen2ForCausalLM._from_config(config, dtype=getattr(torch, dtype))
     model.generation_config.eos_token_id = config.eos_token_id
     model.generation_config.pad_token_id = config.pad_token_id
     model.save_pretrained(str(output_dir))

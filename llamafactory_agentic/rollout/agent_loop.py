@@ -30,7 +30,7 @@ import numpy as np
 
 from ..data.tags import empty_call_text, wrap_observation
 from .branching import premonitor_initial_rollouts, round_entropy, should_branch
-from .engine import GenerationEngine, GenerationRequest, SamplingSettings
+from .engine import GenerationEngine, GenerationRequest, RequestSource, SamplingSettings
 from .trajectory import RolloutConfig, RolloutOutput, ToolCallRecord, Trajectory
 
 
@@ -169,6 +169,139 @@ def _call_key(tool: str, content: str) -> str:
     return content.strip()
 
 
+class _ContinuousRun(RequestSource):
+    r"""The `continuous` rollout schedule (`arpo_rollout_schedule`): one trajectory at a time through its rounds.
+
+    The engine pulls requests from here (`take`) whenever KV slots are free and hands each round back as soon as it
+    ends (`put`). A round's end is processed for that trajectory alone, with the code of the `rounds` schedule
+    (`_apply_segment`); its tool call goes to a background thread (one `executor.execute` call per tool call) while
+    decoding goes on; when the observation is back (`_apply_observations`) the
+    trajectory is at its round boundary: it finishes at R, or makes its branching decisions there
+    (`_branch_source`) and re-enters the queue with its branches. A trajectory that finishes while no other member of
+    its group is active triggers the budget fill (`_fill`) right away. Continuations and branches are served before
+    fresh global rollouts (their prefix is resident in the KV cache).
+
+    What stays as in the `rounds` schedule (docs/algorithms.md §3.4): branching only at round boundaries, per
+    source, after its observation; beam_size - 1 decisions while the group is short of M; fills only for a group
+    without active members (`per_round`: one at a time, `all_at_once`: every missing one); exactly M per group.
+    What differs: a round boundary no longer waits for the slowest member of the batch, so the order in which
+    sources of one group reach their boundaries (and take the last free places of the group) is the order their
+    rounds end rather than creation order, the random draws come in that order, and `BranchDecision.round` is the
+    source lineage's own round count. The `question` penalty scope counts global rounds and is refused.
+    """
+
+    def __init__(
+        self,
+        rollout: "AgenticRollout",
+        prompts: list[list[int]],
+        state: RolloutState,
+        sampling: SamplingSettings,
+        branching: bool,
+    ) -> None:
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.rollout, self.prompts, self.state, self.branching = rollout, prompts, state, branching
+        self.hot: deque[Trajectory] = deque()  # continuations and branches (prefix resident)
+        self.cold: deque[Trajectory] = deque(t for members in state.groups for t in members)  # fresh globals
+        self.generating: dict[int, Trajectory] = {}
+        self.queued_calls: list = []  # pending tool calls not submitted yet
+        self.futures: dict[Any, list] = {}  # future -> its pending calls
+        self.active: list[int] = [len(members) for members in state.groups]  # unfinished members per group
+        workers = getattr(rollout.executor, "workers", None)  # the executor's own concurrency (ToolExecutor)
+        self.pool = ThreadPoolExecutor(max_workers=int(workers or 64), thread_name_prefix="rollout-tools")
+        self.tool_s = 0.0
+        self.wait_s = 0.0
+
+    # ---------------------------------------------------------------- RequestSource
+    def take(self, limit: int) -> list[GenerationRequest]:
+        self._collect(block=False)
+        self._submit()
+        out = []
+        while len(out) < limit and (self.hot or self.cold):
+            traj = self.hot.popleft() if self.hot else self.cold.popleft()
+            self.generating[traj.engine_key] = traj
+            out.append(self.rollout._request(traj, self.state))
+        return out
+
+    def put(self, request: GenerationRequest, result: Any) -> None:
+        traj = self.generating.pop(request.key)
+        self.state.metrics["segments"] += 1
+        call = self.rollout._apply_segment(traj, result, self.state)
+        if call is not None:
+            self.queued_calls.append(call)
+        else:
+            self._boundary(traj)
+
+    def waiting(self) -> bool:
+        return bool(self.queued_calls or self.futures)
+
+    def wait(self) -> None:
+        self._submit()
+        t0 = time.perf_counter()
+        self._collect(block=True)
+        self.wait_s += time.perf_counter() - t0
+
+    # ---------------------------------------------------------------- internals
+    def _submit(self) -> None:
+        # one executor call per tool call: a slow call never holds back another trajectory's observation (the
+        # executor runs concurrent calls in its own pool and shares identical in-flight calls across threads)
+        for call in self.queued_calls:
+            self.futures[self.pool.submit(self._execute, [call])] = [call]
+        self.queued_calls = []
+
+    def _execute(self, batch: list) -> tuple[list, float]:
+        t0 = time.perf_counter()
+        results = self.rollout._execute_calls(batch)
+        return results, time.perf_counter() - t0
+
+    def _collect(self, block: bool) -> None:
+        from concurrent.futures import FIRST_COMPLETED
+        from concurrent.futures import wait as wait_futures
+
+        if not self.futures:
+            return
+        done, _ = wait_futures(list(self.futures), timeout=None if block else 0, return_when=FIRST_COMPLETED)
+        for future in [f for f in self.futures if f in done]:  # submission order
+            batch = self.futures.pop(future)
+            results, seconds = future.result()
+            self.tool_s += seconds
+            self.rollout._apply_observations(batch, results, self.state)
+            for traj, *_ in batch:
+                self._boundary(traj)
+
+    def _boundary(self, traj: Trajectory) -> None:
+        r"""`traj`'s round (and observation) is complete: finish at R, or branch and queue its next round."""
+        rollout, state = self.rollout, self.state
+        rollout._check_budget(traj, state)
+        if state.finished_keys:
+            rollout.engine.finish(state.finished_keys)
+            state.finished_keys = []
+        g = traj.group_index
+        if traj.finished:
+            self.active[g] -= 1
+            if self.branching and self.active[g] == 0:
+                fills = rollout._fill(state, g, self.prompts[g])
+                if fills:
+                    state.metrics["fill_rounds"] += 1.0
+                self.active[g] += len(fills)
+                self.cold.extend(fills)
+            return
+        children = rollout._branch_source(traj, state, len(traj.round_entropies)) if self.branching else []
+        self.active[g] += len(children)
+        self.hot.append(traj)
+        self.hot.extend(children)
+
+    def check_done(self) -> None:
+        r"""Raise if the engine stopped with work left (it must drain the source)."""
+        left = len(self.hot) + len(self.cold) + len(self.generating) + len(self.queued_calls) + len(self.futures)
+        if left:
+            raise RuntimeError(f"The engine stopped with {left} trajectories or calls still pending.")
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
 class AgenticRollout:
     r"""Generates groups of tool-using trajectories for a batch of prompts.
 
@@ -301,90 +434,115 @@ class AgenticRollout:
         state.finished_keys.append(traj.engine_key)
 
     # ------------------------------------------------------------------ one round
-    def _round(self, active: list[Trajectory], state: RolloutState, sampling: SamplingSettings) -> tuple[float, float]:
-        r"""Generate one round for `active`, run their tool calls and append observations. Returns (gen_s, tool_s)."""
+    def _request(self, traj: Trajectory, state: RolloutState) -> GenerationRequest:
+        r"""The engine request of `traj`'s next round (`max_tokens` = what is left of R, capped per round if set)."""
         cfg = self.config
         budget = cfg.max_response_length
-        requests = [
-            GenerationRequest(
-                key=t.engine_key,
-                prompt_ids=t.prompt_ids,
-                response_ids=t.response_ids,
-                max_tokens=(
-                    budget - len(t.response_ids)
-                    if cfg.max_round_tokens is None
-                    else min(budget - len(t.response_ids), cfg.max_round_tokens)
-                ),
-                parent_key=t.parent_engine_key,
-                seed=self._request_seed(state, t),
-            )
-            for t in active
-        ]
+        return GenerationRequest(
+            key=traj.engine_key,
+            prompt_ids=traj.prompt_ids,
+            response_ids=traj.response_ids,
+            max_tokens=(
+                budget - len(traj.response_ids)
+                if cfg.max_round_tokens is None
+                else min(budget - len(traj.response_ids), cfg.max_round_tokens)
+            ),
+            parent_key=traj.parent_engine_key,
+            seed=self._request_seed(state, traj),
+        )
+
+    def _round(self, active: list[Trajectory], state: RolloutState, sampling: SamplingSettings) -> tuple[float, float]:
+        r"""Generate one round for `active`, run their tool calls and append observations. Returns (gen_s, tool_s)."""
+        requests = [self._request(t, state) for t in active]
         t0 = time.perf_counter()
         segments = self.engine.generate(requests, sampling)
         gen_s = time.perf_counter() - t0
-        metrics = state.metrics
-        metrics["rounds"] += 1
+        state.metrics["rounds"] += 1
+        state.metrics["segments"] += len(active)
         # (trajectory, tool, content, pos, notice) of this round's calls; notice = (status, text) of a call not run
-        pending: list[tuple[Trajectory, str, str, int, tuple[str, str] | None]] = []
-        streaks = state.self_result_streak
-        for traj, seg in zip(active, segments):
-            traj.parent_engine_key = None
-            h_now = round_entropy(seg.entropy_terms, cfg.entropy_tokens, self.log_vocab)
-            traj.round_entropies.append(h_now)
-            if traj.entropy_base is None:
-                traj.entropy_base = h_now
-            traj.response_ids.extend(seg.token_ids)
-            traj.loss_mask.extend([1] * len(seg.token_ids))
-            traj.generated_tokens += len(seg.token_ids)
-            metrics["generated_tokens"] += len(seg.token_ids)
-            kind = self._stop_kind(seg.stop_string) if seg.finish_reason == "stop" else None
-            if kind == "self_result":
-                self._drop_self_result(traj, len(seg.token_ids))
-                streaks[traj.engine_key] = streaks.get(traj.engine_key, 0) + 1
-                metrics["self_results"] += 1
-                if streaks[traj.engine_key] > cfg.self_result_retries:
-                    self._finish(traj, "self_result", state)
-                continue
-            streaks.pop(traj.engine_key, None)
-            if kind == "final":
-                self._finish(traj, "answer", state)
-            elif seg.finish_reason == "error":
-                traj.error = seg.error or "the engine gave no answer"
-                self._finish(traj, "error", state)
-            elif seg.finish_reason == "stop":
-                if traj.num_tool_calls >= cfg.max_tool_calls:
-                    traj.response_ids.append(cfg.eos_token_id)
-                    traj.loss_mask.append(1)
-                    traj.hit_call_limit = True
-                    metrics["call_limit_hits"] += 1
-                    self._finish(traj, "call_limit", state)
-                    continue
-                traj.num_tool_calls += 1
-                text = self.tokenizer.decode(seg.token_ids, skip_special_tokens=False)
-                tool, content = extract_tool_call(text, seg.stop_string)
-                if not content and f"<{tool}>" not in text:
-                    full = self.tokenizer.decode(traj.response_ids, skip_special_tokens=False)
-                    tool, content = extract_call_after_last_observation(full, seg.stop_string)
-                notice = self._notice(traj, tool, content) if cfg.tool_call_limits or cfg.repeat_notice_tools else None
-                pending.append((traj, tool, content, len(traj.response_ids), notice))
-            elif seg.finish_reason == "eos":
-                self._finish(traj, "eos", state)
-            elif len(traj.response_ids) >= budget:
-                self._finish(traj, "length", state)
-            elif cfg.max_round_tokens is not None:
-                # a round without a tool call ends the loop (docs/algorithms.md §9.1)
-                self._finish(traj, "round_length", state)
-
+        pending = [call for traj, seg in zip(active, segments) if (call := self._apply_segment(traj, seg, state))]
         t1 = time.perf_counter()
+        self._apply_observations(pending, self._execute_calls(pending), state)
+        tool_s = time.perf_counter() - t1
+        for traj in active:
+            self._check_budget(traj, state)
+        return gen_s, tool_s
+
+    def _apply_segment(
+        self, traj: Trajectory, seg: Any, state: RolloutState
+    ) -> tuple[Trajectory, str, str, int, tuple[str, str] | None] | None:
+        r"""Append one round's segment to `traj`; returns its tool call `(traj, tool, content, pos, notice)` or None.
+
+        Records the round entropy, finishes the trajectory on `</answer>`, EOS, an engine error, the call limit (EOS
+        appended), R, or a round without a tool call under `max_round_tokens`; drops a self-written `<result>`.
+        """
+        cfg = self.config
+        budget = cfg.max_response_length
+        metrics = state.metrics
+        streaks = state.self_result_streak
+        traj.parent_engine_key = None
+        h_now = round_entropy(seg.entropy_terms, cfg.entropy_tokens, self.log_vocab)
+        traj.round_entropies.append(h_now)
+        if traj.entropy_base is None:
+            traj.entropy_base = h_now
+        traj.response_ids.extend(seg.token_ids)
+        traj.loss_mask.extend([1] * len(seg.token_ids))
+        traj.generated_tokens += len(seg.token_ids)
+        metrics["generated_tokens"] += len(seg.token_ids)
+        kind = self._stop_kind(seg.stop_string) if seg.finish_reason == "stop" else None
+        if kind == "self_result":
+            self._drop_self_result(traj, len(seg.token_ids))
+            streaks[traj.engine_key] = streaks.get(traj.engine_key, 0) + 1
+            metrics["self_results"] += 1
+            if streaks[traj.engine_key] > cfg.self_result_retries:
+                self._finish(traj, "self_result", state)
+            return None
+        streaks.pop(traj.engine_key, None)
+        if kind == "final":
+            self._finish(traj, "answer", state)
+        elif seg.finish_reason == "error":
+            traj.error = seg.error or "the engine gave no answer"
+            self._finish(traj, "error", state)
+        elif seg.finish_reason == "stop":
+            if traj.num_tool_calls >= cfg.max_tool_calls:
+                traj.response_ids.append(cfg.eos_token_id)
+                traj.loss_mask.append(1)
+                traj.hit_call_limit = True
+                metrics["call_limit_hits"] += 1
+                self._finish(traj, "call_limit", state)
+                return None
+            traj.num_tool_calls += 1
+            text = self.tokenizer.decode(seg.token_ids, skip_special_tokens=False)
+            tool, content = extract_tool_call(text, seg.stop_string)
+            if not content and f"<{tool}>" not in text:
+                full = self.tokenizer.decode(traj.response_ids, skip_special_tokens=False)
+                tool, content = extract_call_after_last_observation(full, seg.stop_string)
+            notice = self._notice(traj, tool, content) if cfg.tool_call_limits or cfg.repeat_notice_tools else None
+            return traj, tool, content, len(traj.response_ids), notice
+        elif seg.finish_reason == "eos":
+            self._finish(traj, "eos", state)
+        elif len(traj.response_ids) >= budget:
+            self._finish(traj, "length", state)
+        elif cfg.max_round_tokens is not None:
+            # a round without a tool call ends the loop (docs/algorithms.md §9.1)
+            self._finish(traj, "round_length", state)
+        return None
+
+    def _execute_calls(self, pending: list) -> list:
+        r"""Run the calls of `pending` that need the executor (content, no notice) in one concurrent batch."""
         real = [(t, tool, content) for t, tool, content, _, notice in pending if content and notice is None]
-        results = []
-        if real:
-            ToolCall = _tool_call_class()
-            calls = [ToolCall(tool=tool, content=content, trajectory_id=t.uid) for t, tool, content in real]
-            results = self.executor.execute(calls)
-            if len(results) != len(calls):
-                raise RuntimeError(f"Tool executor returned {len(results)} results for {len(calls)} calls.")
+        if not real:
+            return []
+        ToolCall = _tool_call_class()
+        calls = [ToolCall(tool=tool, content=content, trajectory_id=t.uid) for t, tool, content in real]
+        results = self.executor.execute(calls)
+        if len(results) != len(calls):
+            raise RuntimeError(f"Tool executor returned {len(results)} results for {len(calls)} calls.")
+        return results
+
+    def _apply_observations(self, pending: list, results: list, state: RolloutState) -> None:
+        r"""Append every pending call's observation (mask 0): executor results in order, notices, empty-call text."""
+        metrics = state.metrics
         result_iter = iter(results)
         for traj, tool, content, pos, notice in pending:
             if notice is not None:
@@ -403,11 +561,10 @@ class AgenticRollout:
             traj.loss_mask.extend([0] * len(obs))
             metrics["masked_tokens"] += len(obs)
             metrics[f"tool_calls/{tool}"] += 1
-        tool_s = time.perf_counter() - t1
-        for traj in active:
-            if not traj.finished and len(traj.response_ids) >= budget:
-                self._finish(traj, "length", state)
-        return gen_s, tool_s
+
+    def _check_budget(self, traj: Trajectory, state: RolloutState) -> None:
+        if not traj.finished and len(traj.response_ids) >= self.config.max_response_length:
+            self._finish(traj, "length", state)
 
     # ------------------------------------------------------------------ branching
     def _branch_phase(
@@ -427,66 +584,21 @@ class AgenticRollout:
         new: list[Trajectory] = []
         created = [0] * len(prompts)
         for g in range(len(prompts)):
-            members = groups[g]
-            for source in list(members):  # creation order; branches created this round are not sources yet
+            for source in list(groups[g]):  # creation order; branches created this round are not sources yet
                 if id(source) not in alive_ids:
                     continue
-                made, decided = 0, False
-                for _ in range(cfg.beam_size - 1):
-                    if len(members) >= cfg.group_size:
-                        break
-                    consecutive = (
-                        source.consecutive_branches
-                        if cfg.branch_penalty_scope == "lineage"
-                        else state.question_counters[g]
-                    )
-                    delta_h = source.entropy_now - source.entropy_base
-                    u = float(self.rng.random()) if cfg.branch_rule == "stochastic" else None
-                    decision = should_branch(
-                        cfg.branch_rule,
-                        delta_h,
-                        consecutive,
-                        tau=cfg.branch_tau,
-                        beta=cfg.entropy_weight,
-                        alpha=cfg.branch_alpha,
-                        branch_penalty=cfg.branch_penalty,
-                        u=u,
-                    )
-                    decided = True
-                    state.decision_log.append(
-                        BranchDecision(int(metrics["rounds"]), g, source.index, delta_h, consecutive, bool(decision))
-                    )
-                    metrics["decisions"] += 1
-                    metrics["delta_h_sum"] += delta_h
-                    if cfg.branch_penalty > 0 and consecutive > 0:
-                        metrics["penalised_decisions"] += 1
-                    if decision:
-                        child = self._branch(state, source)
-                        new.append(child)
-                        made += 1
-                        metrics["branches"] += 1
-                        state.branch_points[source.num_tool_calls] += 1
-                if decided and cfg.branch_penalty_scope == "lineage":
-                    if made:
-                        source.consecutive_branches += 1
-                        for child in members[len(members) - made :]:
-                            child.consecutive_branches = source.consecutive_branches
-                    else:
-                        source.consecutive_branches = 0
-                created[g] += made
+                children = self._branch_source(source, state, int(metrics["rounds"]))
+                new += children
+                created[g] += len(children)
         filled = False
         for g, prompt in enumerate(prompts):
             # budget fill (docs/algorithms.md §3.4): only for a prompt without active trajectories whose group is short
-            has_alive = any(id(t) in alive_ids for t in groups[g])
-            missing = cfg.group_size - len(groups[g])
-            if has_alive or missing <= 0:
+            if any(id(t) in alive_ids for t in groups[g]):
                 continue
-            count = missing if cfg.budget_fill == "all_at_once" else 1
-            for _ in range(count):
-                new.append(self._new_global(state, g, prompt, is_fill=True))
-            created[g] += count
-            metrics["fills"] += count
-            filled = True
+            fills = self._fill(state, g, prompt)
+            new += fills
+            created[g] += len(fills)
+            filled = filled or bool(fills)
         metrics["fill_rounds"] += float(filled)  # rounds after which at least one fill was created
         state.created_log.append(list(created))
         if cfg.branch_penalty_scope == "question" and any(created):
@@ -494,6 +606,68 @@ class AgenticRollout:
             for g in range(len(prompts)):
                 counters[g] = counters[g] + 1 if created[g] else 0
         return new
+
+    def _branch_source(self, source: Trajectory, state: RolloutState, round_number: int) -> list[Trajectory]:
+        r"""Branching decisions of one alive source at its round boundary; returns the branches created.
+
+        Up to `beam_size - 1` decisions while the group is short of M, one random draw each (stochastic rule); with
+        the `lineage` penalty scope the source's consecutive-branch count l is updated (docs/algorithms.md §5.2).
+        """
+        cfg = self.config
+        metrics = state.metrics
+        g = source.group_index
+        members = state.groups[g]
+        children: list[Trajectory] = []
+        decided = False
+        for _ in range(cfg.beam_size - 1):
+            if len(members) >= cfg.group_size:
+                break
+            consecutive = (
+                source.consecutive_branches if cfg.branch_penalty_scope == "lineage" else state.question_counters[g]
+            )
+            delta_h = source.entropy_now - source.entropy_base
+            u = float(self.rng.random()) if cfg.branch_rule == "stochastic" else None
+            decision = should_branch(
+                cfg.branch_rule,
+                delta_h,
+                consecutive,
+                tau=cfg.branch_tau,
+                beta=cfg.entropy_weight,
+                alpha=cfg.branch_alpha,
+                branch_penalty=cfg.branch_penalty,
+                u=u,
+            )
+            decided = True
+            state.decision_log.append(
+                BranchDecision(round_number, g, source.index, delta_h, consecutive, bool(decision))
+            )
+            metrics["decisions"] += 1
+            metrics["delta_h_sum"] += delta_h
+            if cfg.branch_penalty > 0 and consecutive > 0:
+                metrics["penalised_decisions"] += 1
+            if decision:
+                children.append(self._branch(state, source))
+                metrics["branches"] += 1
+                state.branch_points[source.num_tool_calls] += 1
+        if decided and cfg.branch_penalty_scope == "lineage":
+            if children:
+                source.consecutive_branches += 1
+                for child in children:
+                    child.consecutive_branches = source.consecutive_branches
+            else:
+                source.consecutive_branches = 0
+        return children
+
+    def _fill(self, state: RolloutState, g: int, prompt: list[int]) -> list[Trajectory]:
+        r"""Budget fill of a group without active trajectories: M - len (`all_at_once`) or 1 (`per_round`) globals."""
+        cfg = self.config
+        missing = cfg.group_size - len(state.groups[g])
+        if missing <= 0:
+            return []
+        count = missing if cfg.budget_fill == "all_at_once" else 1
+        fills = [self._new_global(state, g, prompt, is_fill=True) for _ in range(count)]
+        state.metrics["fills"] += count
+        return fills
 
     # ------------------------------------------------------------------ loop
     def _run(
@@ -507,6 +681,18 @@ class AgenticRollout:
         for g, prompt in enumerate(prompts):
             for _ in range(initial[g]):
                 self._new_global(state, g, prompt, is_fill=False)
+        if self.config.schedule == "continuous":
+            run = _ContinuousRun(self, prompts, state, sampling, branching)
+            t0 = time.perf_counter()
+            try:
+                self.engine.serve(run, sampling)
+            finally:
+                run.close()
+            run.check_done()
+            wall = time.perf_counter() - t0
+            state.metrics["rounds"] = float(max((len(t.round_entropies) for m in state.groups for t in m), default=0))
+            state.metrics["tool_wait_s"] += run.wait_s
+            return wall - run.wait_s, run.tool_s
         active = [t for members in state.groups for t in members]
         gen_s = tool_s = 0.0
         while active:
@@ -585,6 +771,8 @@ class AgenticRollout:
         gen_s, tool_s = self._run(prompts, initial, state, sampling, branching=training)
         timing["time/generation"] += gen_s
         timing["time/tools"] += tool_s
+        if cfg.schedule == "continuous":  # tools overlap generation; this is the time nothing was decoding
+            timing["time/tool_wait"] = float(state.metrics["tool_wait_s"])
         self.engine.release()
 
         groups = state.groups
@@ -707,6 +895,7 @@ class AgenticRollout:
             "rollout/mean_delta_h": m["delta_h_sum"] / m["decisions"] if m["decisions"] else 0.0,
             "rollout/penalised_decisions": m["penalised_decisions"],
             "rollout/rounds": m["rounds"],
+            "rollout/segments": m["segments"],  # engine requests (one per trajectory and round)
             "rollout/tool_calls_per_traj": sum(t.num_tool_calls for t in trajs) / n,
             "rollout/call_limit_hits": float(sum(t.hit_call_limit for t in trajs)),
             "rollout/truncations": float(sum(t.truncated for t in trajs)),

@@ -101,12 +101,73 @@ class GenerationResult:
     error: str = ""
 
 
+class RequestSource(ABC):
+    r"""Where `GenerationEngine.serve` gets its requests and leaves its results (continuous batching).
+
+    The engine calls `take(n)` whenever it has `n` free places, `put(request, result)` as soon as a request's round
+    has ended, `waiting()` when it has nothing to decode (True: more requests will come, e.g. after tool calls) and then
+    `wait()`, which blocks until `take` has something again.
+    """
+
+    @abstractmethod
+    def take(self, limit: int) -> list[GenerationRequest]:
+        r"""Up to `limit` requests that can start now (possibly none)."""
+
+    @abstractmethod
+    def put(self, request: GenerationRequest, result: GenerationResult) -> None:
+        r"""The round of `request` has ended with `result`."""
+
+    def waiting(self) -> bool:
+        r"""Whether requests will still come although `take` has none now."""
+        return False
+
+    def wait(self) -> None:
+        r"""Block until `take` has a request (only called while `waiting()` is True)."""
+
+
+class ListSource(RequestSource):
+    r"""The requests of one `generate` call: handed out in order, results kept in request order (`results`)."""
+
+    def __init__(self, requests: Sequence[GenerationRequest]) -> None:
+        r"""Serve `requests` (engine keys must be unique among them)."""
+        self.requests = list(requests)
+        self.results: list[GenerationResult | None] = [None] * len(self.requests)
+        self._index = {id(r): i for i, r in enumerate(self.requests)}
+        self._next = 0
+
+    def take(self, limit: int) -> list[GenerationRequest]:
+        r"""The next `limit` requests."""
+        out = self.requests[self._next : self._next + max(limit, 0)]
+        self._next += len(out)
+        return out
+
+    def put(self, request: GenerationRequest, result: GenerationResult) -> None:
+        r"""Keep the result at the request's position."""
+        self.results[self._index[id(request)]] = result
+
+
 class GenerationEngine(ABC):
     r"""Backend that continues many trajectories in parallel for one round."""
 
     @abstractmethod
     def generate(self, requests: list[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
         r"""Generate one round for every request (results in request order)."""
+
+    def serve(self, source: RequestSource, sampling: SamplingSettings) -> None:
+        r"""Generate everything `source` hands out; engines with continuous batching (hf) override this.
+
+        This default works in batches: it takes every ready request, generates their round with `generate`, hands
+        the results back, and repeats (waiting on the source when it has nothing ready) until the source is done.
+        """
+        while True:
+            requests = source.take(1 << 30)
+            if not requests:
+                if not source.waiting():
+                    return
+                source.wait()
+                continue
+            for request, result in zip(requests, self.generate(requests, sampling)):
+                source.put(request, result)
 
     def set_model(self, model: Any) -> None:
         r"""Hand the current policy to the engine (called by the trainer each step). Drops cached state."""

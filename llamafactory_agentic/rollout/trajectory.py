@@ -164,6 +164,10 @@ class RolloutConfig:
     trajectories (reference code, docs/algorithms.md §3.4); `all_at_once` adds all missing ones in that round (arXiv
     2507.19849 section 3.1).
 
+    `hf_lora_merge` (`arpo_hf_lora_merge`): how the trainer puts a LoRA policy into its generation form for the hf
+    engine (`rollout.generation_weights`). `schedule` (`arpo_rollout_schedule`): `rounds` (the reference loop) or
+    `continuous` (per-trajectory round boundaries with continuous batching, docs/algorithms.md §3.4).
+
     Evaluation settings (docs/algorithms.md §9; their defaults leave training exactly as it was, the evaluation harness sets
     them):
 
@@ -210,6 +214,8 @@ class RolloutConfig:
     backend: Literal["hf", "vllm"] = "hf"
     hf_prefix_cache: bool = True
     hf_generation_batch_size: int = 64
+    hf_lora_merge: Literal["gpu", "cpu", "off"] = "gpu"
+    schedule: Literal["rounds", "continuous"] = "rounds"
     vllm_gpu_memory_utilization: float = 0.6
     vllm_enable_sleep_mode: bool = True
     seed: int = 0
@@ -234,6 +240,15 @@ class RolloutConfig:
             raise ValueError(f"Unknown entropy source {self.entropy_source!r}.")
         if self.branch_penalty_scope not in ("lineage", "question"):
             raise ValueError(f"Unknown branch penalty scope {self.branch_penalty_scope!r}.")
+        if self.hf_lora_merge not in ("gpu", "cpu", "off"):
+            raise ValueError(f"Unknown hf_lora_merge {self.hf_lora_merge!r}; expected 'gpu', 'cpu' or 'off'.")
+        if self.schedule not in ("rounds", "continuous"):
+            raise ValueError(f"Unknown rollout schedule {self.schedule!r}; expected 'rounds' or 'continuous'.")
+        if self.schedule == "continuous" and self.branch_penalty_scope == "question" and self.branch_penalty > 0:
+            raise ValueError(
+                "arpo_rollout_schedule: continuous has no global rounds, which the `question` branch-penalty scope "
+                "counts; use aepo_branch_penalty_scope: lineage (every preset) or arpo_rollout_schedule: rounds."
+            )
         if self.premonitor_rounds not in ("all", "post_tool"):
             raise ValueError(f"Unknown premonitor rounds {self.premonitor_rounds!r}.")
         if self.max_response_length < 1:

@@ -422,24 +422,37 @@ def test_greedy_training_is_refused():
             build_grpo_config(training_args, args, bad, world_size=1)
 
 
-def test_loss_entropy_without_grad_unless_the_bonus_needs_it(tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch):
+@pytest.mark.parametrize("chunk", [0, 1024])
+def test_loss_entropy_without_grad_unless_the_bonus_needs_it(
+    tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch, chunk
+):
     from llamafactory_agentic.algorithms import entropy_from_logits_chunked
     from llamafactory_agentic.train.arpo import trainer as trainer_module
 
     seen = []
 
-    def spy(logits, *a, **k):
+    def spy_full(logits, *a, **k):  # materialising path (rl_logprob_chunk_size: 0)
         seen.append((torch.is_grad_enabled(), logits.requires_grad))
         return entropy_from_logits_chunked(logits, *a, **k)
 
-    monkeypatch.setattr(trainer_module, "entropy_from_logits_chunked", spy)
+    real_fused = trainer_module.response_log_probs
+
+    def spy_fused(*a, **k):  # fused path: the returned entropy carries a graph only with the bonus
+        logps, entropy = real_fused(*a, **k)
+        if k["with_entropy"]:  # (the old-log-prob pass of the rollout asks for none)
+            seen.append((k["entropy_grad"], entropy.requires_grad))
+        return logps, entropy
+
+    monkeypatch.setattr(trainer_module, "entropy_from_logits_chunked", spy_full)
+    monkeypatch.setattr(trainer_module, "response_log_probs", spy_fused)
     for stage, overrides, grad in (
         ("arpo", {}, False),  # plain ARPO: only the loss/entropy metric
         ("aepo", {}, False),  # released AEPO preset: entropy used detached
         ("aepo", {"aepo_entropy_advantage": True, "aepo_balanced_clip_scope": "high_entropy"}, False),
         ("arpo", {"rl_entropy_coef": 0.01}, True),  # entropy bonus: differentiable
     ):
-        trainer = make_trainer(tmp_path / stage, tiny_model_dir, tiny_tokenizer, agentic_args(stage, **overrides))
+        args = agentic_args(stage, rl_logprob_chunk_size=chunk, **overrides)
+        trainer = make_trainer(tmp_path / stage, tiny_model_dir, tiny_tokenizer, args)
         batch = trainer._generate_and_score_completions(trl_generation_batch(tiny_tokenizer, 2))[0]
         trainer.model.train()
         seen.clear()

@@ -114,6 +114,65 @@ def micro_batch_layout(
     return layout
 
 
+def padded_tokens(lengths: list[tuple[int, int]]) -> int:
+    r"""Tokens of a micro-batch as collated: rows x (longest prompt + longest response) (`collate_records` layout)."""
+    if not lengths:
+        return 0
+    return len(lengths) * (max(p for p, _ in lengths) + max(max(c, 1) for _, c in lengths))
+
+
+def token_micro_batches(lengths: list[tuple[int, int]], max_tokens: int, count: int | None = None) -> list[list[int]]:
+    r"""Cut one rank's rows of an optimiser update into micro-batches of at most `max_tokens` padded tokens.
+
+    Rows are sorted by total length (longest first, ties by index) and packed greedily in that order, so rows of
+    similar length share a micro-batch and little padding is computed; a row longer than `max_tokens` on its own gets a
+    micro-batch of its own. With `count` the result has exactly `count` micro-batches: the largest ones (by padded
+    tokens, with two rows or more) are halved until there are enough.
+
+    Every rank must run the same number of forward/backward passes per update (DDP and DeepSpeed synchronise
+    gradients in the last one; ZeRO-3 gathers parameters in each), so the trainer calls this once per rank with
+    `count=None`, takes the largest result over ranks and calls it again with that `count` (every rank has every
+    trajectory after the rollout's gather, so no communication is needed). Every rank holds the same number of rows
+    per update and the greedy count never exceeds the rows, so that `count` is always reachable.
+
+    Args:
+        lengths: `(prompt tokens, response tokens)` per row, in row order.
+        max_tokens: Cap on `padded_tokens` of a micro-batch (> 0).
+        count: Exact number of micro-batches wanted (>= the greedy count), or None.
+
+    Returns:
+        Row indices per micro-batch (each in ascending order), micro-batches ordered by their first row.
+
+    Raises:
+        ValueError: `max_tokens` < 1, or `count` below the greedy number of micro-batches or above the rows.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}.")
+    order = sorted(range(len(lengths)), key=lambda i: (-(lengths[i][0] + lengths[i][1]), i))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        candidate = current + [i]
+        if current and padded_tokens([lengths[j] for j in candidate]) > max_tokens:
+            batches.append(current)
+            candidate = [i]
+        current = candidate
+    if current:
+        batches.append(current)
+    if count is not None:
+        if count < len(batches):
+            raise ValueError(f"{len(batches)} micro-batches of at most {max_tokens} tokens do not fit in {count}.")
+        if count > len(lengths):
+            raise ValueError(f"{len(lengths)} rows cannot make {count} micro-batches.")
+        while len(batches) < count:
+            splittable = [b for b in batches if len(b) > 1]
+            largest = max(splittable, key=lambda b: (padded_tokens([lengths[j] for j in b]), -b[0]))
+            batches.remove(largest)
+            half = len(largest) // 2
+            batches += [largest[:half], largest[half:]]
+    return sorted((sorted(b) for b in batches), key=lambda b: b[0])
+
+
 def collate_records(
     records: list[ScoredTrajectory], num_tokens: int, pad_token_id: int, device: Any
 ) -> dict[str, torch.Tensor]:

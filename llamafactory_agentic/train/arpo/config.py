@@ -60,6 +60,8 @@ class ArpoLossConfig:
     hard_dedup: bool
     rollout_log_ratio: float  # share of groups written to rollouts.jsonl
     val_max_samples: int | None  # None: every validation prompt
+    logprob_chunk_size: int = 1024  # `rl_logprob_chunk_size`: 0 = materialise the full logits
+    micro_batch_tokens: int | None = None  # `rl_micro_batch_tokens` (0 there): None = micro-batches of b trajectories
 
     @classmethod
     def from_args(cls, finetuning_args: Any) -> "ArpoLossConfig":
@@ -88,8 +90,16 @@ class ArpoLossConfig:
             hard_dedup=finetuning_args.arpo_hard_dedup,
             rollout_log_ratio=finetuning_args.arpo_rollout_log_ratio,
             val_max_samples=finetuning_args.arpo_val_max_samples,
+            logprob_chunk_size=finetuning_args.rl_logprob_chunk_size,
+            micro_batch_tokens=finetuning_args.rl_micro_batch_tokens or None,  # 0: cut by trajectories
         )
-        _unresolved(values, optional=("dual_clip", "val_max_samples"))
+        _unresolved(values, optional=("dual_clip", "val_max_samples", "micro_batch_tokens"))
+        if int(values["logprob_chunk_size"]) < 0:
+            raise ValueError(
+                f"rl_logprob_chunk_size must be >= 0 (0: full logits), got {values['logprob_chunk_size']}."
+            )
+        if values["micro_batch_tokens"] is not None and int(values["micro_batch_tokens"]) < 0:
+            raise ValueError(f"rl_micro_batch_tokens must be >= 0 (0: off), got {values['micro_batch_tokens']}.")
         if values["policy_loss"] not in list_policy_losses():
             raise ValueError(
                 f"Unknown `rl_policy_loss` {values['policy_loss']!r}; registered: {list_policy_losses()}. Register "
@@ -180,6 +190,11 @@ def build_grpo_config(
     TRL's check that the eval batch is divisible by `num_generations` does not apply (validation uses one trajectory
     per prompt), so the config is built with evaluation off and LLaMA-Factory's evaluation settings are restored after.
 
+    With `rl_micro_batch_tokens` the Trainer gets one micro-step per optimiser update: `per_device_train_batch_size`
+    becomes `per_device_train_batch_size x gradient_accumulation_steps`, `gradient_accumulation_steps` 1 and
+    `steps_per_generation` the number of updates per rollout (same rollout, same rows per update); the trainer cuts
+    each update into micro-batches by tokens (docs/algorithms.md §4.6).
+
     Raises:
         ValueError: from `derive_steps_per_generation`, or from `check_rl_sampling` when `training_args.do_train`.
     """
@@ -232,6 +247,15 @@ def build_grpo_config(
         log_completions=False,
         mask_truncated_completions=False,
     )
+    if getattr(finetuning_args, "rl_micro_batch_tokens", 0):
+        # token-cut micro-batches: one Trainer micro-step is one optimiser update of b x A trajectories per rank, which
+        # the trainer cuts into micro-batches by tokens itself (`ArpoTrainer.training_step`, `token_micro_batches`)
+        accumulation = training_args.gradient_accumulation_steps
+        kwargs.update(
+            per_device_train_batch_size=training_args.per_device_train_batch_size * accumulation,
+            gradient_accumulation_steps=1,
+            steps_per_generation=steps_per_generation // accumulation,
+        )
     config = GRPOConfig(**kwargs)
     for key in eval_keys:
         if hasattr(training_args, key):
@@ -279,6 +303,8 @@ def rollout_config_from_args(
         backend=a.arpo_rollout_backend,
         hf_prefix_cache=a.arpo_hf_prefix_cache,
         hf_generation_batch_size=a.arpo_hf_generation_batch_size,
+        hf_lora_merge=a.arpo_hf_lora_merge,
+        schedule=a.arpo_rollout_schedule,
         vllm_gpu_memory_utilization=a.arpo_vllm_gpu_memory_utilization,
         vllm_enable_sleep_mode=a.arpo_vllm_enable_sleep_mode,
     )

@@ -31,7 +31,12 @@ What is overridden, and why (the adapter surface for a newer TRL):
 * `_get_eval_sampler` / `get_eval_dataloader` / `prediction_step` / `evaluation_loop` - validation is greedy, one
   trajectory per prompt, no branching, each dataset row counted once.
 * `_save_rng_state` / `_load_rng_state` - the rollout's own generators travel with the checkpoint.
-* `training_step` - timing only (`time/training` without the rollout inside the first micro-step).
+* `training_step` - timing (`time/training` without the rollout inside the first micro-step) and memory phases; with
+  `rl_micro_batch_tokens` one Trainer micro-step is a whole update whose token micro-batches `_update_step` runs
+  (docs/algorithms.md §4.6).
+* `_rollout_call` puts the policy into its generation form for the hf engine (`rollout.generation_weights`: compute
+  dtype, LoRA merged) and logs the engine's decode timing (`rollout.hf_engine.decode_metrics`); a callback logs the
+  memory split after every optimiser step (`memory/*`, `train/arpo/memory.py`).
 
 Everything the trainer knows about generation goes through `self.rollout.rollout(prompts, training)` and the engine's
 `set_model` (hf) or weight-sync method (vllm); see `_rollout_call`. The rest lives beside it: `config.py` (arguments
@@ -41,6 +46,7 @@ reduction and `rollouts.jsonl` entries), `rollout/rng_state.py`, `rollout/progre
 LLaMA-Factory in `integration/` (`trl_compat.py`, `log_callback.py`).
 """
 
+import contextlib
 import functools
 import json
 import os
@@ -73,10 +79,14 @@ from ...integration.trl_compat import (
 )
 from ...rewards import build_model_view
 from ...rewards.registry import CallableReward, RewardFunction
+from ...rollout.generation_weights import GenerationWeights
+from ...rollout.hf_engine import decode_metrics
 from ...rollout.progress import ROLLOUT_PROGRESS_NAME, RolloutProgress
 from ...rollout.rng_state import load_rollout_rng_state, rng_state_path, save_rollout_rng_state
-from .batch import collate_records, groups_of_rows, micro_batch_layout, token_advantages
+from .batch import collate_records, groups_of_rows, micro_batch_layout, token_advantages, token_micro_batches
 from .config import ArpoLossConfig
+from .logprobs import can_fuse, response_log_probs
+from .memory import GIB, MemoryTracker, training_state_bytes
 from .metrics import (
     ROLLOUT_LOG_NAME,
     combine_rank_shards,
@@ -195,6 +205,11 @@ class ArpoTrainer(GRPOTrainer):
         elif kl_coef != 0.0 and not hasattr(self.accelerator.unwrap_model(self.model), "disable_adapter"):
             raise ValueError("rl_kl_coef > 0 needs a reference model (or a LoRA adapter that can be disabled).")
 
+        compute_dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None
+        lora_merge = getattr(getattr(rollout, "config", None), "hf_lora_merge", "gpu")
+        self._generation_weights = GenerationWeights(compute_dtype, lora_merge)
+        self._memory = MemoryTracker()
+        self.add_callback(_MemoryCallback(self))
         engine = getattr(rollout, "engine", None)
         if engine is not None and hasattr(engine, "generate") and not isinstance(engine, RolloutProgress):
             status = os.path.join(args.output_dir, ROLLOUT_PROGRESS_NAME) if args.should_save else None
@@ -237,7 +252,10 @@ class ArpoTrainer(GRPOTrainer):
         r"""One call of the rollout with up-to-date weights in its engine; every rank must call it (collectives).
 
         hf engine: `engine.set_model(unwrapped model)` inside TRL's `unwrap_model_for_generation` (ZeRO-3 gathers
-        the parameters, a collective), model in eval mode (no gradient checkpointing during decoding). vllm engine:
+        the parameters, a collective), model in eval mode (no gradient checkpointing during decoding) and in its
+        generation form (`rollout.generation_weights`: parameters in the training compute dtype, e.g. bf16 instead of
+        LLaMA-Factory's float32 master weights, and LoRA adapters merged per `arpo_hf_lora_merge`; restored bit
+        for bit afterwards). vllm engine:
         the weights are pushed with `engine.set_model(unwrapped model)` once per optimiser step (under ZeRO-3 the
         engine gathers the parameters module by module). A rank without prompts still enters the same collectives and returns None.
         """
@@ -255,10 +273,14 @@ class ArpoTrainer(GRPOTrainer):
                 try:
                     if not prompts:
                         return None
-                    if engine is not None:
-                        engine.set_model(unwrapped)
-                    with torch.no_grad():
-                        return self.rollout.rollout(prompts, training=training)
+                    with self._generation_weights.applied(unwrapped):
+                        if engine is not None:
+                            engine.set_model(unwrapped)
+                        before = dict(getattr(engine, "stats", None) or {})
+                        with torch.no_grad():
+                            output = self.rollout.rollout(prompts, training=training)
+                        output.timing.update(decode_metrics(before, getattr(engine, "stats", None) or {}))
+                        return output
                 finally:
                     unwrapped.train(was_training)
 
@@ -366,7 +388,8 @@ class ArpoTrainer(GRPOTrainer):
             and `old_per_token_logps` / `ref_per_token_logps` `[b, C]` when needed.
         """
         step_start = time.perf_counter()
-        world, rank = self.accelerator.num_processes, self.accelerator.process_index
+        self._memory.phase("rollout")
+        world = self.accelerator.num_processes
         rows = gather_object(list(inputs)) if world > 1 else list(inputs)
         group_rows = groups_of_rows(rows, self.num_generations)
         records, metrics, timing = self._rollout_groups(group_rows, training=True)
@@ -375,40 +398,83 @@ class ArpoTrainer(GRPOTrainer):
         cfg = self.loss_config
         for rec, adv, mask in zip(records, *token_advantages(records, cfg.attribution, cfg.hard_dedup)):
             rec.token_advantages, rec.loss_mask_train = adv, mask
-        b, accum = self.args.per_device_train_batch_size, self.args.gradient_accumulation_steps
-        steps = self.args.steps_per_generation
-        micro_batches = []
-        for rows_k, update_k in micro_batch_layout(len(records), rank, world, b, accum, steps):
-            num_tokens = sum(sum(r.loss_mask_train) for r in records[update_k])
-            micro_batches.append(
-                collate_records(records[rows_k], num_tokens, self.pad_token_id, self.accelerator.device)
-            )
-
+        items, micro_batches = self._micro_batches(records)
         self._add_log_probs(micro_batches)
         timing["time/advantage_and_logprobs"] = time.perf_counter() - t_adv
         timing["time/step_rollout_total"] = time.perf_counter() - step_start
+        if cfg.micro_batch_tokens is not None:
+            metrics["train/micro_batches_per_update"] = len(micro_batches) / max(len(items), 1)
+            metrics["train/micro_batch_padded_tokens"] = sum(
+                int(mb["completion_ids"].numel() + mb["prompt_ids"].numel()) for mb in micro_batches
+            ) / max(len(micro_batches), 1)
 
         self._log_rollout(records, metrics, timing, mode="train")
         self._write_rollout_log(records, group_rows)
         self._rollout_count += 1
         self._time_accum["rollout_inside_step"] = time.perf_counter() - step_start
-        return micro_batches
+        self._memory.phase("loss")
+        return items
+
+    def _micro_batches(self, records: list[ScoredTrajectory]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        r"""This rank's training items (one per Trainer micro-step) and the flat list of their micro-batches.
+
+        Without `rl_micro_batch_tokens`: one micro-batch of `per_device_train_batch_size` trajectories per micro-step
+        (`micro_batch_layout`). With it, `build_grpo_config` made one Trainer micro-step one optimiser update: the
+        item is `{"micro_batches": [...]}`, the rank's b x A trajectories of the update cut by tokens
+        (`token_micro_batches`), with the same number of micro-batches on every rank (the largest count over ranks;
+        every rank holds every trajectory after the gather, so each computes every rank's count locally); a rank that
+        needs fewer micro-batches splits its largest ones.
+        """
+        world, rank = self.accelerator.num_processes, self.accelerator.process_index
+        b, accum = self.args.per_device_train_batch_size, self.args.gradient_accumulation_steps
+        steps = self.args.steps_per_generation
+        device = self.accelerator.device
+        cap = self.loss_config.micro_batch_tokens
+        if cap is None:
+            micro_batches = []
+            for rows_k, update_k in micro_batch_layout(len(records), rank, world, b, accum, steps):
+                num_tokens = sum(sum(r.loss_mask_train) for r in records[update_k])
+                micro_batches.append(collate_records(records[rows_k], num_tokens, self.pad_token_id, device))
+            return micro_batches, micro_batches
+
+        def lengths(rows: list[ScoredTrajectory]) -> list[tuple[int, int]]:
+            return [(len(r.prompt_ids), len(r.response_ids)) for r in rows]
+
+        layouts = [micro_batch_layout(len(records), r, world, b, accum, steps) for r in range(world)]
+        items, flat = [], []
+        for k, (rows_k, update_k) in enumerate(layouts[rank]):
+            num_tokens = sum(sum(r.loss_mask_train) for r in records[update_k])
+            count = max(len(token_micro_batches(lengths(records[lay[k][0]]), cap)) for lay in layouts)
+            mine = records[rows_k]
+            parts = [
+                collate_records([mine[i] for i in indices], num_tokens, self.pad_token_id, device)
+                for indices in token_micro_batches(lengths(mine), cap, count)
+            ]
+            items.append({"micro_batches": parts})
+            flat.extend(parts)
+        return items, flat
 
     @torch.no_grad()
     def _add_log_probs(self, micro_batches: list[dict[str, Any]]) -> None:
-        r"""Old log-probs (when an update after the first uses the rollout) and reference log-probs (KL > 0)."""
+        r"""Old log-probs (when an update after the first uses the rollout) and reference log-probs (KL > 0).
+
+        Only the loss-mask positions are scored (zeros elsewhere, where the loss never reads them).
+        """
         generate_every = self.args.steps_per_generation * self.num_iterations
         need_old = self.args.gradient_accumulation_steps % generate_every != 0
         for batch in micro_batches:
             input_ids, attention_mask, width = _concat(batch)
+            select = batch["loss_mask"]
             if need_old:
-                batch["old_per_token_logps"] = self._policy_forward(self.model, input_ids, attention_mask, width)[0]
+                batch["old_per_token_logps"] = self._policy_forward(
+                    self.model, input_ids, attention_mask, width, select
+                )[0]
             if self.beta != 0.0:
                 if self.ref_model is not None:
-                    ref = self._policy_forward(self.ref_model, input_ids, attention_mask, width)[0]
+                    ref = self._policy_forward(self.ref_model, input_ids, attention_mask, width, select)[0]
                 else:
                     with self.accelerator.unwrap_model(self.model).disable_adapter():
-                        ref = self._policy_forward(self.model, input_ids, attention_mask, width)[0]
+                        ref = self._policy_forward(self.model, input_ids, attention_mask, width, select)[0]
                 batch["ref_per_token_logps"] = ref
 
     def _policy_forward(
@@ -417,17 +483,37 @@ class ArpoTrainer(GRPOTrainer):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         logits_to_keep: int,
+        select: torch.Tensor,
         with_entropy: bool = False,
         entropy_grad: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         r"""Per-token log-probs `[b, C]` of the response tokens and, optionally, full-vocabulary entropy `[b, C]`.
 
         Logits are divided by the temperature (docs/algorithms.md §5.4). Position ids follow the attention mask, so
-        left padding of the prompt does not shift positions. The entropy is computed in chunks of positions
-        (`entropy_from_logits_chunked`): with `entropy_grad` (entropy bonus, `rl_entropy_coef > 0`) it is
-        differentiable, otherwise (the `loss/entropy` metric, AEPO's entropy-aware advantage and `high_entropy` clip
-        scope, which use it detached) it runs under `torch.no_grad()` and keeps no graph.
+        left padding of the prompt does not shift positions. With `rl_logprob_chunk_size > 0` (default) only the
+        `select` positions (the loss mask) are scored, in chunks fused with the output projection
+        (`train.arpo.logprobs.response_log_probs`: no `[b, C, vocab]` logits), and the other positions are 0 (the loss,
+        KL, entropy terms and metrics never read them). With 0, or a model whose logits are transformed after the
+        projection (`can_fuse`), the full logits are materialised and every position is scored; the entropy is then
+        computed in chunks (`entropy_from_logits_chunked`). Either way the entropy is differentiable only with
+        `entropy_grad` (entropy bonus, `rl_entropy_coef > 0`); otherwise (the `loss/entropy` metric, AEPO's
+        entropy-aware advantage and `high_entropy` clip scope, which use it detached) it keeps no graph.
         """
+        chunk = self.loss_config.logprob_chunk_size
+        if chunk > 0 and can_fuse(model):
+            return response_log_probs(
+                model,
+                input_ids,
+                attention_mask,
+                logits_to_keep,
+                select,
+                self.temperature,
+                chunk,
+                with_entropy=with_entropy,
+                entropy_grad=entropy_grad,
+                position_ids="position_ids" in self.model_kwarg_keys,
+                logits_to_keep="logits_to_keep" in self.model_kwarg_keys,
+            )
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask, "use_cache": False}
         if "position_ids" in self.model_kwarg_keys:
             kwargs["position_ids"] = (attention_mask.cumsum(-1) - 1).clamp(min=0)
@@ -458,7 +544,13 @@ class ArpoTrainer(GRPOTrainer):
         cfg = self.loss_config
         input_ids, attention_mask, width = _concat(inputs)
         logps, entropy = self._policy_forward(
-            model, input_ids, attention_mask, width, with_entropy=True, entropy_grad=cfg.entropy_coef != 0.0
+            model,
+            input_ids,
+            attention_mask,
+            width,
+            inputs["loss_mask"],
+            with_entropy=True,
+            entropy_grad=cfg.entropy_coef != 0.0,
         )
         mask = inputs["loss_mask"].to(logps.dtype)
         mask_bool = mask.bool()
@@ -601,23 +693,89 @@ class ArpoTrainer(GRPOTrainer):
             logger.warning(f"{path} not found: the rollout's random draws restart from the seed")
 
     def training_step(self, model, inputs, num_items_in_batch=None):
-        r"""TRL/Transformers' micro-step, timed: `time/training` = forward/backward seconds per optimiser update.
+        r"""One Trainer micro-step, timed: `time/training` = forward/backward seconds per optimiser update.
 
+        Without `rl_micro_batch_tokens` this is TRL/Transformers' micro-step (one micro-batch). With it, one Trainer
+        micro-step is a whole optimiser update (`build_grpo_config`) and `_update_step` runs its token micro-batches.
         The rollout runs inside the first micro-step of each generation batch (`_prepare_inputs`); its time is
         subtracted here and reported as `time/rollout`, `time/generation`, `time/tools`, `time/reward`, ...
         """
         start = time.perf_counter()
-        loss = super().training_step(model, inputs, num_items_in_batch)
-        # the rollout happens inside super().training_step (in _prepare_inputs); it records its own time
+        self._memory.phase("loss")
+        if self.loss_config.micro_batch_tokens is None:
+            loss = super().training_step(model, inputs, num_items_in_batch)
+        else:
+            loss = self._update_step(model, inputs)
+        self._memory.phase("optimizer")  # what follows until the next micro-step: the optimiser step
+        # the rollout happens inside the micro-step (in _prepare_inputs); it records its own time
         elapsed = time.perf_counter() - start - self._time_accum.pop("rollout_inside_step", 0.0)
         self._time_accum["training"] += elapsed
         if self._step % self.args.gradient_accumulation_steps == 0:
             self._metrics["train"]["time/training"].append(self._time_accum.pop("training"))
         return loss
 
+    def _update_step(self, model: Any, inputs: Any) -> torch.Tensor:
+        r"""Forward/backward of every token micro-batch of one optimiser update (`rl_micro_batch_tokens`).
+
+        How gradient accumulation is driven: `build_grpo_config` sets the Trainer's `gradient_accumulation_steps` to 1
+        (one Trainer micro-step = one update), so the Trainer synchronises and steps after this call. Inside, every
+        micro-batch but the last runs under `accelerator.no_sync` (DDP/FSDP: no all-reduce) with Accelerate's
+        `sync_gradients` off (DeepSpeed: `set_gradient_accumulation_boundary(False)`, no optimiser step); the last one
+        synchronises. Every rank runs the same number of micro-batches (`_micro_batches`), so DeepSpeed's per-backward
+        reductions and ZeRO-3's per-forward gathers match across ranks. Each micro-batch's loss is already divided by
+        the update's global loss-mask token count (`_compute_loss`), so the accumulated gradient is the token mean
+        over the update, whatever the number of micro-batches. Returns the summed loss (for the logs).
+        """
+        model.train()
+        if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
+            self.optimizer.train()
+        update = self._prepare_inputs(inputs)
+        batches = update["micro_batches"]
+        state = self.accelerator.gradient_state
+        sync = state.sync_gradients
+        kwargs = {"scale_wrt_gas": False} if self.is_deepspeed_enabled else {}
+        total = None
+        for i, batch in enumerate(batches):
+            last = i == len(batches) - 1
+            context = contextlib.nullcontext() if last else self.accelerator.no_sync(model)
+            state._set_sync_gradients(sync and last)
+            try:
+                with context:
+                    with self.compute_loss_context_manager():
+                        loss = self.compute_loss(model, batch)
+                    self.accelerator.backward(loss, **kwargs)
+            finally:
+                state._set_sync_gradients(sync)
+            loss = loss.detach()
+            total = loss if total is None else total + loss
+        return total
+
+    def _log_memory(self, model: Any) -> None:
+        r"""`memory/*` of the update that just stepped (called right after `optimizer.step()`, before `zero_grad`).
+
+        `weights_gib`, `gradients_gib`, `optimizer_states_gib` (tensor bytes on this rank), `static_gib` (their sum);
+        with CUDA the peaks of the phases since the last update: `peak_rollout_gib` (rollout and log-prob pass),
+        `peak_loss_gib` (forward/backward), `peak_optimizer_gib` (optimiser step), `peak_gib` and
+        `peak_over_static` (the issue's bound is 1.25).
+        """
+        split = training_state_bytes(model, self.optimizer)
+        values = {f"memory/{key}_gib": value / GIB for key, value in split.items()}
+        static = sum(split.values()) / GIB
+        values["memory/static_gib"] = static
+        peaks = self._memory.take()
+        for phase, peak in peaks.items():
+            values[f"memory/peak_{phase}_gib"] = peak
+        if peaks:
+            values["memory/peak_gib"] = max(peaks.values())
+            values["memory/peak_over_static"] = max(peaks.values()) / max(static, 1e-9)
+        for key, value in values.items():
+            self._metrics["train"][key].append(value)
+
     def _log_rollout(self, records: list[ScoredTrajectory], metrics: dict, timing: dict, mode: str) -> None:
         r"""Add one rollout's values (`rollout_log_values`) to the metrics TRL averages and logs."""
-        peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
+        peak = None
+        if torch.cuda.is_available():  # process-wide peak (the memory tracker resets CUDA's per phase)
+            peak = max(self._memory.overall, torch.cuda.max_memory_allocated() / GIB)
         for key, value in rollout_log_values(records, metrics, timing, peak).items():
             self._metrics[mode][key].append(value)
 
@@ -636,6 +794,16 @@ class ArpoTrainer(GRPOTrainer):
         with open(self._rollout_log_path, "a", encoding="utf-8") as f:
             for entry in entries:
                 f.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
+
+
+class _MemoryCallback(TrainerCallback):
+    r"""Logs the memory split of each update right after its optimiser step (`ArpoTrainer._log_memory`)."""
+
+    def __init__(self, trainer: ArpoTrainer) -> None:
+        self.trainer = trainer
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        self.trainer._log_memory(self.trainer.model)
 
 
 def _reward_name_holder(*args, **kwargs):
