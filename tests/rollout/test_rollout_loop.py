@@ -333,3 +333,39 @@ def test_config_from_args_falls_back_to_preset():
     ft.aepo_branch_penalty, ft.aepo_branch_penalty_scope = 0.05, "question"
     cfg = RolloutConfig.from_args(ft, SimpleNamespace(do_sample=False, temperature=0.7, top_p=0.9, top_k=50), 7)
     assert cfg.branch_penalty == 0.05 and cfg.branch_penalty_scope == "question" and cfg.temperature == 0.0
+
+
+def test_grpo_preset_rollout_never_branches(tiny_tokenizer):
+    """`arpo_variant: grpo` (N = M) gives M independent trajectories; the same plan under ARPO (N < M) branches."""
+
+    from llamafactory_agentic.hparams import AgenticArguments
+    from llamafactory_agentic.train.presets import resolve_presets
+
+    def agentic_args(**overrides):
+        args = AgenticArguments(**overrides)
+        args.stage = args.agentic_stage = "arpo"
+        return args
+
+    args = agentic_args(arpo_variant="grpo", arpo_rollout_n=6)
+    resolve_presets(args, verbose=False)
+    eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+    def plan(r):  # two tool calls with a large entropy rise, then an answer: ARPO would branch
+        if r < 2:
+            return "<python> print(1) </python>", "stop", 1.0 + 3.0 * r
+        return "<answer> \\boxed{1} </answer>", "eos", 4.0
+
+    arpo = agentic_args(arpo_rollout_n=6, arpo_initial_rollouts=2)
+    for variant_args, expect_branches in ((args, False), (arpo, True)):
+        resolve_presets(variant_args, verbose=False)
+        config = RolloutConfig.from_args(variant_args, None, eos, seed=0)
+        rollout = AgenticRollout(
+            ScriptedEngine(tiny_tokenizer, plan, eos), RecordingExecutor(), tiny_tokenizer, config
+        )
+        prompt = tiny_tokenizer.encode("<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n")
+        out = rollout.rollout([prompt, prompt], training=True)
+        parents = [t.parent for g in out.groups for t in g]
+        assert all(len(g) == 6 for g in out.groups)
+        assert any(p is not None for p in parents) == expect_branches
+        if not expect_branches:
+            assert out.metrics["rollout/decisions"] == 0 and out.metrics["rollout/fills"] == 0
