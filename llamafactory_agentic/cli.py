@@ -187,9 +187,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recipes", nargs="+", default=["agentic_sft_cpu.yaml", "arpo_cpu.yaml"])
     p.set_defaults(func=demo)
 
+    from .tasks.cli import add_subcommands as add_task_subcommands
     from .tools.cli import add_subcommands as add_tool_subcommands
 
     add_tool_subcommands(subparsers)
+    add_task_subcommands(subparsers)
     return parser
 
 

@@ -57,6 +57,10 @@ def build_tiny_model(
     num_layers: int = 2,
     seed: int = 0,
     extra_corpus: list[str] | None = None,
+    intermediate_size: int | None = None,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
+    individual_digits: bool = False,
 ) -> Path:
     r"""Build and save a tiny Qwen2-architecture causal LM with a locally trained tokenizer.
 
@@ -67,6 +71,11 @@ def build_tiny_model(
         num_layers: Number of decoder layers.
         seed: Seed of the random weight initialisation.
         extra_corpus: Extra text lines for the tokenizer's training corpus.
+        intermediate_size: Width of the MLP (default `2 * hidden_size`).
+        num_heads: Attention heads (query).
+        num_kv_heads: Key/value heads (grouped-query attention).
+        individual_digits: Split every digit into its own token before BPE (as Qwen's tokenizer does), so numbers
+            are copied digit by digit.
 
     Returns:
         The output directory, loadable with `AutoTokenizer`/`AutoModelForCausalLM.from_pretrained` and LLaMA-Factory's
@@ -80,7 +89,11 @@ def build_tiny_model(
     output_dir.mkdir(parents=True, exist_ok=True)
 
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if individual_digits:
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+    else:
+        tokenizer.pre_tokenizer = byte_level
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -103,10 +116,10 @@ def build_tiny_model(
     config = Qwen2Config(
         vocab_size=len(hf_tokenizer),
         hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
+        intermediate_size=intermediate_size or hidden_size * 2,
         num_hidden_layers=num_layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
         max_position_embeddings=4096,
         tie_word_embeddings=True,
         bos_token_id=None,

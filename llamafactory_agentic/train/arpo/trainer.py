@@ -1038,6 +1038,9 @@ class ArpoTrainer(GRPOTrainer):
         branches = [r for r in records if r["parent"] is not None]
         out["rollout/branches"].append(float(len(branches)))
         out["rollout/branches_per_group"].append(len(branches) / num_groups)
+        consecutive, longest = consecutive_branch_stats(records)
+        out["rollout/consecutive_branches"].append(float(consecutive))
+        out["rollout/longest_branch_chain"].append(sum(longest.values()) / num_groups)
         out["aepo/global_samples_per_group"].append((len(records) - len(branches)) / num_groups)
         out["aepo/branch_samples_per_group"].append(len(branches) / num_groups)
         out["rollout/fills_per_group"].append(sum(r["is_fill"] for r in records) / num_groups)
@@ -1120,6 +1123,41 @@ def _concat(batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, int]:
     input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
     attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
     return input_ids, attention_mask, batch["completion_ids"].size(1)
+
+
+def consecutive_branch_stats(records: list[dict]) -> tuple[int, dict[Any, int]]:
+    r"""Consecutive branches of a rollout, read from the branch trees (independent of the penalty's scope).
+
+    A branch is consecutive when its source is itself a branch created at the previous tool call of the same lineage
+    (`branch_call_index` one lower): the chains of branching at successive tool calls that AEPO's penalty targets
+    (arXiv 2510.14545 section 3). The chain length of a branch is 1 plus its source's when consecutive, else 1.
+
+    Args:
+        records: Trajectory records with `group`, `member`, `parent` (member index of the source, None for a global
+            rollout) and `branch_call_index`.
+
+    Returns:
+        `(number of consecutive branches, {group: longest chain of branches, 0 without branches})`.
+    """
+    by_key = {(r["group"], r["member"]): r for r in records}
+    chain: dict[tuple, int] = {}
+    consecutive = 0
+    longest: dict[Any, int] = {r["group"]: 0 for r in records}
+    for r in sorted(records, key=lambda r: (r["group"], r["member"])):  # a source precedes its branches
+        if r["parent"] is None:
+            continue
+        source = by_key.get((r["group"], r["parent"]))
+        linked = (
+            source is not None
+            and source["parent"] is not None
+            and r["branch_call_index"] is not None
+            and source["branch_call_index"] is not None
+            and r["branch_call_index"] == source["branch_call_index"] + 1
+        )
+        consecutive += int(linked)
+        chain[(r["group"], r["member"])] = chain.get((r["group"], r["parent"]), 0) + 1 if linked else 1
+        longest[r["group"]] = max(longest[r["group"]], chain[(r["group"], r["member"])])
+    return consecutive, longest
 
 
 def _trained_mean(values: list[float], mask: list[int]) -> float:
