@@ -60,7 +60,7 @@ def build_tiny_model(
     intermediate_size: int | None = None,
     num_heads: int = 4,
     num_kv_heads: int = 2,
-    individual_digits: bool = False,
+    digits: str = "bytes",
 ) -> Path:
     r"""Build and save a tiny Qwen2-architecture causal LM with a locally trained tokenizer.
 
@@ -74,15 +74,16 @@ def build_tiny_model(
         intermediate_size: Width of the MLP (default `2 * hidden_size`).
         num_heads: Attention heads (query).
         num_kv_heads: Key/value heads (grouped-query attention).
-        individual_digits: Split every digit into its own token before BPE (as Qwen's tokenizer does), so numbers
-            are copied digit by digit.
+        digits: How numbers are pre-tokenized before BPE: `bytes` (like any text), `individual` (every digit its own
+            token, as Qwen's tokenizer does) or `pairs` (chunks of up to two digits from the left, in the way Llama 3's
+            tokenizer cuts numbers into chunks of up to three: `4817` is `48` `17` wherever it stands).
 
     Returns:
         The output directory, loadable with `AutoTokenizer`/`AutoModelForCausalLM.from_pretrained` and LLaMA-Factory's
         `model_name_or_path` with `template: qwen`.
     """
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
     output_dir = Path(output_dir)
@@ -90,10 +91,16 @@ def build_tiny_model(
 
     tokenizer = Tokenizer(models.BPE())
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    if individual_digits:
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-    else:
+    if digits == "bytes":
         tokenizer.pre_tokenizer = byte_level
+    elif digits == "individual":
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+    elif digits == "pairs":
+        pairs = pre_tokenizers.Split(Regex(r"\d{1,2}"), behavior="isolated")
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pairs, byte_level])
+        extra_corpus = list(extra_corpus or []) + [" ".join(f"{i:02d}" for i in range(100))] * 5
+    else:
+        raise ValueError(f"digits must be bytes, individual or pairs, got {digits!r}")
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 
-from .synthetic import DEFAULT_MIX, KINDS
+from .synthetic import DEFAULT_MIX, DEFAULT_SKIP_TOOL_RATE, KINDS
 
 
 def _parse_mix(items: list[str] | None) -> dict[str, float]:
@@ -34,19 +34,36 @@ def _parse_mix(items: list[str] | None) -> dict[str, float]:
     return mix
 
 
+def _parse_skip(items: list[str] | None) -> float | dict[str, float] | None:
+    if not items:
+        return None
+    if len(items) == 1 and "=" not in items[0]:
+        return float(items[0])
+    rates = {}
+    for item in items:
+        kind, sep, rate = item.partition("=")
+        if not sep or kind not in KINDS:
+            raise SystemExit(
+                f"--skip-tool-rate expects RATE or KIND=RATE with KIND in {', '.join(KINDS)}, got {item!r}"
+            )
+        rates[kind] = float(rate)
+    return rates
+
+
 def _cmd_generate(args: argparse.Namespace) -> int:
     from .synthetic import TaskConfig, generate_task
 
     try:
+        skip = _parse_skip(args.skip_tool_rate)
         config = TaskConfig(
             seed=args.seed,
             difficulty=args.difficulty,
             sizes={"sft": args.sft_size, "train": args.size, "heldout": args.heldout_size},
             mix=_parse_mix(args.mix),
-            skip_tool_rate=args.skip_tool_rate,
             wrong_tool_rate=args.wrong_tool_rate,
             extra_tool_rate=args.extra_tool_rate,
             search_topk=args.search_topk,
+            **({"skip_tool_rate": skip} if skip is not None else {}),
         )
         summary = generate_task(config, args.output)
     except (ValueError, RuntimeError) as err:
@@ -115,8 +132,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--difficulty", type=int, default=1, choices=(1, 2, 3), help="1: 3-digit sums, 5-item lists, "
                    "60 people per split; 2: products, 8-item lists; 3: modular products, 12-item lists")  # fmt: skip
     p.add_argument("--mix", nargs="*", metavar="KIND=WEIGHT", help=f"kind weights; kinds: {', '.join(KINDS)}")
-    p.add_argument("--skip-tool-rate", type=float, default=0.6,
-                   help="share of cold-start trajectories that answer a tool question without a tool")  # fmt: skip
+    p.add_argument("--skip-tool-rate", nargs="+", metavar="RATE|KIND=RATE",
+                   help="share of cold-start trajectories that answer a tool question without a tool, one rate or "
+                   f"one per kind (default {' '.join(f'{k}={v}' for k, v in DEFAULT_SKIP_TOOL_RATE.items())})")  # fmt: skip
     p.add_argument("--wrong-tool-rate", type=float, default=0.1,
                    help="share that call the wrong tool first, then recover")  # fmt: skip
     p.add_argument("--extra-tool-rate", type=float, default=0.1,

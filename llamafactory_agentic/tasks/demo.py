@@ -44,7 +44,7 @@ RECIPE_PACKAGE = "llamafactory_agentic"
 RECIPE_DIR = ("resources", "recipes", "synthetic")
 SFT_RECIPE = "agentic_sft_cpu.yaml"
 RL_RECIPE = "arpo_cpu.yaml"
-DEMO_SIZES = {"sft": 1200, "train": 600, "heldout": 100}
+DEMO_SIZES = {"sft": 4800, "train": 600, "heldout": 100}
 HELDOUT = "heldout.jsonl"
 
 

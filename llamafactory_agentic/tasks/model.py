@@ -30,11 +30,89 @@ from .synthetic import _CITY_SUFFIXES, _CONSONANTS, _VOWELS, SYSTEM_PROMPT
 # sizes of the model trained from scratch on the synthetic cold-start data (Qwen2 architecture, random init)
 MODEL_SIZES = {
     # the CPU demo: small enough for agentic SFT + ARPO in a few minutes on 2 cores
-    "demo": dict(hidden_size=128, num_layers=4, intermediate_size=384, num_heads=4, num_kv_heads=2, vocab_size=640),
+    "demo": dict(
+        hidden_size=128,
+        num_layers=4,
+        intermediate_size=384,
+        num_heads=4,
+        num_kv_heads=2,
+        vocab_size=640,
+        digits="individual",
+    ),
     # the learning test in the suite
-    "test": dict(hidden_size=96, num_layers=3, intermediate_size=256, num_heads=4, num_kv_heads=2, vocab_size=640),
+    "test": dict(
+        hidden_size=96,
+        num_layers=3,
+        intermediate_size=256,
+        num_heads=4,
+        num_kv_heads=2,
+        vocab_size=640,
+        digits="individual",
+    ),
+    "small": dict(
+        hidden_size=96,
+        num_layers=4,
+        intermediate_size=256,
+        num_heads=4,
+        num_kv_heads=2,
+        vocab_size=640,
+        digits="individual",
+    ),
+    "l3": dict(
+        hidden_size=128,
+        num_layers=3,
+        intermediate_size=384,
+        num_heads=4,
+        num_kv_heads=2,
+        vocab_size=640,
+        digits="individual",
+    ),
+    "h8": dict(
+        hidden_size=128,
+        num_layers=4,
+        intermediate_size=384,
+        num_heads=8,
+        num_kv_heads=4,
+        vocab_size=640,
+        digits="individual",
+    ),
+    "d6": dict(
+        hidden_size=96,
+        num_layers=6,
+        intermediate_size=256,
+        num_heads=4,
+        num_kv_heads=2,
+        vocab_size=640,
+        digits="individual",
+    ),
     # GPU comparison runs (benchmarks/compare_algorithms.py --scale gpu)
-    "gpu": dict(hidden_size=512, num_layers=8, intermediate_size=1536, num_heads=8, num_kv_heads=4, vocab_size=1024),
+    "gpu": dict(
+        hidden_size=512,
+        num_layers=8,
+        intermediate_size=1536,
+        num_heads=8,
+        num_kv_heads=4,
+        vocab_size=1024,
+        digits="individual",
+    ),
+    "g128": dict(
+        hidden_size=128,
+        num_layers=4,
+        intermediate_size=384,
+        num_heads=4,
+        num_kv_heads=2,
+        vocab_size=1024,
+        digits="pairs",
+    ),
+    "g96": dict(
+        hidden_size=96,
+        num_layers=4,
+        intermediate_size=256,
+        num_heads=4,
+        num_kv_heads=2,
+        vocab_size=1024,
+        digits="pairs",
+    ),
 }
 
 _SYLLABLE = f"[{_CONSONANTS}][{_VOWELS}]"
@@ -100,9 +178,7 @@ def build_task_model(
     if size not in MODEL_SIZES:
         raise KeyError(f"unknown model size {size!r}; choose one of {', '.join(MODEL_SIZES)}")
     spec = dict(MODEL_SIZES[size])
-    path = build_tiny_model(
-        output_dir, seed=seed, extra_corpus=tokenizer_corpus(task_dir), individual_digits=True, **spec
-    )
+    path = build_tiny_model(output_dir, seed=seed, extra_corpus=tokenizer_corpus(task_dir), **spec)
     with open(Path(path) / "tiny_model.json", "w", encoding="utf-8") as f:
         json.dump({"built_by": "llamafactory_agentic.tasks.model.build_task_model", "size": size, "seed": seed}, f)
     return Path(path)

@@ -14,34 +14,35 @@
 
 r"""A synthetic tool-use task family, generated from a seed: python computation, search look-ups, both, or neither.
 
-The world is a fact base of invented people (`FactBase`): every person has a birth year, a home city and, for the
-people questions are asked about, a mentor from a separate pool of mentors. Every look-up question is about a person
-of its own (a name never repeats across questions), so answering needs the search tool and copying the name, never a
-memorised fact. Each fact is one sentence, indexed by the local BM25 search backend (`tools.index.BM25Index`). Question kinds (`KINDS`):
+The world is a company directory (`FactBase`): employees with numeric ids (never a year), each with the year they
+joined, the city they work in and, for the employees questions are asked about, a manager from a separate pool. Each
+fact is one sentence (`Employee #4817 joined in the year 1993.`, `Employee #4817 works in the city of Dalumere.`,
+`The manager of employee #4817 is employee #2290.`), indexed by the local BM25 search backend
+(`tools.index.BM25Index`). Every look-up question is about an employee of its own, so answering needs the search tool,
+never a memorised fact. Question kinds (`KINDS`):
 
-* `python_arith` (`python`): integer arithmetic, e.g. `Compute 4817 * 392 % 97.`; code `print(4817 * 392 % 97)`.
+* `python_arith` (`python`): integer arithmetic, e.g. `Compute 481 + 392.`; code `print(481 + 392)`.
 * `python_count` (`python`): `How many times does 7 appear in the list [3, 7, 1, 7, 2]?`; code `print([...].count(7))`.
-* `search_1hop` (`search`): `In which year was Bora Kelvi born?`; query `year was Bora Kelvi born`.
-* `search_2hop` (`search` twice): `In which city does the mentor of Bora Kelvi live?`; queries `mentor of Bora Kelvi`,
-  then `city does <mentor> live`.
-* `search_python` (both tools): `What is the birth year of Bora Kelvi plus 37?`; query `birth year of Bora Kelvi`,
-  then `print(1873 + 37)`.
+* `search_1hop` (`search`): `In which year did employee #4817 join?`; query `year did employee #4817 join`.
+* `search_2hop` (`search` twice): `In which city does the manager of employee #4817 work?`; queries
+  `manager of employee #4817`, then `city does employee #2290 work` (the manager's id read from the first result).
+* `search_python` (both tools): `What is the joining year of employee #4817 plus 37?`; query
+  `joining year of employee #4817`, then `print(1993 + 37)`.
+* `no_tool`: the fact is given in the question (`Employee #5120 works in Kestrovale. In which city does employee #5120
+  work?`, an employee outside the directory); answering directly is right, and a tool cannot help.
 
 The cold-start queries are the part of the question that names what is sought (as a person pastes part of a question
-into a search engine); the facts are worded so that BM25 ranks the right one first for such a query.
-* `no_tool`: the fact is given in the question (`Nalo Rimu lives in Kestrovale. In which city does Nalo Rimu live?`,
-  about a person outside the fact base); answering directly is right, and a tool cannot help.
+into a search engine); the facts are worded so that BM25 ranks the needed one first for such a query. Answers are exact
+strings (integers or city names) checked by the `em` reward. The `difficulty` knob (1-3) sets the arithmetic (sums,
+products, modular products), operand sizes, list lengths, the id length and the size of the manager pools.
 
-Answers are exact strings (integers or names) checked by the `em` reward. The `difficulty` knob (1-3) sets the
-arithmetic (sums, products, modular products), the operand sizes, the list lengths and the size of the mentor pools.
-
-Splits (`sft`, `train`, `heldout`) use disjoint people and mentors (and fresh people for `no_tool`), and no question
-text occurs in two splits: a held-out search question can only be answered by searching, never from a fact that
-training showed.
+Splits (`sft`, `train`, `heldout`) use disjoint employees and managers, and no question text occurs in two splits: a
+held-out look-up can only be answered by searching, never from a fact that training showed.
 
 Cold-start trajectories (`build_sft_trajectory`) are deliberately imperfect, as real cold-start data is: with
 `skip_tool_rate` a tool-needing question is answered without any tool call (the teacher "knew" the answer, which the
-student cannot know), with `wrong_tool_rate` the first call uses the wrong tool and the trajectory recovers, and with
+student cannot know; by default the teacher does this mostly for the questions that look easy, sums and one-hop
+look-ups, as real models under-use tools there), with `wrong_tool_rate` the first call uses the wrong tool and the trajectory recovers, and with
 `extra_tool_rate` a `no_tool` question gets an unnecessary search. The observations are the real tools' outputs: search
 results come from the built index through the `search` tool's own formatting, python outputs are the printed values of
 the generated code (the code only prints one integer expression, so its output is exactly `str(value)`).
@@ -75,11 +76,27 @@ _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
 _CITY_SUFFIXES = ("vale", "ford", "ton", "mere", "holm", "wick")
 
-# per difficulty: arithmetic, operand digits, list length and values, mentors per split, offsets added to years
+# per difficulty: arithmetic, operand digits, list length and values, id digits, managers per split, year offsets
 _LEVELS = {
-    1: {"arith": "add", "digits": 3, "list_len": 5, "list_max": 5, "mentors": 20, "offset": 50},
-    2: {"arith": "mul", "digits": 3, "list_len": 8, "list_max": 9, "mentors": 40, "offset": 100},
-    3: {"arith": "mulmod", "digits": 4, "list_len": 12, "list_max": 9, "mentors": 80, "offset": 1000},
+    1: {"arith": "add", "digits": 3, "list_len": 5, "list_max": 5, "id_digits": 4, "managers": 20, "offset": 50},
+    2: {"arith": "mul", "digits": 3, "list_len": 8, "list_max": 9, "id_digits": 5, "managers": 40, "offset": 100},
+    3: {"arith": "mulmod", "digits": 4, "list_len": 12, "list_max": 9, "id_digits": 5, "managers": 80, "offset": 1000},
+}
+# the cold-start teacher answers "easy-looking" questions (sums, one-hop look-ups) mostly without a tool
+DEFAULT_SKIP_TOOL_RATE = {
+    "python_arith": 0.75,
+    "search_1hop": 0.7,
+    "python_count": 0.1,
+    "search_2hop": 0.1,
+    "search_python": 0.1,
+}
+DEFAULT_SFT_MIX = {
+    "python_arith": 0.15,
+    "python_count": 0.15,
+    "search_1hop": 0.1,
+    "search_2hop": 0.2,
+    "search_python": 0.2,
+    "no_tool": 0.2,
 }
 DEFAULT_MIX = {
     "python_arith": 0.2,
@@ -97,10 +114,14 @@ class TaskConfig:
 
     Attributes:
         seed: Seed of every random choice (same seed, same files).
-        difficulty: 1 (easy) to 3 (hard): arithmetic, operand sizes, list lengths, mentor pools (see `_LEVELS`).
+        difficulty: 1 (easy) to 3 (hard): arithmetic, operand sizes, list lengths, ids, manager pools (`_LEVELS`).
         sizes: Questions per split: `{"sft": trajectories, "train": RL prompts, "heldout": evaluation prompts}`.
-        mix: Weight of each kind in `KINDS` (normalised; missing kinds get 0).
-        skip_tool_rate: Share of cold-start trajectories of tool-needing questions that answer without a tool.
+        mix: Weight of each kind in `KINDS` for the RL and held-out questions (normalised; missing kinds get 0).
+        sft_mix: Weight of each kind for the cold-start trajectories (None: `mix`). The default cold-start set, like
+            real cold-start data, comes from another distribution than the RL prompts: fewer sums and one-hop
+            look-ups, more multi-step trajectories.
+        skip_tool_rate: Share of cold-start trajectories of tool-needing questions that answer without a tool: one
+            rate, or a rate per kind (kinds left out: 0).
         wrong_tool_rate: Share that first call the wrong tool, then recover with the right one.
         extra_tool_rate: Share of `no_tool` cold-start trajectories that make an unnecessary search first.
         search_topk: Snippets per search call in the cold-start observations; train with the same
@@ -111,7 +132,8 @@ class TaskConfig:
     difficulty: int = 1
     sizes: dict[str, int] = field(default_factory=lambda: {"sft": 600, "train": 800, "heldout": 100})
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
-    skip_tool_rate: float = 0.6
+    sft_mix: dict[str, float] | None = field(default_factory=lambda: dict(DEFAULT_SFT_MIX))
+    skip_tool_rate: float | dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SKIP_TOOL_RATE))
     wrong_tool_rate: float = 0.1
     extra_tool_rate: float = 0.1
     search_topk: int = 1
@@ -124,34 +146,52 @@ class TaskConfig:
         """
         if self.difficulty not in _LEVELS:
             raise ValueError(f"difficulty must be one of {sorted(_LEVELS)}, got {self.difficulty!r}")
-        unknown = set(self.mix) - set(KINDS)
-        if unknown:
-            raise ValueError(f"unknown question kinds {sorted(unknown)} in mix; known: {', '.join(KINDS)}")
-        if any(w < 0 for w in self.mix.values()) or sum(self.mix.values()) <= 0:
-            raise ValueError(f"mix weights must be >= 0 with a positive sum, got {self.mix}")
+        for name in ("mix", "sft_mix"):
+            weights = getattr(self, name)
+            if weights is None:
+                continue
+            unknown = set(weights) - set(KINDS)
+            if unknown:
+                raise ValueError(f"unknown question kinds {sorted(unknown)} in {name}; known: {', '.join(KINDS)}")
+            if any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+                raise ValueError(f"{name} weights must be >= 0 with a positive sum, got {weights}")
         unknown = set(self.sizes) - set(SPLITS)
         if unknown:
             raise ValueError(f"unknown splits {sorted(unknown)} in sizes; known: {', '.join(SPLITS)}")
         if any(n < 0 for n in self.sizes.values()):
             raise ValueError(f"sizes must be >= 0, got {self.sizes}")
+        if isinstance(self.skip_tool_rate, dict):
+            unknown = set(self.skip_tool_rate) - set(KINDS)
+            if unknown:
+                raise ValueError(
+                    f"unknown question kinds {sorted(unknown)} in skip_tool_rate; known: {', '.join(KINDS)}"
+                )
         for name in ("skip_tool_rate", "wrong_tool_rate", "extra_tool_rate"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+            value = getattr(self, name)
+            for rate in value.values() if isinstance(value, dict) else [value]:
+                if not 0.0 <= rate <= 1.0:
+                    raise ValueError(f"{name} must be in [0, 1], got {value}")
         if self.search_topk < 1:
             raise ValueError(f"search_topk must be >= 1, got {self.search_topk}")
-        if self.skip_tool_rate + self.wrong_tool_rate > 1.0:
-            raise ValueError("skip_tool_rate + wrong_tool_rate must be <= 1")
+        if any(self.skip_rate(kind) + self.wrong_tool_rate > 1.0 for kind in KINDS):
+            raise ValueError("skip_tool_rate + wrong_tool_rate must be <= 1 for every kind")
+
+    def skip_rate(self, kind: str) -> float:
+        r"""`skip_tool_rate` of one question kind."""
+        if isinstance(self.skip_tool_rate, dict):
+            return float(self.skip_tool_rate.get(kind, 0.0))
+        return float(self.skip_tool_rate)
 
 
 @dataclass
-class Person:
-    r"""One entity of the fact base."""
+class Employee:
+    r"""One entry of the directory."""
 
-    name: str
-    born: int
+    id: int
+    joined: int
     city: str
     split: str
-    mentor: str | None = None
+    manager: int | None = None
 
 
 @dataclass
@@ -161,11 +201,11 @@ class Question:
     Attributes:
         kind: One of `KINDS`.
         question: The user message.
-        answer: The exact answer (an integer as text, or a name).
+        answer: The exact answer (an integer as text, or a city name).
         calls: `(tool, content)` of the solving calls, in order; the content of a call after a search may depend on
             that search's result (it is filled in from the fact base, which the result shows).
         split: `sft`, `train` or `heldout`.
-        entities: Names of the fact-base people the question is about (empty for python and `no_tool`).
+        entities: Ids of the directory employees the question is about (empty for python and `no_tool`).
     """
 
     kind: str
@@ -173,54 +213,69 @@ class Question:
     answer: str
     calls: list[tuple[str, str]]
     split: str
-    entities: list[str] = field(default_factory=list)
+    entities: list[int] = field(default_factory=list)
 
 
 class FactBase:
-    r"""Invented people with random attributes; mentor pools are disjoint per data split.
+    r"""A company directory with random attributes; manager pools are disjoint per data split.
 
     Args:
         rng: The generator's random source.
-        mentors_per_split: Mentors per split (every subject's mentor comes from its own split's pool).
+        managers_per_split: Managers per split (every subject's manager comes from its own split's pool).
+        id_digits: Digits of an employee id (ids never fall in 1900-2099, the range of joining years).
     """
 
-    def __init__(self, rng: random.Random, mentors_per_split: int) -> None:
-        r"""Draw the cities and the mentor pools; subjects are added by `new_subject`."""
-        self._used: set[str] = set()
+    def __init__(self, rng: random.Random, managers_per_split: int, id_digits: int = 4) -> None:
+        r"""Draw the cities and the manager pools; subjects are added by `new_subject`."""
+        self.id_digits = id_digits
+        self._used: set[int] = set()
         self.cities = sorted({self._word(rng, 2).capitalize() + rng.choice(_CITY_SUFFIXES) for _ in range(16)})
-        self.people: dict[str, Person] = {}
-        self.mentors = {split: [self._person(rng, split) for _ in range(mentors_per_split)] for split in SPLITS}
+        self.employees: dict[int, Employee] = {}
+        self.managers = {split: [self._employee(rng, split) for _ in range(managers_per_split)] for split in SPLITS}
 
-    def new_subject(self, rng: random.Random, split: str) -> Person:
-        r"""A new person of `split` (fresh name, random attributes, a mentor from the split's pool)."""
-        person = self._person(rng, split)
-        person.mentor = rng.choice(self.mentors[split]).name
-        return person
+    def new_subject(self, rng: random.Random, split: str) -> Employee:
+        r"""A new employee of `split` (fresh id, random attributes, a manager from the split's pool)."""
+        employee = self._employee(rng, split)
+        employee.manager = rng.choice(self.managers[split]).id
+        return employee
 
     def _word(self, rng: random.Random, syllables: int) -> str:
         return "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(syllables))
 
-    def fresh_name(self, rng: random.Random) -> str:
-        r"""A person name not used before (two words of two syllables, e.g. `Bora Kelvi`)."""
-        while True:
-            name = f"{self._word(rng, 2).capitalize()} {self._word(rng, rng.choice((2, 3))).capitalize()}"
-            if name not in self._used:
-                self._used.add(name)
-                return name
+    def fresh_id(self, rng: random.Random) -> int:
+        r"""An employee id not used before.
 
-    def _person(self, rng: random.Random, split: str) -> Person:
-        person = Person(self.fresh_name(rng), rng.randint(1700, 1999), rng.choice(self.cities), split)
-        self.people[person.name] = person
-        return person
+        Raises:
+            RuntimeError: the id space of `id_digits` digits is exhausted.
+        """
+        low, high = 10 ** (self.id_digits - 1), 10**self.id_digits - 1
+        if len(self._used) > 0.8 * (high - low):
+            raise RuntimeError(
+                f"more than {len(self._used)} employees for {self.id_digits}-digit ids; lower the sizes or raise the "
+                "difficulty (longer ids)"
+            )
+        while True:
+            value = rng.randint(low, high)
+            if value not in self._used and not 1900 <= value <= 2099:
+                self._used.add(value)
+                return value
+
+    def _employee(self, rng: random.Random, split: str) -> Employee:
+        employee = Employee(self.fresh_id(rng), rng.randint(1950, 2024), rng.choice(self.cities), split)
+        self.employees[employee.id] = employee
+        return employee
 
     def documents(self) -> list[str]:
-        r"""One sentence per fact (`X was born in the year 1873.`, `X lives in the city of Dornvale.`, `The mentor of X is Y.`)."""
+        r"""One sentence per fact: `Employee #4817 joined in the year 1993.`, `... works in the city of Dalumere.`, ...
+
+        and `The manager of employee #4817 is employee #2290.` for the employees questions are asked about.
+        """
         docs = []
-        for person in self.people.values():
-            docs.append(f"{person.name} was born in the year {person.born}.")
-            docs.append(f"{person.name} lives in the city of {person.city}.")
-            if person.mentor:
-                docs.append(f"The mentor of {person.name} is {person.mentor}.")
+        for e in self.employees.values():
+            docs.append(f"Employee #{e.id} joined in the year {e.joined}.")
+            docs.append(f"Employee #{e.id} works in the city of {e.city}.")
+            if e.manager is not None:
+                docs.append(f"The manager of employee #{e.id} is employee #{e.manager}.")
         return docs
 
 
@@ -241,7 +296,7 @@ def _arith(rng: random.Random, level: dict) -> tuple[str, int]:
 
 
 def make_question(kind: str, split: str, facts: FactBase, rng: random.Random, level: dict) -> Question:
-    r"""One question of `kind` about the `split`'s people (see the module docstring for the templates).
+    r"""One question of `kind` about the `split`'s employees (see the module docstring for the templates).
 
     Raises:
         ValueError: an unknown kind.
@@ -257,50 +312,55 @@ def make_question(kind: str, split: str, facts: FactBase, rng: random.Random, le
         return Question(kind, question, str(items.count(target)), [("python", f"print({listing}.count({target}))")],
                         split)  # fmt: skip
     if kind == "no_tool":
-        name = facts.fresh_name(rng)
+        other = facts.fresh_id(rng)  # not in the directory
         if rng.random() < 0.5:
-            year = rng.randint(1700, 1999)
-            return Question(kind, f"{name} was born in {year}. In which year was {name} born?", str(year), [], split)
+            year = rng.randint(1950, 2024)
+            question = f"Employee #{other} joined in {year}. In which year did employee #{other} join?"
+            return Question(kind, question, str(year), [], split)
         city = rng.choice(facts.cities)
-        return Question(kind, f"{name} lives in {city}. In which city does {name} live?", city, [], split)
+        question = f"Employee #{other} works in {city}. In which city does employee #{other} work?"
+        return Question(kind, question, city, [], split)
 
-    person = facts.new_subject(rng, split)
+    e = facts.new_subject(rng, split)
     if kind == "search_1hop":
         if rng.random() < 0.5:
-            return Question(kind, f"In which year was {person.name} born?", str(person.born),
-                            [("search", f"year was {person.name} born")], split, [person.name])  # fmt: skip
-        return Question(kind, f"In which city does {person.name} live?", person.city,
-                        [("search", f"city does {person.name} live")], split, [person.name])  # fmt: skip
+            return Question(kind, f"In which year did employee #{e.id} join?", str(e.joined),
+                            [("search", f"year did employee #{e.id} join")], split, [e.id])  # fmt: skip
+        return Question(kind, f"In which city does employee #{e.id} work?", e.city,
+                        [("search", f"city does employee #{e.id} work")], split, [e.id])  # fmt: skip
     if kind == "search_2hop":
-        mentor = facts.people[person.mentor]
-        first = ("search", f"mentor of {person.name}")
+        manager = facts.employees[e.manager]
+        first = ("search", f"manager of employee #{e.id}")
         if rng.random() < 0.5:
-            question = f"In which year was the mentor of {person.name} born?"
-            return Question(kind, question, str(mentor.born), [first, ("search", f"year was {mentor.name} born")], split,
-                            [person.name, mentor.name])  # fmt: skip
-        question = f"In which city does the mentor of {person.name} live?"
-        return Question(kind, question, mentor.city, [first, ("search", f"city does {mentor.name} live")], split,
-                        [person.name, mentor.name])  # fmt: skip
+            question = f"In which year did the manager of employee #{e.id} join?"
+            second = ("search", f"year did employee #{manager.id} join")
+            return Question(kind, question, str(manager.joined), [first, second], split, [e.id, manager.id])
+        question = f"In which city does the manager of employee #{e.id} work?"
+        second = ("search", f"city does employee #{manager.id} work")
+        return Question(kind, question, manager.city, [first, second], split, [e.id, manager.id])
     if kind == "search_python":
         offset = rng.randint(2, level["offset"])
-        question = f"What is the birth year of {person.name} plus {offset}?"
-        calls = [("search", f"birth year of {person.name}"), ("python", f"print({person.born} + {offset})")]
-        return Question(kind, question, str(person.born + offset), calls, split, [person.name])
+        question = f"What is the joining year of employee #{e.id} plus {offset}?"
+        calls = [("search", f"joining year of employee #{e.id}"), ("python", f"print({e.joined} + {offset})")]
+        return Question(kind, question, str(e.joined + offset), calls, split, [e.id])
     raise ValueError(f"unknown question kind {kind!r}; known: {', '.join(KINDS)}")
 
 
 def generate_questions(config: TaskConfig, facts: FactBase, rng: random.Random) -> dict[str, list[Question]]:
-    r"""`config.sizes[split]` questions per split, kinds drawn from `config.mix`, no question text in two splits.
+    r"""`config.sizes[split]` questions per split, no question text in two splits.
+
+    Kinds are drawn from `config.mix` (from `config.sft_mix` for the cold start).
 
     Raises:
         RuntimeError: the fact base is too small to give that many distinct questions.
     """
     level = _LEVELS[config.difficulty]
-    kinds = [k for k in KINDS if config.mix.get(k, 0) > 0]
-    weights = [config.mix[k] for k in kinds]
     seen: set[str] = set()
     out: dict[str, list[Question]] = {}
     for split in SPLITS:
+        mix = config.sft_mix if split == "sft" and config.sft_mix is not None else config.mix
+        kinds = [k for k in KINDS if mix.get(k, 0) > 0]
+        weights = [mix[k] for k in kinds]
         questions: list[Question] = []
         attempts = 0
         while len(questions) < config.sizes.get(split, 0):
@@ -382,24 +442,24 @@ def build_sft_trajectory(question: Question, oracle: ToolOracle, rng: random.Ran
     r"""Inline cold-start trajectory (`arpo_sft` layout) of one question; see the module docstring for its styles.
 
     Returns:
-        The assistant text, e.g. `<think> ... </think> <search> X born </search> <result>\n...\n</result> <answer>
-        \boxed{1873} </answer>`, observations written exactly as the rollout inserts them.
+        The assistant text, e.g. `<think> ... </think> <search> year did employee #4817 join </search> <result>\n...
+        \n</result> <answer> \boxed{1993} </answer>`, observations written exactly as the rollout inserts them.
     """
     if not question.calls:
-        if rng.random() < config.extra_tool_rate:
-            name = question.question.split(" was born")[0].split(" lives")[0]
-            query = f"year was {name} born" if " born" in question.question else f"city does {name} live"
+        if rng.random() < config.extra_tool_rate:  # an unnecessary look-up (the employee is not in the directory)
+            query = question.question.split("? ")[0].split(". In which ")[-1].rstrip("?")
             return _THINK["unsure"] + _call("search", query, oracle) + " " + _answer(question.answer)
         return _THINK["given"] + " " + _answer(question.answer)
 
     draw = rng.random()
-    if draw < config.skip_tool_rate:
+    skip = config.skip_rate(question.kind)
+    if draw < skip:
         return _THINK["skip"] + " " + _answer(question.answer)
 
     tools = {tool for tool, _ in question.calls}
     think = _THINK["both"] if len(tools) == 2 else _THINK[question.calls[0][0]]
     text = think
-    if draw < config.skip_tool_rate + config.wrong_tool_rate:  # the wrong tool first (an unhelpful result)
+    if draw < skip + config.wrong_tool_rate:  # the wrong tool first (an unhelpful result)
         text += _call(*_wrong_call(question), oracle)
     for tool, content in question.calls:
         text += _call(tool, content, oracle)
@@ -478,7 +538,7 @@ def generate_task(config: TaskConfig, output_dir: str | os.PathLike) -> dict[str
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(config.seed)
     level = _LEVELS[config.difficulty]
-    facts = FactBase(rng, level["mentors"])
+    facts = FactBase(rng, level["managers"], level["id_digits"])
     questions = generate_questions(config, facts, rng)
     docs = facts.documents()
     _write_jsonl(out / "facts.jsonl", [{"id": i, "text": d} for i, d in enumerate(docs)])

@@ -17,6 +17,7 @@ from llamafactory_agentic.data.tags import split_inline_trajectory
 from llamafactory_agentic.rewards import get_reward_function
 from llamafactory_agentic.tasks.synthetic import (
     DATASET_FILES,
+    DEFAULT_SKIP_TOOL_RATE,
     KINDS,
     SYSTEM_PROMPT,
     TOOLS_OF_KIND,
@@ -41,32 +42,35 @@ def task(tmp_path_factory):
 
 
 def facts_of(out):
-    born, city, mentor = {}, {}, {}
+    joined, city, manager = {}, {}, {}
     for row in read_jsonl(out / "facts.jsonl"):
         text = row["text"]
-        if m := re.fullmatch(r"(.+) was born in the year (\d+)\.", text):
-            born[m[1]] = m[2]
-        elif m := re.fullmatch(r"The mentor of (.+) is (.+)\.", text):
-            mentor[m[1]] = m[2]
-        elif m := re.fullmatch(r"(.+) lives in the city of (\w+)\.", text):
+        if m := re.fullmatch(r"Employee #(\d+) joined in the year (\d+)\.", text):
+            joined[m[1]] = m[2]
+        elif m := re.fullmatch(r"The manager of employee #(\d+) is employee #(\d+)\.", text):
+            manager[m[1]] = m[2]
+        elif m := re.fullmatch(r"Employee #(\d+) works in the city of (\w+)\.", text):
             city[m[1]] = m[2]
-    return born, city, mentor
+        else:
+            raise AssertionError(f"unknown fact {text!r}")
+    return joined, city, manager
 
 
-def expected_answer(question, born, city, mentor):
+def expected_answer(question, joined, city, manager):
     """Recompute the answer from the question text and the fact base alone."""
+    given = re.fullmatch(r"Employee #(\d+) (?:joined in|works in) (\w+)\. In which .+ employee #\1 .+\?", question)
+    if given:
+        assert given[1] not in joined  # an employee outside the directory
+        return given[2]
     patterns = [
         (r"Compute (.+)\.", lambda m: str(eval(m[1]))),
         (r"How many times does (\d+) appear in the list (\[.*\])\?", lambda m: str(json.loads(m[2]).count(int(m[1])))),
-        (r"In which year was the mentor of (.+) born\?", lambda m: born[mentor[m[1]]]),
-        (r"In which city does the mentor of (.+) live\?", lambda m: city[mentor[m[1]]]),
-        (r"In which year was (.+) born\?", lambda m: born[m[1]]),
-        (r"In which city does (.+) live\?", lambda m: city[m[1]]),
-        (r"What is the birth year of (.+) plus (\d+)\?", lambda m: str(int(born[m[1]]) + int(m[2]))),
+        (r"In which year did the manager of employee #(\d+) join\?", lambda m: joined[manager[m[1]]]),
+        (r"In which city does the manager of employee #(\d+) work\?", lambda m: city[manager[m[1]]]),
+        (r"In which year did employee #(\d+) join\?", lambda m: joined[m[1]]),
+        (r"In which city does employee #(\d+) work\?", lambda m: city[m[1]]),
+        (r"What is the joining year of employee #(\d+) plus (\d+)\?", lambda m: str(int(joined[m[1]]) + int(m[2]))),
     ]
-    given = re.fullmatch(r"(.+) (?:was born in|lives in) (\w+)\. In which .+\?", question)
-    if given:
-        return given[2]
     for pattern, fn in patterns:
         if m := re.fullmatch(pattern, question):
             return fn(m)
@@ -88,12 +92,12 @@ def test_seeded_and_sized(task, tmp_path):
 
 def test_answers_are_exact_and_follow_from_the_fact_base(task):
     out, _ = task
-    born, city, mentor = facts_of(out)
+    joined, city, manager = facts_of(out)
     for name in ("train.jsonl", "heldout.jsonl"):
         for row in read_jsonl(out / name):
             assert row["prompt"][0] == {"role": "system", "content": SYSTEM_PROMPT}
             question, answer = row["prompt"][1]["content"], row["reward_model"]["ground_truth"]
-            assert expected_answer(question, born, city, mentor) == answer, question
+            assert expected_answer(question, joined, city, manager) == answer, question
             assert row["extra_info"]["tools"] == list(TOOLS_OF_KIND[row["ability"]])
 
 
@@ -112,17 +116,17 @@ def test_heldout_never_overlaps_training(task):
     held_questions = {r["prompt"][1]["content"] for r in heldout}
     assert not held_questions & {r["prompt"][1]["content"] for r in train}
     assert not held_questions & {r["conversations"][0]["value"] for r in sft}
-    # every person of a held-out question (and the mentor a two-hop question needs) is unseen in what training shows
-    _, _, mentor = facts_of(out)
-    names = set()
+    # every employee of a held-out question (and the manager a two-hop question needs) is unseen in what training shows
+    _, _, manager = facts_of(out)
+    ids = set()
     for q in held_questions:
-        for name in re.findall(r"(?:of|was|does) ([A-Z][a-z]+ [A-Z][a-z]+)", q):
-            names.add(name)
-            if name in mentor:
-                names.add(mentor[name])
-    assert len(names) > 30
-    for name in names:
-        assert name not in train_text and name not in sft_text, name
+        for found in re.findall(r"employee #(\d+)", q):
+            ids.add(found)
+            if found in manager:
+                ids.add(manager[found])
+    assert len(ids) > 30
+    for found in ids:
+        assert not re.search(rf"#{found}\b", train_text) and not re.search(rf"#{found}\b", sft_text), found
 
 
 def test_cold_start_trajectories_use_the_real_tools(task):
@@ -132,9 +136,12 @@ def test_cold_start_trajectories_use_the_real_tools(task):
 
     out, summary = task
     styles = summary["sft_styles"]
-    tool_questions = sum(n for kind, n in summary["counts"]["sft"].items() if kind != "no_tool")
-    # default rates: 60% answer without a tool, 10% call the wrong tool first and recover
-    assert 0.45 < styles["skipped_tool"] / tool_questions < 0.75
+    counts = summary["counts"]["sft"]
+    tool_questions = sum(n for kind, n in counts.items() if kind != "no_tool")
+    # default rates: sums and one-hop look-ups mostly answered without a tool (0.75, 0.7), the rest 0.2; 10% call the
+    # wrong tool first and recover
+    expected_skips = sum(counts.get(k, 0) * r for k, r in DEFAULT_SKIP_TOOL_RATE.items())
+    assert abs(styles["skipped_tool"] - expected_skips) < 4 * expected_skips**0.5
     assert 0.03 < styles["wrong_tool_then_recovered"] / tool_questions < 0.2
     assert styles["correct_tool_use"] > 0 and styles["no_tool_direct"] > 0
 
@@ -169,12 +176,12 @@ def test_cold_start_trajectories_use_the_real_tools(task):
 
 def test_cold_start_answers_are_correct(task):
     out, _ = task
-    born, city, mentor = facts_of(out)
+    joined, city, manager = facts_of(out)
     reward = get_reward_function("em")
     for row in read_jsonl(out / "sft.jsonl"):
         question, text = row["conversations"][0]["value"], row["conversations"][1]["value"]
         view = re.sub(r"<result>\n.*?\n</result>", "<result></result>", text, flags=re.S)
-        assert reward.compute(view, expected_answer(question, born, city, mentor)).correctness == 1.0, text
+        assert reward.compute(view, expected_answer(question, joined, city, manager)).correctness == 1.0, text
 
 
 def test_difficulty_knob(tmp_path):
@@ -184,6 +191,10 @@ def test_difficulty_knob(tmp_path):
     q1 = [r["prompt"][1]["content"] for r in read_jsonl(tmp_path / "d1" / "train.jsonl")]
     q3 = [r["prompt"][1]["content"] for r in read_jsonl(tmp_path / "d3" / "train.jsonl")]
     assert any(re.fullmatch(r"Compute \d{3} \+ \d{3}\.", q) for q in q1)
+    assert re.findall(r"employee #(\d+)", " ".join(q1)) and all(
+        len(i) == 4 for i in re.findall(r"employee #(\d+)", " ".join(q1))
+    )
+    assert all(len(i) == 5 for i in re.findall(r"employee #(\d+)", " ".join(q3)))
     assert any(re.fullmatch(r"Compute \d{4} \* \d{3} % \d+\.", q) for q in q3)
     assert max(len(json.loads(m)) for q in q3 for m in re.findall(r"\[.*\]", q)) == 12
     assert max(len(json.loads(m)) for q in q1 for m in re.findall(r"\[.*\]", q)) == 5
@@ -196,6 +207,9 @@ def test_bad_config_is_refused():
         TaskConfig(mix={"trivia": 1.0})
     with pytest.raises(ValueError, match="skip_tool_rate"):
         TaskConfig(skip_tool_rate=1.5)
+    with pytest.raises(ValueError, match="skip_tool_rate"):
+        TaskConfig(skip_tool_rate={"trivia": 0.5})
+    assert TaskConfig(skip_tool_rate={"python_arith": 0.9}).skip_rate("search_1hop") == 0.0
 
 
 def test_registered_in_repository_dataset_info():
@@ -230,30 +244,36 @@ def test_generate_command(tmp_path):
 
 def test_solving_calls_retrieve_the_needed_fact_first(task):
     """With one snippet per search (the recipes' agentic_search_topk: 1), BM25 ranks the fact the question needs first."""
-
     from llamafactory_agentic.tasks.synthetic import ToolOracle
 
     out, _ = task
-    born, city, mentor = facts_of(out)
+    joined, city, manager = facts_of(out)
     oracle = ToolOracle(out / "search_index", topk=1)
+    checked = 0
     try:
-        for row in read_jsonl(out / "heldout.jsonl"):
-            question, answer = row["prompt"][1]["content"], row["reward_model"]["ground_truth"]
-            kind = row["ability"]
+        for row in read_jsonl(out / "heldout.jsonl") + read_jsonl(out / "train.jsonl"):
+            question, answer, kind = row["prompt"][1]["content"], row["reward_model"]["ground_truth"], row["ability"]
             if not kind.startswith("search"):
                 continue
-            name = re.search(r"(?:of|was|does) ([A-Z][a-z]+ [A-Z][a-z]+)", question)[1]
+            employee = re.search(r"employee #(\d+)", question)[1]
             if kind == "search_2hop":
-                first = oracle.observe("search", f"mentor of {name}")
-                assert first == f"Page 1: The mentor of {name} is {mentor[name]}.", (question, first)
-                name = mentor[name]
-            query = f"year was {name} born" if "year" in question else f"city does {name} live"
+                first = oracle.observe("search", f"manager of employee #{employee}")
+                assert first == f"Page 1: The manager of employee #{employee} is employee #{manager[employee]}.", (
+                    question
+                )
+                employee = manager[employee]
             if kind == "search_python":
-                query = f"birth year of {name}"
+                query = f"joining year of employee #{employee}"
+            else:
+                query = (
+                    f"year did employee #{employee} join"
+                    if "year" in question
+                    else f"city does employee #{employee} work"
+                )
             observation = oracle.observe("search", query)
-            assert observation.startswith(f"Page 1: {name} ") and (
-                born[name] in observation or city[name] in observation
-            )
+            assert observation.startswith(f"Page 1: Employee #{employee} "), (question, observation)
             assert kind == "search_python" or answer in observation, (question, observation)
+            checked += 1
     finally:
         oracle.close()
+    assert checked > 100
