@@ -1,6 +1,6 @@
 .PHONY: install demo test bench quality style
 
-check_dirs := llamafactory_agentic tests benchmarks evaluation setup.py _llamafactory_agentic_hook.py
+check_dirs := llamafactory_agentic tests benchmarks setup.py _llamafactory_agentic_hook.py
 
 install:
 	pip install -c constraints.txt -e ".[dev]"
@@ -12,9 +12,11 @@ test:
 	CUDA_VISIBLE_DEVICES= WANDB_DISABLED=true HF_HUB_OFFLINE=1 python -m pytest -q -ra tests/
 
 # CPU benchmarks; each prints its ratio against a baseline measured in the same run.
-# GPU: python benchmarks/bench_rollout_gpu.py and python benchmarks/bench_arpo_gpu.py on a CUDA machine.
+# GPU: python benchmarks/bench_single_gpu.py --out DIR (issue 12: engine, update, loop, memory, TRL), python
+# benchmarks/bench_rollout_gpu.py, python benchmarks/bench_arpo_gpu.py and python benchmarks/bench_eval.py --gpu on a
+# CUDA machine.
 CPU_BENCHMARKS := bench_activation bench_tools_cache bench_tools_python bench_tools_executor bench_entropy_chunked \
-	bench_rollout
+	bench_logprobs_fused bench_rollout bench_eval
 
 bench:
 	@for b in $(CPU_BENCHMARKS); do echo "=== benchmarks/$$b.py"; \

@@ -14,7 +14,7 @@
 
 """Start-up hook of llamafactory-agentic, imported by `llamafactory_agentic.pth` in every Python process.
 
-It only installs a meta-path finder that watches four LLaMA-Factory module names; nothing else is imported, so a process
+It only installs a meta-path finder that watches six LLaMA-Factory module names; nothing else is imported, so a process
 that never imports LLaMA-Factory pays for one tiny module. When a watched module has finished executing, the finder
 hands it to `llamafactory_agentic.integration.activation.on_module_loaded`, which applies that module's patch.
 Set `LLAMAFACTORY_AGENTIC_DISABLE=1` to turn the hook off.
@@ -25,7 +25,14 @@ import sys
 
 
 WATCHED = frozenset(
-    ("llamafactory.extras.constants", "llamafactory.data", "llamafactory.hparams.parser", "llamafactory.train.tuner")
+    (
+        "llamafactory.extras.constants",
+        "llamafactory.data",
+        "llamafactory.hparams.parser",
+        "llamafactory.train.tuner",
+        "llamafactory.launcher",
+        "llamafactory.webui.interface",
+    )
 )
 
 

@@ -79,7 +79,7 @@ if editable_wheel is not None:
 extra_require = {
     "vllm": ["vllm>=0.10.2,<=0.11.0"],
     "deepspeed": ["deepspeed>=0.10.0,<=0.16.9"],
-    "dev": ["pytest", "ruff"],
+    "dev": ["pytest", "ruff", "playwright"],  # playwright: the browser tests drive the system's chromium
 }
 
 
@@ -96,6 +96,8 @@ setup(
     py_modules=["_llamafactory_agentic_hook"],
     package_data={"llamafactory_agentic": ["py.typed", "resources/*", "resources/**/*"]},
     include_package_data=True,
+    # the benchmark registry of `llamafactory-agentic eval` (read from the repository in editable installs)
+    data_files=[("share/llamafactory_agentic/evaluation", ["evaluation/benchmarks.yaml"])],
     install_requires=get_requires(),
     extras_require=extra_require,
     entry_points={"console_scripts": ["llamafactory-agentic = llamafactory_agentic.cli:main"]},

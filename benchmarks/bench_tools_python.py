@@ -15,7 +15,7 @@
 """Python tool per-call overhead vs a bare `python -c pass` subprocess (same interpreter, same run).
 
 Measures the mean wall time of `--calls` sequential executions of `pass` through `run_python_code` at every
-isolation level available here, and of `subprocess.run([sys.executable, "-c", "pass"])`.
+sandbox available here, and of `subprocess.run([sys.executable, "-c", "pass"])`.
 Run: `python benchmarks/bench_tools_python.py [--calls 50]`.
 """
 
@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from llamafactory_agentic.tools.python_tool import ISOLATION_LEVELS, isolation_level, run_python_code
+from llamafactory_agentic.tools.python_tool import SANDBOXES, measure_isolation, run_python_code
 
 
 def mean_time(fn, n):
@@ -52,14 +52,16 @@ def main():
         f"bare `python -c pass` (scrubbed environment, the baseline): mean {bare * 1000:.1f} ms "
         f"(median {bare_med * 1000:.1f} ms)"
     )
-    print(f"default isolation here: {isolation_level()}")
-    for level in ISOLATION_LEVELS:
-        if isolation_level(level) != level:
-            print(f"{level:13s}: not available")
+    print(f"default isolation here: {measure_isolation().describe()}")
+    for sandbox in SANDBOXES:
+        report = measure_isolation(sandbox)
+        if report.sandbox != sandbox:
+            print(f"{sandbox:13s}: not available here")
             continue
-        mean, med = mean_time(lambda lv=level: run_python_code("pass", timeout_s=30, isolation=lv), args.calls)
-        print(f"{level:13s}: mean {mean * 1000:.1f} ms (median {med * 1000:.1f} ms)  overhead "
-              f"{(mean - bare) * 1000:+.1f} ms  ratio {mean / bare:.2f}x")  # fmt: skip
+        mean, med = mean_time(lambda sb=sandbox: run_python_code("pass", timeout_s=30, isolation=sb), args.calls)
+        print(f"{sandbox:13s}: mean {mean * 1000:.1f} ms (median {med * 1000:.1f} ms)  overhead "
+              f"{(mean - bare) * 1000:+.1f} ms  ratio {mean / bare:.2f}x  level {report.level}"
+              f"{' (code as uid 65534)' if report.as_nobody else ''}")  # fmt: skip
 
 
 if __name__ == "__main__":

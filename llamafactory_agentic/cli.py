@@ -15,7 +15,6 @@
 """`llamafactory-agentic`: the plugin's own commands (training itself stays `llamafactory-cli train`)."""
 
 import argparse
-import importlib
 import json
 import shutil
 import subprocess
@@ -34,12 +33,23 @@ def _package_version(name: str) -> str | None:
 
 
 def _probe_activation_in_subprocess() -> dict:
-    """Import LLaMA-Factory in a fresh interpreter (as `llamafactory-cli` would) and report what got patched."""
+    """Import LLaMA-Factory in a fresh interpreter (as `llamafactory-cli` would) and report what got patched.
+
+    Returns:
+        `{"hook": bool, "patches": [patched module names]}`, plus `"llamaboard_error"` when LLaMA-Board's interface
+        (`llamafactory-cli webui`) cannot be imported, and `"error"` when the probe itself failed.
+    """
     code = (
         "import json, sys\n"
-        "import llamafactory.train.tuner, llamafactory.data, llamafactory.extras.constants\n"
+        "import llamafactory.train.tuner, llamafactory.data, llamafactory.extras.constants, llamafactory.launcher\n"
         "from llamafactory_agentic.integration.activation import active_patches, hook_installed\n"
-        "print(json.dumps({'hook': hook_installed(), 'patches': active_patches()}))\n"
+        "out = {}\n"
+        "try:\n"
+        "    import llamafactory.webui.interface\n"
+        "except Exception as err:\n"
+        "    out['llamaboard_error'] = f'{type(err).__name__}: {err}'\n"
+        "out.update(hook=hook_installed(), patches=active_patches())\n"
+        "print(json.dumps(out))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
@@ -48,10 +58,50 @@ def _probe_activation_in_subprocess() -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _report_python_isolation() -> None:
+    r"""Print what the python tool's sandbox probe measured inside each sandbox; flag a level below the default min."""
+    print("\npython tool sandbox (measured by a probe that runs inside the sandbox exactly as model code does)")
+    try:
+        from .tools.python_tool import (
+            DEFAULT_MIN_ISOLATION,
+            SANDBOXES,
+            level_rank,
+            measure_isolation,
+            min_isolation_hint,
+            probe_sandbox,
+        )
+
+        report = measure_isolation()
+    except Exception as err:  # the doctor reports, it never crashes on an optional part
+        print(f"[no  ] python tool isolation: could not be measured: {err}")
+        return
+
+    enough = report.rank >= level_rank(DEFAULT_MIN_ISOLATION)
+    who = "code as uid 65534" if report.as_nobody else f"code as the trainer's uid {os.geteuid()}"
+    print(f"[{'ok' if enough else 'WARN':<4}] python tool isolation: {report.level} ({report.sandbox}, {who})")
+    print(f"       measured inside the sandbox: {report.describe().split(': ', 1)[1]}")
+    print("       per sandbox (agentic_python_isolation or AGENTIC_PYTHON_ISOLATION picks one):")
+    for sandbox in SANDBOXES:
+        forced = measure_isolation(sandbox)
+        line = "unavailable" if forced.sandbox != sandbox else forced.level
+        if forced.sandbox == sandbox:
+            line += ", code as uid 65534" if forced.as_nobody else f", code as uid {os.geteuid()}"
+        dropped = probe_sandbox(sandbox)
+        if not dropped.usable:
+            line += f" ({'as uid 65534: ' if os.geteuid() == 0 else ''}{dropped.error[:200]})"
+        print(f"         {sandbox:<13} {line}")
+    if not enough:
+        print(
+            f"[WARN] {report.level} is below agentic_python_min_isolation's default ({DEFAULT_MIN_ISOLATION}): "
+            f"`arpo`/`aepo` recipes with the python tool refuse to start. To get a stronger level: "
+            f"{min_isolation_hint(report)} To accept it: `agentic_python_min_isolation: {report.level}`."
+        )
+
+
 def doctor(args: argparse.Namespace) -> int:
     r"""Print versions, active patches and optional parts; return 1 when activation is broken."""
     from .integration.activation import DISABLE_ENV, is_disabled
-    from .integration.patches import PATCHES, SUPPORTED_LLAMAFACTORY
+    from .integration.patches import LLAMABOARD_PATCHES, PATCHES, SUPPORTED_LLAMAFACTORY
 
     ok = True
     print(f"llamafactory-agentic {__version__}")
@@ -71,6 +121,13 @@ def doctor(args: argparse.Namespace) -> int:
         probe = _probe_activation_in_subprocess()
         print(f"[{'ok' if probe['hook'] else 'FAIL':<4}] start-up hook (llamafactory_agentic.pth)")
         for module, (what, _) in PATCHES.items():
+            active = module in probe["patches"]
+            ok &= active
+            print(f"[{'ok' if active else 'FAIL':<4}] {module}: {what}")
+        for module, (what, _) in LLAMABOARD_PATCHES.items():  # applied when LLaMA-Board's interface is imported
+            if "llamaboard_error" in probe:  # LLaMA-Board itself does not load here: nothing to patch
+                print(f"[no  ] {module}: {what} (LLaMA-Board cannot be imported: {probe['llamaboard_error']})")
+                continue
             active = module in probe["patches"]
             ok &= active
             print(f"[{'ok' if active else 'FAIL':<4}] {module}: {what}")
@@ -99,13 +156,7 @@ def doctor(args: argparse.Namespace) -> int:
     except ImportError:
         print("[no  ] GPU: torch not importable")
 
-    try:
-        tools = importlib.import_module("llamafactory_agentic.tools")
-        isolation = getattr(tools, "isolation_level", None)
-        if isolation is not None:
-            print(f"[info] python tool isolation: {isolation()}")
-    except Exception as err:  # the doctor reports, it never crashes on an optional part
-        print(f"[no  ] python tool isolation: {err}")
+    _report_python_isolation()
 
     print("\nresult: " + ("ok" if ok else "activation is broken (see FAIL lines)"))
     return 0 if ok else 1
@@ -174,11 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rl-override", nargs="*", default=[], metavar="KEY=VALUE", help="more RL recipe overrides")
     p.set_defaults(func=demo)
 
+    from .evaluation.cli import add_subcommands as add_eval_subcommands
     from .tasks.cli import add_subcommands as add_task_subcommands
     from .tools.cli import add_subcommands as add_tool_subcommands
 
     add_tool_subcommands(subparsers)
     add_task_subcommands(subparsers)
+    add_eval_subcommands(subparsers)
     return parser
 
 

@@ -16,24 +16,43 @@
 
 `AgenticArguments` is mixed into LLaMA-Factory's `FinetuningArguments` by the activation hook, so every key below is
 accepted in a recipe YAML and on the command line next to LLaMA-Factory's own keys. Prefixes follow
-`shared/specs/ALGORITHMS.md`: `arpo_*` rollout and advantage (shared by ARPO and AEPO), `aepo_*` AEPO only,
+`docs/algorithms.md`: `arpo_*` rollout and advantage (shared by ARPO and AEPO), `aepo_*` AEPO only,
 `agentic_*` tools, data and reward, `rl_*` optimisation.
 
-Keys whose default depends on the preset of the stage (section 5.5 of the spec) default to `None` here and are filled
+Keys whose default depends on the preset of the stage (docs/algorithms.md §5.5) default to `None` here and are filled
 by `llamafactory_agentic.train.presets.resolve_presets`, so an explicit value in a recipe always wins.
 
 This module imports nothing heavy (no torch, no LLaMA-Factory): it is loaded while LLaMA-Factory's parser is built.
 """
 
-from dataclasses import dataclass, field, fields
-from typing import Literal
+from dataclasses import Field, dataclass, field, fields
+from typing import Any, Literal
+
+
+# ---------------------------------------------------------------- tool defaults (docs/algorithms.md §7.1)
+# Declared once: the `agentic_*` tool fields below are declared with them, and the classes of
+# `llamafactory_agentic/tools` take them as their default arguments, so a tool built on its own (a test, a notebook,
+# the standalone `llamafactory-agentic tool` command) behaves as in a run with default keys.
+PYTHON_TIMEOUT_S = 120.0  # agentic_python_timeout
+PYTHON_MAX_OUTPUT_CHARS = 4000  # agentic_python_max_output_chars
+PYTHON_ISOLATION = "auto"  # agentic_python_isolation
+PYTHON_MIN_ISOLATION = "unprivileged"  # agentic_python_min_isolation
+SEARCH_BACKEND = "local"  # agentic_search_backend
+SEARCH_TOPK = 10  # agentic_search_topk
+SEARCH_SNIPPET_CHARS = 1000  # agentic_search_snippet_chars
+CACHE_MODE = "read_write"  # agentic_cache_mode
+CACHE_TOOLS = "search"  # agentic_cache_tools
+# The two stage-dependent tool keys default to None below and get their value from the stage preset; these are the
+# `arpo` preset's values (`train/presets.py` uses them), which the tools layer uses where no preset was resolved.
+TOOL_RETRIES = 3  # agentic_tool_retries
+TOOL_WORKERS = 64  # agentic_tool_workers
 
 
 @dataclass
 class AgenticArguments:
     r"""Arguments of the agentic stages (`agentic_sft`, `arpo`, `aepo`)."""
 
-    # ---------------------------------------------------------------- rollout (ARPO, section 3 of the spec)
+    # ---------------------------------------------------------------- rollout (ARPO, docs/algorithms.md §3)
     arpo_rollout_n: int = field(
         default=16,
         metadata={"help": "Group size M: trajectories per prompt. Every group has exactly M members."},
@@ -58,7 +77,7 @@ class AgenticArguments:
             "help": "How the budget fill adds fresh global rollouts to a prompt that has no active trajectory left "
             "while its group is short of M. `per_round` (default, reference code RUC-NLPIR/ARPO "
             "`ARPO/verl_arpo_entropy/verl/workers/rollout/vllm_rollout/vllm_rollout_with_tools.py:237-555`, "
-            "spec section 3.4): one per round, so a policy that stops early needs M - N extra rounds. "
+            "docs/algorithms.md §3.4): one per round, so a policy that stops early needs M - N extra rounds. "
             "`all_at_once`: all M - len(group) remaining rollouts in that round, as the paper describes "
             "(arXiv 2507.19849 section 3.1)."
         },
@@ -114,7 +133,17 @@ class AgenticArguments:
     )
     arpo_max_prompt_length: int = field(
         default=1536,
-        metadata={"help": "Prompts longer than this many tokens are truncated from the left (tokens)."},
+        metadata={
+            "help": "Longest prompt in tokens (system prompt and tool instructions included, rendered with the "
+            "template); longer prompts are never cut, see `arpo_overlong_prompt`."
+        },
+    )
+    arpo_overlong_prompt: Literal["skip", "error"] = field(
+        default="skip",
+        metadata={
+            "help": "A prompt longer than `arpo_max_prompt_length`: `skip` drops the row and logs a count naming the "
+            "first rows (file and row); `error` stops before training with the file, the row and the length."
+        },
     )
     arpo_max_response_length: int = field(
         default=4096,
@@ -140,6 +169,24 @@ class AgenticArguments:
         default=64,
         metadata={"help": "hf backend: trajectories decoded together in one batch."},
     )
+    arpo_hf_lora_merge: Literal["gpu", "cpu", "off"] = field(
+        default="gpu",
+        metadata={
+            "help": "hf backend with a LoRA policy: merge the adapters into the base weights for the rollout (decode "
+            "at the speed of the plain model). `gpu`: merged copies of the adapted weights for the rollout (+2 bytes "
+            "per adapted weight); `cpu`: merge in place and restore the originals bit for bit from a pinned CPU copy "
+            "(no extra GPU memory); `off`: decode through the unmerged adapters."
+        },
+    )
+    arpo_rollout_schedule: Literal["rounds", "continuous"] = field(
+        default="rounds",
+        metadata={
+            "help": "`rounds`: every round waits for all active trajectories (the reference loop). `continuous` "
+            "(hf backend): a trajectory whose round ends gets its tool result, branch decision and next round at "
+            "once, and a freed KV slot is refilled at once by waiting work (next rounds, branches, fills, further "
+            "prompts); same group semantics (docs/algorithms.md §3.4)."
+        },
+    )
     arpo_vllm_gpu_memory_utilization: float = field(
         default=0.6,
         metadata={"help": "vllm backend: share of GPU memory for the colocated engine (reference: 0.6-0.7)."},
@@ -160,7 +207,7 @@ class AgenticArguments:
         metadata={"help": "Validation prompts per evaluation (greedy, one trajectory, no branching). None: all."},
     )
 
-    # ---------------------------------------------------------------- AEPO (section 5 of the spec)
+    # ---------------------------------------------------------------- AEPO (docs/algorithms.md §5)
     aepo_variant: Literal["released", "paper"] = field(
         default="released",
         metadata={"help": "AEPO preset: `released` (the published scripts) or `paper` (the paper's description)."},
@@ -171,7 +218,11 @@ class AgenticArguments:
     )
     aepo_branch_penalty_scope: Literal["lineage", "question"] | None = field(
         default=None,
-        metadata={"help": "Count consecutive branches per trajectory lineage (paper) or per question (reference)."},
+        metadata={
+            "help": "Consecutive-branch count of the penalty: `lineage` (every preset; per trajectory lineage, as the "
+            "paper describes) or `question` (the released code's per-question count, which makes branching depend on "
+            "which prompts share a batch; for bit-for-bit comparisons with the release). Preset default: lineage."
+        },
     )
     aepo_dynamic_rollouts: bool | None = field(
         default=None,
@@ -210,7 +261,7 @@ class AgenticArguments:
         metadata={"help": "a of the entropy-aware advantage. Preset (paper): 0.2."},
     )
 
-    # ---------------------------------------------------------------- tools (section 7)
+    # ---------------------------------------------------------------- tools (docs/algorithms.md §7)
     agentic_tool_config: str | None = field(
         default=None,
         metadata={"help": "YAML file listing the tools (name or class, params, timeout, retries, call limit)."},
@@ -228,15 +279,15 @@ class AgenticArguments:
         metadata={"help": "Concurrent tool calls per rollout engine. Preset default: 64 / 32."},
     )
     agentic_python_timeout: float = field(
-        default=120.0,
+        default=PYTHON_TIMEOUT_S,
         metadata={"help": "Wall-clock limit per code execution (seconds)."},
     )
     agentic_python_max_output_chars: int = field(
-        default=4000,
+        default=PYTHON_MAX_OUTPUT_CHARS,
         metadata={"help": "Python output cap (characters): first and last halves kept around an omission line."},
     )
     agentic_search_backend: str = field(
-        default="local",
+        default=SEARCH_BACKEND,
         metadata={"help": "Search backend: `local` (BM25 index), `replay` (cache only), `web`, `retriever`."},
     )
     agentic_search_index: str | None = field(
@@ -247,15 +298,25 @@ class AgenticArguments:
         },
     )
     agentic_python_isolation: Literal["auto", "bwrap", "unshare", "rlimits-only"] = field(
-        default="auto",
+        default=PYTHON_ISOLATION,
         metadata={"help": "Sandbox of the python tool; `auto` takes the strongest one this machine offers."},
     )
+    agentic_python_min_isolation: Literal["none", "unprivileged", "confined", "full"] = field(
+        default=PYTHON_MIN_ISOLATION,
+        metadata={
+            "help": "`arpo`/`aepo` refuse to start when the python tool's isolation, measured by a probe run inside "
+            "its sandbox (see `llamafactory-agentic doctor`), is below this level. `unprivileged`: model code never "
+            "runs as root or with capabilities; `confined`: also no network and no host writes; `full`: also reads "
+            "only what uid 65534 may read; `none`: accept anything. A python tool with `backend: sandbox_fusion` "
+            "runs elsewhere and is not measured."
+        },
+    )
     agentic_search_topk: int = field(
-        default=10,
+        default=SEARCH_TOPK,
         metadata={"help": "Snippets per search query."},
     )
     agentic_search_snippet_chars: int = field(
-        default=1000,
+        default=SEARCH_SNIPPET_CHARS,
         metadata={"help": "Characters kept per snippet."},
     )
     agentic_cache_path: str | None = field(
@@ -263,15 +324,15 @@ class AgenticArguments:
         metadata={"help": "Persistent tool cache: a SQLite file path or a `redis://` URL."},
     )
     agentic_cache_mode: Literal["read_write", "read_only", "offline"] = field(
-        default="read_write",
+        default=CACHE_MODE,
         metadata={"help": "Cache mode; `offline` answers misses with the no-result text."},
     )
     agentic_cache_tools: str = field(
-        default="search",
+        default=CACHE_TOOLS,
         metadata={"help": "Comma-separated tools whose results are cached (python results are not by default)."},
     )
 
-    # ---------------------------------------------------------------- data and reward (sections 2, 6, 8)
+    # ---------------------------------------------------------------- data and reward (docs/algorithms.md §2, §6, §8)
     agentic_repair_boxed: bool = field(
         default=True,
         metadata={"help": "Repair the `\\x08oxed` corruption of the ARPO RL files on load and log the count."},
@@ -307,7 +368,15 @@ class AgenticArguments:
         metadata={"help": "Correctness of `ability == math` rows: token F1, math-verify equivalence, or the max."},
     )
 
-    # ---------------------------------------------------------------- optimisation (section 4)
+    # ---------------------------------------------------------------- optimisation (docs/algorithms.md §4)
+    rl_policy_loss: str = field(
+        default="ppo_clip",
+        metadata={
+            "help": "Policy loss, by its name in the loss registry (`llamafactory_agentic.algorithms."
+            "register_policy_loss`): `ppo_clip` (= `arpo`, clipped PPO with dual clip; AEPO's gradient-preserving "
+            "clip is switched by `aepo_balanced_clip`), `aepo`, or one you registered before training."
+        },
+    )
     rl_epsilon: float = field(
         default=0.2,
         metadata={"help": "Lower PPO clip range eps_low."},
@@ -328,6 +397,22 @@ class AgenticArguments:
         default=0.0,
         metadata={"help": "Coefficient of the entropy bonus."},
     )
+    rl_logprob_chunk_size: int = field(
+        default=1024,
+        metadata={
+            "help": "Positions per chunk of the log-prob/entropy computation fused with the output projection (no "
+            "[batch, seq, vocab] logits); 0 computes the full logits at once (the materialising path)."
+        },
+    )
+    rl_micro_batch_tokens: int = field(
+        default=0,
+        metadata={
+            "help": "Cut each optimiser update's trajectories into micro-batches of at most this many padded tokens "
+            "(rows x longest prompt + longest response) instead of `per_device_train_batch_size` trajectories; the "
+            "update size stays per_device_train_batch_size x gradient_accumulation_steps trajectories per rank and "
+            "the loss normalisation is unchanged. 0: micro-batches of per_device_train_batch_size trajectories."
+        },
+    )
     rl_num_iterations: int = field(
         default=1,
         metadata={"help": "Passes over each rollout batch."},
@@ -337,3 +422,24 @@ class AgenticArguments:
 def agentic_field_names() -> set[str]:
     r"""Names of every plugin hyper-parameter (used by the clash test and the web UI)."""
     return {f.name for f in fields(AgenticArguments)}
+
+
+def agentic_field(key: str) -> Field:
+    r"""The dataclass field of the plugin key `key` (its `default`, `type` and `metadata["help"]`).
+
+    Raises:
+        KeyError: `key` is not a plugin hyper-parameter.
+    """
+    for f in fields(AgenticArguments):
+        if f.name == key:
+            return f
+    raise KeyError(f"{key!r} is not a key of llamafactory_agentic.hparams.AgenticArguments")
+
+
+def agentic_default(key: str) -> Any:
+    r"""The declared default of the plugin key `key` (None for a key the stage presets fill).
+
+    Raises:
+        KeyError: `key` is not a plugin hyper-parameter.
+    """
+    return agentic_field(key).default

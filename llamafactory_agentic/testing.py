@@ -18,14 +18,56 @@
 of the ARPO data) and saves it with a randomly initialised 2-layer Qwen2 model whose chat special tokens match
 LLaMA-Factory's `qwen` template (`<|im_start|>`, `<|im_end|>`, `<|endoftext|>`). The tool tags (`<search>`,
 `<python>`, `<result>`, ...) are ordinary text, as in the real Qwen tokenizers.
+
+`build_tiny_tokenizer(path, chat_format)` builds only the tokenizer, in the token layout of a model family: `qwen`
+(as above), `qwen3` (plus Qwen3's ordinary added tokens `<think>`, `</think>`, `<tool_call>`, ...) or `llama3` (Llama 3
+Instruct's special tokens `<|begin_of_text|>`, `<|start_header_id|>`, `<|end_header_id|>`, `<|eot_id|>`, ... with
+BOS `<|begin_of_text|>` and EOS `<|eot_id|>`), for tests of LLaMA-Factory's `qwen`, `qwen3` and `llama3` templates.
 """
 
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# per chat format: special tokens (in id order), those listed as additional special tokens, ordinary added tokens, and
+# the tokenizer's bos / eos / pad
+CHAT_FORMATS = {
+    "qwen": {
+        "special": SPECIAL_TOKENS,
+        "additional": ["<|im_start|>", "<|im_end|>"],
+        "added": [],
+        "bos": None,
+        "eos": "<|im_end|>",
+        "pad": "<|endoftext|>",
+    },
+    "qwen3": {
+        "special": SPECIAL_TOKENS,
+        "additional": ["<|im_start|>", "<|im_end|>"],
+        "added": ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"],
+        "bos": None,
+        "eos": "<|im_end|>",
+        "pad": "<|endoftext|>",
+    },
+    "llama3": {
+        "special": [
+            "<|begin_of_text|>",
+            "<|end_of_text|>",
+            "<|start_header_id|>",
+            "<|end_header_id|>",
+            "<|eot_id|>",
+            "<|eom_id|>",
+            "<|python_tag|>",
+        ],
+        "additional": ["<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|python_tag|>"],
+        "added": [],
+        "bos": "<|begin_of_text|>",
+        "eos": "<|eot_id|>",
+        "pad": None,
+    },
+}
 
 _CORPUS_LINES = [
     "You are a helpful assistant that answers step by step and may use a search tool and a Python interpreter.",
@@ -48,6 +90,83 @@ def _corpus(extra: list[str] | None = None) -> list[str]:
     if extra:
         lines.extend(extra)
     return lines * 20
+
+
+def build_tiny_tokenizer(
+    output_dir: str | os.PathLike | None = None,
+    chat_format: str = "qwen",
+    vocab_size: int = 1024,
+    extra_corpus: list[str] | None = None,
+    digits: str = "bytes",
+):
+    r"""Train a byte-level BPE tokenizer in-process whose special tokens follow one model family (no model hub).
+
+    Args:
+        output_dir: Where to save it (`save_pretrained`); None keeps it in memory only.
+        chat_format: `qwen`, `qwen3` or `llama3` (see `CHAT_FORMATS`).
+        vocab_size: Target BPE vocabulary size (tokens), special tokens included.
+        extra_corpus: Extra text lines for the training corpus.
+        digits: How numbers are pre-tokenized before BPE: `bytes` (like any text), `individual` (every digit its own
+            token, as Qwen's tokenizer does), `pairs` or `triples` (chunks of up to two or three digits from the left,
+            as Llama 3's tokenizer cuts numbers into chunks of up to three: `4817` is `481` `7` wherever it stands;
+            every chunk is in the vocabulary).
+
+    Returns:
+        The `PreTrainedTokenizerFast` (right padding; the tool tags are ordinary text, Qwen3's `<think>` pair an
+        ordinary added token as in the real Qwen3 tokenizers).
+
+    Raises:
+        KeyError: for an unknown `chat_format`.
+        ValueError: for an unknown `digits`.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    layout = CHAT_FORMATS[chat_format]
+    tokenizer = Tokenizer(models.BPE())
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if digits == "bytes":
+        tokenizer.pre_tokenizer = byte_level
+    elif digits == "individual":
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+    elif digits in ("pairs", "triples"):
+        width = 2 if digits == "pairs" else 3
+        chunks = pre_tokenizers.Split(Regex(rf"\d{{1,{width}}}"), behavior="isolated")
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([chunks, byte_level])
+        # every chunk of `width` digits becomes one token
+        extra_corpus = list(extra_corpus or []) + [" ".join(f"{i:0{width}d}" for i in range(10**width))] * 5
+    else:
+        raise ValueError(f"digits must be bytes, individual, pairs or triples, got {digits!r}")
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=layout["special"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(_corpus(extra_corpus), trainer=trainer)
+    if layout["bos"] is not None:  # Llama 3 prepends BOS when special tokens are added
+        bos_id = tokenizer.token_to_id(layout["bos"])
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{layout['bos']} $A",
+            pair=f"{layout['bos']} $A {layout['bos']} $B",
+            special_tokens=[(layout["bos"], bos_id)],
+        )
+
+    named = {f"{key}_token": layout[key] for key in ("bos", "eos", "pad") if layout[key] is not None}
+    hf_tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        **named,
+        additional_special_tokens=layout["additional"],
+        clean_up_tokenization_spaces=False,
+    )
+    if layout["added"]:
+        hf_tokenizer.add_tokens(layout["added"])
+    hf_tokenizer.padding_side = "right"
+    if output_dir is not None:
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        hf_tokenizer.save_pretrained(str(output_dir))
+    return hf_tokenizer
 
 
 def build_tiny_model(
@@ -74,50 +193,17 @@ def build_tiny_model(
         intermediate_size: Width of the MLP (default `2 * hidden_size`).
         num_heads: Attention heads (query).
         num_kv_heads: Key/value heads (grouped-query attention).
-        digits: How numbers are pre-tokenized before BPE: `bytes` (like any text), `individual` (every digit its own
-            token, as Qwen's tokenizer does) or `pairs` (chunks of up to two digits from the left, in the way Llama 3's
-            tokenizer cuts numbers into chunks of up to three: `4817` is `48` `17` wherever it stands).
+        digits: How numbers are pre-tokenized before BPE (see `build_tiny_tokenizer`).
 
     Returns:
         The output directory, loadable with `AutoTokenizer`/`AutoModelForCausalLM.from_pretrained` and LLaMA-Factory's
         `model_name_or_path` with `template: qwen`.
     """
     import torch
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-
-    tokenizer = Tokenizer(models.BPE())
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    if digits == "bytes":
-        tokenizer.pre_tokenizer = byte_level
-    elif digits == "individual":
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-    elif digits == "pairs":
-        pairs = pre_tokenizers.Split(Regex(r"\d{1,2}"), behavior="isolated")
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pairs, byte_level])
-        extra_corpus = list(extra_corpus or []) + [" ".join(f"{i:02d}" for i in range(100))] * 5
-    else:
-        raise ValueError(f"digits must be bytes, individual or pairs, got {digits!r}")
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(_corpus(extra_corpus), trainer=trainer)
-    hf_tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=["<|im_start|>", "<|im_end|>"],
-        clean_up_tokenization_spaces=False,
-    )
-    hf_tokenizer.padding_side = "right"
-    hf_tokenizer.save_pretrained(str(output_dir))
+    hf_tokenizer = build_tiny_tokenizer(output_dir, "qwen", vocab_size, extra_corpus, digits)
 
     torch.manual_seed(seed)
     config = Qwen2Config(
@@ -151,12 +237,36 @@ REAL_SIZE_CONFIGS = {
     "qwen2.5-1.5b": dict(
         hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2
     ),
+    "qwen2.5-3b": dict(
+        hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=2
+    ),
+    "qwen2.5-7b": dict(
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        vocab_size=152064,
+        tie_word_embeddings=False,
+    ),
+    "qwen2.5-14b": dict(
+        hidden_size=5120,
+        intermediate_size=13824,
+        num_hidden_layers=48,
+        num_attention_heads=40,
+        num_key_value_heads=8,
+        vocab_size=152064,
+        tie_word_embeddings=False,
+        rms_norm_eps=1e-5,
+    ),
 }
 QWEN_VOCAB_SIZE = 151936
 
 
 def real_size_config(name: str = "qwen2.5-0.5b", **overrides):
-    r"""`Qwen2Config` of a real Qwen2.5 size (vocabulary 151936, tied embeddings, RoPE base 1e6); `overrides` win.
+    r"""`Qwen2Config` of a real Qwen2.5 size; `overrides` win.
+
+    Vocabulary 151936 and tied embeddings up to 3B, 152064 and untied from 7B on, RoPE base 1e6.
 
     Raises:
         KeyError: for a name not in `REAL_SIZE_CONFIGS`.
@@ -169,22 +279,32 @@ def real_size_config(name: str = "qwen2.5-0.5b", **overrides):
         rope_theta=1000000.0,
         rms_norm_eps=1e-6,
         tie_word_embeddings=True,
-        **REAL_SIZE_CONFIGS[name],
     )
+    values.update(REAL_SIZE_CONFIGS[name])
     values.update(overrides)
     return Qwen2Config(**values)
 
 
-def build_real_size_model(output_dir: str | os.PathLike, name: str = "qwen2.5-0.5b", dtype: str = "bfloat16") -> Path:
+def build_real_size_model(
+    output_dir: str | os.PathLike,
+    name: str = "qwen2.5-0.5b",
+    dtype: str = "bfloat16",
+    device: str = "cpu",
+    **overrides: Any,
+) -> Path:
     r"""Build a random-weight model with a real architecture (for GPU timing runs without the model hub).
 
-    The locally trained tokenizer is padded with ordinary added tokens `<|extra_i|>` up to the real vocabulary
-    (151936 for Qwen2.5) so that every id a random model samples decodes to text.
+    The locally trained tokenizer is padded with ordinary added tokens `[extra_i]` up to the model's vocabulary
+    (151936 or 152064 for Qwen2.5) so that every id a random model samples decodes to text. Their text holds no `>`
+    (the last character of every stop string), so the rollout's stop-string check stays a table lookup for them, as
+    for most tokens of a real vocabulary.
 
     Args:
         output_dir: Directory to save the model and tokenizer into.
         name: One of `REAL_SIZE_CONFIGS`.
         dtype: Storage dtype of the weights.
+        device: Where the random weights are drawn (`cuda` is much faster for 7B and 14B); saved the same way.
+        **overrides: Config values that win over the named shape (e.g. fewer layers for a smoke run).
 
     Returns:
         The output directory.
@@ -198,16 +318,19 @@ def build_real_size_model(output_dir: str | os.PathLike, name: str = "qwen2.5-0.
     output_dir = Path(output_dir)
     build_tiny_model(output_dir)  # tokenizer (and a tiny model that is overwritten below)
     tokenizer = AutoTokenizer.from_pretrained(str(output_dir))
-    tokenizer.add_tokens([f"<|extra_{i}|>" for i in range(QWEN_VOCAB_SIZE - len(tokenizer))])
+    config = real_size_config(name, **overrides)
+    tokenizer.add_tokens([f"[extra_{i}]" for i in range(config.vocab_size - len(tokenizer))])
     tokenizer.save_pretrained(str(output_dir))
     config = real_size_config(
         name,
+        **overrides,
         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
         pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
         bos_token_id=None,
     )
     torch.manual_seed(0)
-    model = Qwen2ForCausalLM(config).to(getattr(torch, dtype))
+    with torch.device(device):  # weights drawn in the storage dtype (no float32 copy of a 14B model)
+        model = Qwen2ForCausalLM._from_config(config, dtype=getattr(torch, dtype))
     model.generation_config.eos_token_id = config.eos_token_id
     model.generation_config.pad_token_id = config.pad_token_id
     model.save_pretrained(str(output_dir))

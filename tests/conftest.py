@@ -4,6 +4,7 @@
 
 """Shared fixtures: the real ARPO data folder and a tiny local Qwen2 model built once per test run."""
 
+import logging
 import os
 from pathlib import Path
 
@@ -42,3 +43,18 @@ def tiny_model(tiny_model_dir):
     from transformers import AutoModelForCausalLM
 
     return AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
+
+
+@pytest.fixture()
+def plugin_caplog(caplog):
+    """`caplog` that also sees the plugin's records.
+
+    The plugin logs through LLaMA-Factory's `llamafactory` logger (`integration.log.get_logger`), which stops
+    propagating to the root logger, where `caplog` listens, once LLaMA-Factory has set it up.
+    """
+    logger = logging.getLogger("llamafactory")
+    logger.addHandler(caplog.handler)
+    try:
+        yield caplog
+    finally:
+        logger.removeHandler(caplog.handler)

@@ -14,7 +14,7 @@
 
 r"""Outcome advantages for ARPO/AEPO: GRPO group normalisation with soft or hard (lineage) attribution.
 
-Spec: shared/specs/ALGORITHMS.md section 4. Group normalisation follows RUC-NLPIR/ARPO
+Documented in docs/algorithms.md §4. Group normalisation follows RUC-NLPIR/ARPO
 `ARPO/verl_arpo_entropy/verl/trainer/ppo/core_algos.py:113-166` (unbiased std, eps added to the std) except that a
 group of size 1 gets advantage 0 (the reference uses mean 0 and std 1 there, i.e. A = r).
 
@@ -45,7 +45,7 @@ def compute_grpo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, eps:
     A group whose rewards are all identical, and a group with a single row, gets A = 0 exactly (no floating-point
     residue from the mean). Computed in float64 and returned in float32 (or the rewards' floating dtype if wider).
 
-    Source: ALGORITHMS.md section 4; RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/trainer/ppo/core_algos.py:113-166`.
+    Source: docs/algorithms.md §4.1; RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/trainer/ppo/core_algos.py:113-166`.
 
     Args:
         rewards: Scalar reward per trajectory, `[batch]`.
@@ -126,7 +126,7 @@ def lineage_shared_lengths(
     Example: row 0 global (length 10), row 1 branched from row 0 at p=4 (length 9), row 2 branched from row 1 at p=6
     (length 8), row 3 global: shared[1, 0] = 4, shared[2, 1] = 6, shared[2, 0] = min(6, 4) = 4, shared[3, :3] = 0.
 
-    Source: ALGORITHMS.md section 4 ("Hard attribution"); lineage fields of `rollout.Trajectory` (`parent`,
+    Source: docs/algorithms.md §4.3; lineage fields of `rollout.Trajectory` (`parent`,
     `branch_pos`).
 
     Args:
@@ -251,7 +251,7 @@ def compute_hard_attribution_advantages(
     iff i = min S(i, t), i.e. iff t >= max_{j < i} shared[i, j]; the other copies are masked out, so the prefix weighs
     1 instead of d.
 
-    Source: ALGORITHMS.md section 4 ("Hard attribution", `arpo_hard_dedup`).
+    Source: docs/algorithms.md §4.3 (`arpo_hard_dedup`).
 
     Args:
         advantages: Per-trajectory advantages (e.g. from `compute_grpo_advantages`), `[batch]`.
@@ -339,7 +339,7 @@ def compute_soft_attribution_advantages(
     rows sharing it, weighted d times under token-mean. Lineage arguments are accepted for a uniform estimator
     signature and ignored (as is `dedup`, which only applies to hard attribution).
 
-    Source: ALGORITHMS.md section 4 ("Soft attribution"); RUC-NLPIR/ARPO issue 6; arXiv 2507.19849 section 3.2.
+    Source: docs/algorithms.md §4.2; RUC-NLPIR/ARPO issue 6; arXiv 2507.19849 section 3.2.
 
     Args:
         rewards: Scalar rewards `[batch]`.

@@ -14,10 +14,10 @@
 
 r"""Token entropy and AEPO's entropy-aware advantage.
 
-Spec: shared/specs/ALGORITHMS.md sections 5.3 (`high_entropy` scope) and 5.4; reference
+Documented in docs/algorithms.md §5.3 (`high_entropy` scope) and §5.4; reference
 RUC-NLPIR/ARPO `AEPO/verl_aepo_entropy/verl/trainer/ppo/core_algos.py:620-638`. Unlike the reference, the entropy is
 meant to be computed whenever these terms need it (not only with a non-zero entropy bonus), and a micro-batch with
-fewer than two valid tokens gets z = 0 instead of NaN (section 12).
+fewer than two valid tokens gets z = 0 instead of NaN (docs/algorithms.md §12).
 """
 
 import torch
@@ -48,7 +48,7 @@ def entropy_from_logits(logits: torch.Tensor, temperature: float = 1.0) -> torch
 
     Args:
         logits: `[batch, seq_len, vocab]` (any leading shape, vocabulary last).
-        temperature: Sampling temperature the logits are divided by (section 5.4: the rollout temperature).
+        temperature: Sampling temperature the logits are divided by (docs/algorithms.md §5.4: the rollout temperature).
 
     Returns:
         Entropy in nats, `[batch, seq_len]` (float32), differentiable w.r.t. `logits`.
@@ -104,7 +104,7 @@ def entropy_zscore(entropy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     micro-batch: the reference scope). Rules: std = 0 -> std is replaced by 1; fewer than 2 valid tokens -> z = 0
     everywhere. Positions outside the mask get z = 0.
 
-    Source: ALGORITHMS.md section 5.4; RUC-NLPIR/ARPO `AEPO/verl_aepo_entropy/verl/trainer/ppo/core_algos.py:620-638`.
+    Source: docs/algorithms.md §5.4; RUC-NLPIR/ARPO `AEPO/verl_aepo_entropy/verl/trainer/ppo/core_algos.py:620-638`.
 
     Args:
         entropy: Token entropies `[batch, seq_len]`.
@@ -140,7 +140,7 @@ def entropy_aware_advantages(
     The result replaces A everywhere in the policy loss, sign tests and dual clip included. Positions outside the mask
     keep A (z = 0 there).
 
-    Source: ALGORITHMS.md section 5.4 (coefficient `aepo_entropy_advantage_coef`, 0.2).
+    Source: docs/algorithms.md §5.4 (coefficient `aepo_entropy_advantage_coef`, 0.2).
 
     Args:
         advantages: Token advantages `[batch, seq_len]`.
@@ -160,7 +160,7 @@ def entropy_aware_advantages(
 def high_entropy_mask(entropy: torch.Tensor, mask: torch.Tensor, threshold: float = 0.0) -> torch.Tensor:
     r"""Bool mask of loss-mask tokens whose entropy z-score exceeds `threshold` (`aepo_high_entropy_z`).
 
-    Used as `balanced_clip_mask` for `aepo_balanced_clip_scope: high_entropy` (ALGORITHMS.md section 5.3).
+    Used as `balanced_clip_mask` for `aepo_balanced_clip_scope: high_entropy` (docs/algorithms.md §5.3).
 
     Args:
         entropy: Token entropies `[batch, seq_len]`.

@@ -14,10 +14,10 @@
 
 r"""Policy losses for ARPO/AEPO: PPO clip with asymmetric bounds and dual clip, AEPO's gradient-preserving clip, KL.
 
-Spec: shared/specs/ALGORITHMS.md sections 4 and 5.3. Every function works on `[batch, seq_len]` tensors of response
+Documented in docs/algorithms.md §4.4 and §5.3. Every function works on `[batch, seq_len]` tensors of response
 tokens and aggregates by token mean over the loss mask with an explicit normaliser `num_tokens`, so a trainer that
 splits a mini-batch into micro-batches (and ranks) can pass the mini-batch's global loss-token count and sum the
-micro-batch losses: the result equals the token mean over the whole mini-batch (section 4, **Decision**).
+micro-batch losses: the result equals the token mean over the whole mini-batch (docs/algorithms.md §4.4, **Decision**).
 """
 
 import torch
@@ -91,7 +91,7 @@ def compute_policy_loss(
     grad log pi / num_tokens. `balanced_clip_mask` restricts the gradient-preserving bound to the True tokens
     (`aepo_balanced_clip_scope: high_entropy`); the others keep the constant bound.
 
-    Source: ALGORITHMS.md sections 4 and 5.3; RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/trainer/ppo/core_algos.py`
+    Source: docs/algorithms.md §4.4 and §5.3; RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/trainer/ppo/core_algos.py`
     (`compute_policy_loss`) and `AEPO/verl_aepo_entropy/verl/trainer/ppo/core_algos.py:645-679`; dual clip from
     arXiv 1912.09729.
 
@@ -238,7 +238,7 @@ def compute_aepo_policy_loss(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     r"""`compute_policy_loss` with AEPO's entropy-balanced (gradient-preserving) clip on by default.
 
-    Source: ALGORITHMS.md section 5.3; RUC-NLPIR/ARPO `AEPO/verl_aepo_entropy/verl/trainer/ppo/core_algos.py:645-679`.
+    Source: docs/algorithms.md §5.3; RUC-NLPIR/ARPO `AEPO/verl_aepo_entropy/verl/trainer/ppo/core_algos.py:645-679`.
     Arguments, returns and errors as `compute_policy_loss`.
     """
     return compute_policy_loss(
@@ -260,7 +260,7 @@ def low_var_kl(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Te
 
     `k3 = exp(l_ref - l) - (l_ref - l) - 1`, clamped to [-10, 10]; non-negative and unbiased for KL(pi || pi_ref).
 
-    Source: ALGORITHMS.md section 4 ("KL"); http://joschu.net/blog/kl-approx.html.
+    Source: docs/algorithms.md §4.5; http://joschu.net/blog/kl-approx.html.
 
     Args:
         log_probs: Current policy log-probs `[batch, seq_len]`.

@@ -80,7 +80,9 @@ def register_policy_loss(name: str, overwrite: bool = False) -> Callable[[F], F]
     r"""Decorator registering a policy loss under `name` (e.g. `@register_policy_loss("arpo")`).
 
     A policy loss has the signature of `compute_policy_loss` (see `policy_loss.py`) and returns
-    `(scalar loss, metrics dict)`.
+    `(scalar loss, metrics dict)`. The trainer calls the loss named by `rl_policy_loss` on every micro-batch with
+    `(log_probs, old_log_probs, advantages, loss_mask)` `[batch, seq_len]` and the keyword arguments `epsilon_low`,
+    `epsilon_high`, `dual_clip`, `balanced_clip`, `balanced_clip_mask`, `num_tokens`.
 
     Raises:
         ValueError: `name` is empty or already registered to another function (unless `overwrite`).

@@ -12,16 +12,16 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-r"""Dataset formats of the agentic stages (spec sections 2 and 8).
+r"""Dataset formats of the agentic stages (docs/algorithms.md §2 and §8).
 
 * `formatting: arpo_rl` — verl-style RL prompts (ARPO-RL-Reasoning-10K, ARPO-RL-DeepSearch-1K, their validation and
   test files); loaded for the RL stages with `load_rl_dataset` and tokenised with `encode_rl_prompts`.
 * `formatting: arpo_sft` — sharegpt-like tool trajectories (ARPO-SFT-54K), inline or as function_call/observation
-  turns, trained with the `<base>_agentic` inline-tag templates (`get_inline_template_name`).
+  turns, trained with the `<base>_agentic` inline-tag templates (`build_inline_template`).
 
-Importing this package is cheap; the LLaMA-Factory-dependent parts load on first use. `register_data_extensions()`
-(called by the activation hook once `llamafactory.data` is imported) registers the converters and the inline-tag
-templates of qwen, qwen3, qwen3_nothink and llama3.
+Importing this package is cheap; the LLaMA-Factory-dependent parts load on first use. Their registration in
+LLaMA-Factory (the converters and the inline-tag templates of qwen, qwen3, qwen3_nothink and llama3) lives in
+`llamafactory_agentic.integration.data_registration`.
 """
 
 from typing import Any
@@ -32,7 +32,6 @@ _LAZY = {
     "ArpoSFTDatasetConverter": "converters",
     "RL_FORMATTING": "converters",
     "SFT_FORMATTING": "converters",
-    "get_inline_template_name": "inline_template",
     "build_inline_template": "inline_template",
     "is_inline_template": "inline_template",
     "load_rl_dataset": "rl_loader",
@@ -49,33 +48,6 @@ _LAZY = {
 }
 
 
-def register_data_extensions() -> None:
-    r"""Register the `arpo_rl`, `arpo_sft` converters and the default inline-tag templates (idempotent).
-
-    Requires LLaMA-Factory. When LLaMA-Factory's data package is first imported by one of this package's modules
-    (e.g. `from llamafactory_agentic.data.converters import ...` in a fresh process), the activation hook calls this
-    function while that module is still executing; it is skipped here and registers itself when it finishes.
-    """
-    converters = _import_unless_executing("converters")
-    if converters is not None:
-        converters.register_converters()
-
-    templates = _import_unless_executing("inline_template")
-    if templates is not None:
-        templates.register_default_inline_templates()
-
-
-def _import_unless_executing(name: str) -> Any:
-    import importlib
-    import sys
-
-    module = sys.modules.get(f"{__name__}.{name}")
-    if module is not None and not getattr(module, "MODULE_READY", False):
-        return None  # its body is running right now (circular import through the activation hook)
-
-    return importlib.import_module(f".{name}", __name__)
-
-
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
@@ -85,4 +57,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["register_data_extensions", *_LAZY]
+__all__ = list(_LAZY)

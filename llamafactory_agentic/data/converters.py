@@ -15,8 +15,8 @@
 r"""LLaMA-Factory dataset converters for the ARPO formats (`formatting:` values of a `dataset_info.json` entry).
 
 * `arpo_rl`: verl-style RL prompts -> LLaMA-Factory's aligned columns (`_prompt` user/assistant messages, `_response`
-  [], `_system`, `_tools` "", media None) plus `_ground_truth`, `_data_source`, `_ability` and `_extra` (JSON of every
-  other column).
+  [], `_system`, `_tools` "", media None) plus `_ground_truth`, `_data_source`, `_ability`, `_extra` (JSON of every
+  other column) and where the row came from: `_source` (file name or hub id) and `_row` (its row number there).
 * `arpo_sft`: sharegpt-like trajectories (`conversations` + `system`; tags from/value; roles
   human/gpt/function_call/observation). A `gpt` message holding a whole inline trajectory is split into
   function/observation/assistant turns; trajectories already given as function_call/observation turns are kept
@@ -33,12 +33,12 @@ from typing import Any
 from llamafactory.data.converter import DatasetConverter, SharegptDatasetConverter
 from llamafactory.data.data_utils import Role
 
-from ._log import get_logger
+from ..integration.log import get_logger
 from .rl_schema import PROMPT_COLUMN, RLRowError, dump_extra, parse_rl_row
 from .tags import (
     TrajectoryFormatError,
     Turn,
-    check_tag_balance,
+    check_turns_balance,
     join_trajectory,
     split_inline_trajectory,
     unwrap_observation,
@@ -52,6 +52,15 @@ SFT_FORMATTING = "arpo_sft"
 RAW_FORMATTING = "agentic_raw"
 
 _DEFAULT_ALPACA_PROMPT = "instruction"  # DatasetAttr.prompt's default, meaningless for the RL layout
+ROW_NUMBER_COLUMN = "__agentic_row"  # added by `load_rl_dataset` before conversion: the row number in the source
+
+
+def source_text(dataset_attr: Any) -> str:
+    r"""`_source` of the converted rows: the file's base name or the hub id (`(sampled)` added with `num_samples`)."""
+    from .rl_loader import source_label
+
+    label = source_label(dataset_attr)[0]
+    return f"{label} (sampled)" if getattr(dataset_attr, "num_samples", None) is not None else label
 
 
 def rl_prompt_column(dataset_attr: Any) -> str:
@@ -65,7 +74,7 @@ class ArpoRLDatasetConverter(DatasetConverter):
     r"""Convert one verl-style RL row (ARPO's `rl_datasets/*.parquet`) to LLaMA-Factory's aligned layout.
 
     Reads `data_args.agentic_repair_boxed` (default True; set by `load_rl_dataset` from the finetuning arguments) to
-    repair `\x08oxed` in every message (spec section 2). Rows are validated by `load_rl_dataset` before conversion; a
+    repair `\x08oxed` in every message (docs/algorithms.md §2.8). Rows are validated by `load_rl_dataset` first; a
     malformed row reaching this converter raises.
 
     Raises:
@@ -75,6 +84,8 @@ class ArpoRLDatasetConverter(DatasetConverter):
     def __call__(self, example: dict[str, Any]) -> dict[str, Any]:
         r"""Convert one raw row (see the class docstring)."""
         repair = getattr(self.data_args, "agentic_repair_boxed", True)
+        example = dict(example)
+        row_number = example.pop(ROW_NUMBER_COLUMN, None)
         try:
             row = parse_rl_row(example, prompt_column=rl_prompt_column(self.dataset_attr), repair=repair)
         except RLRowError as err:
@@ -95,6 +106,8 @@ class ArpoRLDatasetConverter(DatasetConverter):
             "_data_source": row.data_source,
             "_ability": row.ability,
             "_extra": dump_extra(row.extra),
+            "_source": source_text(self.dataset_attr),
+            "_row": -1 if row_number is None else int(row_number),
         }
 
 
@@ -217,29 +230,17 @@ def rebuild_sft_messages(
 
         in_trajectory = True
         turns = next(trajectories)
-        inline = join_trajectory(turns)
-        check_tag_balance(inline)
+        check_turns_balance(turns)  # model-written text only: a tool output may quote any tag (issue 8)
         if not mask_results:
-            output.append({role_tag: dataset_attr.assistant_tag, content_tag: inline})
+            output.append({role_tag: dataset_attr.assistant_tag, content_tag: join_trajectory(turns)})
         else:
             output.extend({role_tag: tag_of[turn.role], content_tag: turn.content} for turn in turns)
 
     return output
 
 
-def register_converters() -> None:
-    r"""Register `arpo_rl`, `arpo_sft` and `agentic_raw` in LLaMA-Factory's `DATASET_CONVERTERS` (idempotent)."""
-    from llamafactory.data.converter import DATASET_CONVERTERS, register_dataset_converter
-
-    for name, converter in (
-        (RL_FORMATTING, ArpoRLDatasetConverter),
-        (SFT_FORMATTING, ArpoSFTDatasetConverter),
-        (RAW_FORMATTING, RawRowsConverter),
-    ):
-        if DATASET_CONVERTERS.get(name) is not converter:
-            DATASET_CONVERTERS.pop(name, None)
-            register_dataset_converter(name, converter)
+from ..integration.data_registration import register_converters  # noqa: E402
 
 
-register_converters()
+register_converters()  # see `register_data_extensions` (the activation hook may skip this module)
 MODULE_READY = True

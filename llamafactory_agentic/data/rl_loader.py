@@ -16,7 +16,7 @@ r"""Loading RL prompt datasets for the `arpo`/`aepo` stages through LLaMA-Factor
 
 `load_rl_dataset` resolves `dataset` / `eval_dataset` with LLaMA-Factory's `dataset_info.json` parsing
 (`get_dataset_list`) and loader (`_load_single_dataset`: local files, hub, `num_samples`, `max_samples`), validates every
-row before conversion (spec section 8), repairs `\x08oxed` (spec section 2), converts with the `arpo_rl` converter and
+row before conversion (docs/algorithms.md §8.1), repairs `\x08oxed` (§2.8), converts with the `arpo_rl` converter and
 splits off `val_size` like LLaMA-Factory. `encode_rl_prompts` renders the prompts with the LLaMA-Factory template.
 """
 
@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._log import get_logger
+from ..integration.log import get_logger
 from .rl_schema import RLRowError, parse_rl_row
 from .tags import count_control_chars
 
@@ -169,7 +169,7 @@ def _load_one_rl_dataset(
     from llamafactory.data.converter import align_dataset
     from llamafactory.data.loader import _load_single_dataset
 
-    from .converters import RAW_FORMATTING, RL_FORMATTING, rl_prompt_column
+    from .converters import RAW_FORMATTING, RL_FORMATTING, ROW_NUMBER_COLUMN, rl_prompt_column
 
     if dataset_attr.formatting != RL_FORMATTING:
         raise RLDataError(
@@ -195,6 +195,7 @@ def _load_one_rl_dataset(
 
         raise RLDataError(message)
 
+    raw = raw.add_column(ROW_NUMBER_COLUMN, list(range(len(raw))))  # row numbers survive skipping and merging
     if stats.bad_rows:
         bad = {idx for idx, _ in stats.bad_rows}
         raw = raw.select([idx for idx in range(len(raw)) if idx not in bad])
@@ -257,7 +258,8 @@ def load_rl_dataset(
         `{"train_dataset": Dataset | None, "eval_dataset": Dataset | dict[str, Dataset] | None}`; rows have the columns
         `_prompt` (list of `{role, content}`, user/assistant, ending with the user question), `_response` ([]),
         `_system` (str), `_tools` (""), `_images`/`_videos`/`_audios` (None), `_ground_truth` (str), `_data_source`
-        (str), `_ability` (str, "" when null) and `_extra` (JSON text of the other columns).
+        (str), `_ability` (str, "" when null), `_extra` (JSON text of the other columns), `_source` (file name or
+        hub id) and `_row` (0-based row number in that source, as in the bad-row messages).
 
     Raises:
         RLDataError: for a malformed row without `agentic_skip_bad_rows` (names file, row, field and the fix), a
@@ -267,7 +269,7 @@ def load_rl_dataset(
     from datasets import DatasetDict
     from llamafactory.data.data_utils import get_dataset_module, split_dataset
 
-    from . import register_data_extensions
+    from ..integration.data_registration import register_data_extensions
 
     if data_args.streaming:
         raise ValueError("The RL stages do not support `streaming: true`; turn it off (the prompts are small).")
@@ -293,55 +295,107 @@ def load_rl_dataset(
     return {"train_dataset": module.get("train_dataset"), "eval_dataset": module.get("eval_dataset")}
 
 
+OVERLONG_MODES = ("skip", "error")
+_NAMED_OVERLONG = 5  # over-long rows named in the warning
+
+
+def _row_name(source: str | None, row: int | None, position: int) -> str:
+    if source and row is not None and row >= 0:
+        return f"{source} row {row}"
+
+    return f"row {position}"
+
+
 def encode_rl_prompts(
     dataset: "Dataset",
     template: "Template",
     tokenizer: "PreTrainedTokenizer",
     max_prompt_length: int,
+    overlong: str = "skip",
 ) -> "Dataset":
     r"""Add `prompt_ids`: each prompt rendered with the LLaMA-Factory template, ending with the assistant header.
 
     The system prompt is the row's `_system` (message 0 of the data's `prompt`; the template's default system when
     empty). The rendering is `template.encode_oneturn(messages + [empty assistant])`'s prompt part, i.e. exactly the
-    ids LLaMA-Factory's SFT processing puts before the first response token (spec section 2, "Chat-template view").
-    Prompts longer than `max_prompt_length` keep their last `max_prompt_length` tokens (left truncation) and are
-    counted in one warning.
+    ids LLaMA-Factory's SFT processing puts before the first response token (docs/algorithms.md §2.7).
+
+    A prompt is never cut (cutting from the left would drop the system prompt and the tool instructions). A prompt
+    longer than `max_prompt_length` tokens is, with `overlong="skip"` (`arpo_overlong_prompt`, default), dropped
+    with a warning that counts such rows and names the first five (source file and row, see `load_rl_dataset`);
+    with `overlong="error"` it stops the run with the same names.
 
     Args:
-        dataset: Rows from `load_rl_dataset` (`_prompt`, `_system`, `_tools`).
+        dataset: Rows from `load_rl_dataset` (`_prompt`, `_system`, `_tools`; `_source` and `_row` name the rows in
+            messages, else the position in `dataset` is used).
         template: LLaMA-Factory template (from `get_template_and_fix_tokenizer`).
         tokenizer: The model's tokenizer.
         max_prompt_length: Token budget of a prompt (`arpo_max_prompt_length`).
+        overlong: `skip` or `error` (`arpo_overlong_prompt`).
 
     Returns:
-        The dataset with a `prompt_ids` column (list of int, length <= `max_prompt_length`).
+        The dataset without the skipped rows, with a `prompt_ids` column (list of int, length <= `max_prompt_length`).
 
     Raises:
-        ValueError: if `max_prompt_length` < 1.
+        ValueError: if `max_prompt_length` < 1 or `overlong` is not `skip` / `error`.
+        RLDataError: with `overlong="error"` for the first over-long prompt (file, row, length and the fix), or when
+            every prompt is too long.
     """
     if max_prompt_length < 1:
         raise ValueError(f"max_prompt_length must be positive, got {max_prompt_length}")
 
+    if overlong not in OVERLONG_MODES:
+        raise ValueError(f"arpo_overlong_prompt must be skip or error, got {overlong!r}")
+
     all_ids: list[list[int]] = []
-    truncated = 0
-    longest = 0
+    too_long: list[tuple[int, str, int]] = []  # (position, name, length)
+    position = 0
     for batch in dataset.iter(batch_size=256):
-        tools_column = batch.get("_tools") or [""] * len(batch["_prompt"])
-        for prompt, system, tools in zip(batch["_prompt"], batch["_system"], tools_column):
+        size = len(batch["_prompt"])
+        tools_column = batch.get("_tools") or [""] * size
+        sources = batch.get("_source") or [None] * size
+        rows = batch.get("_row") or [None] * size
+        for prompt, system, tools, source, row in zip(batch["_prompt"], batch["_system"], tools_column, sources, rows):
             messages = list(prompt) + [{"role": "assistant", "content": ""}]
             prompt_ids, _ = template.encode_oneturn(tokenizer, messages, system or None, tools or None)
-            longest = max(longest, len(prompt_ids))
             if len(prompt_ids) > max_prompt_length:
-                truncated += 1
-                prompt_ids = prompt_ids[-max_prompt_length:]
+                too_long.append((position, _row_name(source, row, position), len(prompt_ids)))
 
             all_ids.append(prompt_ids)
+            position += 1
 
-    if truncated:
-        logger.warning(
-            f"{LOG_PREFIX} {truncated}/{len(all_ids)} prompts are longer than max_prompt_length={max_prompt_length} "
-            f"tokens (longest {longest}) and were truncated from the left"
+    if too_long and overlong == "error":
+        _, name, length = too_long[0]
+        others = [other for _, other, _ in too_long[1:]]
+        more = ""
+        if others:
+            listed = ", ".join(others[:_NAMED_OVERLONG]) + (", ..." if len(others) > _NAMED_OVERLONG else "")
+            more = f" ({len(others)} more such prompt{'s' if len(others) > 1 else ''}: {listed})"
+
+        raise RLDataError(
+            f"{name}: the prompt is {length} tokens, longer than arpo_max_prompt_length={max_prompt_length}{more}; "
+            "raise arpo_max_prompt_length, shorten the prompt, or set arpo_overlong_prompt: skip to drop such rows"
         )
+
+    if too_long and len(too_long) == len(all_ids):
+        raise RLDataError(
+            f"every prompt is longer than arpo_max_prompt_length={max_prompt_length} tokens (shortest "
+            f"{min(length for _, _, length in too_long)}); raise arpo_max_prompt_length"
+        )
+
+    if too_long:
+        named = ", ".join(f"{name} ({length} tokens)" for _, name, length in too_long[:_NAMED_OVERLONG])
+        if len(too_long) > _NAMED_OVERLONG:
+            named += ", ..."
+
+        logger.warning(
+            f"{LOG_PREFIX} skipped {len(too_long)}/{len(all_ids)} prompts longer than arpo_max_prompt_length="
+            f"{max_prompt_length} tokens (longest {max(length for _, _, length in too_long)}): {named}; raise "
+            "arpo_max_prompt_length to keep them, or set arpo_overlong_prompt: error to stop instead"
+        )
+        skipped = {pos for pos, _, _ in too_long}
+        keep = [pos for pos in range(len(all_ids)) if pos not in skipped]
+        dataset = dataset.select(keep)
+        all_ids = [all_ids[pos] for pos in keep]
 
     if "prompt_ids" in dataset.column_names:
         dataset = dataset.remove_columns("prompt_ids")

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-r"""Validation and normalisation of one RL row in the verl layout of the ARPO files (spec section 8).
+r"""Validation and normalisation of one RL row in the verl layout of the ARPO files (docs/algorithms.md §8.1).
 
 Columns: `data_source` (str), `prompt` (list of `{role, content}`: system, user), `ability` (str or null),
 `reward_model` (`{ground_truth, style}`), `extra_info` (`{index, question, split, need_tools_kwargs}`), `metadata`.
@@ -22,7 +22,9 @@ decoded here. Nothing here imports torch or LLaMA-Factory.
 
 import ast
 import json
+import math
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from .tags import repair_boxed
@@ -31,6 +33,7 @@ from .tags import repair_boxed
 PROMPT_COLUMN = "prompt"
 KNOWN_COLUMNS = ("data_source", PROMPT_COLUMN, "ability", "reward_model")
 _ROLES = ("system", "user", "assistant")
+MAX_PLAIN_EXPONENT = 30  # numbers beyond 1e30 / below 1e-30 keep their exponent form
 
 
 class RLRowError(ValueError):
@@ -55,7 +58,8 @@ class RLRow:
     Attributes:
         messages: User/assistant messages (the system message removed), alternating, ending with a user message.
         system: Content of the leading system message ("" when there is none).
-        ground_truth: The reference answer; a list of aliases is JSON-encoded, a number written as text.
+        ground_truth: The reference answer; a list of aliases is JSON-encoded, a number written in canonical form
+            (`format_number`: `10.0` -> `"10"`).
         data_source: `data_source` ("" when absent or null).
         ability: `ability` ("" when absent or null).
         extra: Every other column (`extra_info`, `metadata`, unknown columns, decoded when they were JSON/Python-literal
@@ -144,11 +148,73 @@ def _decode_extra(value: Any) -> Any:
     return value
 
 
-def normalize_ground_truth(value: Any, name: str = "reward_model.ground_truth") -> str:
-    r"""The ground truth as one string: text unchanged, a number as text, a list of aliases JSON-encoded.
+def canonical_decimal(text: str) -> str | None:
+    r"""Canonical decimal form of a number written with digits: no trailing fractional zeros, no exponent, no commas.
+
+    `"10.50"` -> `"10.5"`, `"10.0"` -> `"10"`, `"1e3"` -> `"1000"`, `"1,000.5"` -> `"1000.5"`, `"-0.0"` -> `"0"`.
+    Used for numeric ground truths (`format_number`) and by the F1 / exact-match normalisation of the rewards, so a
+    stored `10.0` and an answer `10` compare equal.
+
+    Args:
+        text: The number as written (digits, optional thousands commas, fraction and exponent; no surrounding text).
+
+    Returns:
+        The canonical text, or None when `text` is not a finite number or its decimal exponent is beyond
+        +-`MAX_PLAIN_EXPONENT` (it would expand to more than 30 digits).
+    """
+    try:
+        number = Decimal(text.replace(",", ""))
+    except InvalidOperation:
+        return None
+
+    if not number.is_finite():
+        return None
+
+    if number.is_zero():
+        return "0"
+
+    number = number.normalize()
+    if abs(number.adjusted()) > MAX_PLAIN_EXPONENT:
+        return None
+
+    return format(number, "f")
+
+
+def format_number(value: int | float) -> str:
+    r"""Text of a numeric ground truth: `10.0` -> `"10"`, `10.5` -> `"10.5"`, `1e3` -> `"1000"`, `7` -> `"7"`.
+
+    Floats are written from their shortest round-trip representation (`repr`) in canonical decimal form
+    (`canonical_decimal`); beyond 1e30 they keep the exponent (`1e+40`).
 
     Raises:
-        RLRowError: if it is missing, empty (also whitespace only or an empty list) or of another type.
+        ValueError: for NaN or an infinite value.
+    """
+    if isinstance(value, int):
+        return str(value)
+
+    if not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a finite number")
+
+    text = repr(float(value))
+    return canonical_decimal(text) or text
+
+
+def _non_finite(value: float) -> str:
+    if math.isnan(value):
+        return "is NaN (a missing value in a numeric column?)"
+
+    return f"is {value!r} (not a finite number)"
+
+
+def normalize_ground_truth(value: Any, name: str = "reward_model.ground_truth") -> str:
+    r"""The ground truth as one string: text unchanged, a number in canonical form, a list of aliases JSON-encoded.
+
+    Numbers (ints, floats, numpy scalars) are written with `format_number` (`10.0` -> `"10"`), also inside a list of
+    aliases; text is stored as given (the rewards compare numbers written in text in canonical form).
+
+    Raises:
+        RLRowError: if it is missing, empty (also whitespace only or an empty list), NaN or infinite (also as a list
+            item, named `ground_truth[i]`) or of another type.
     """
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
         value = value.tolist()
@@ -166,10 +232,22 @@ def normalize_ground_truth(value: Any, name: str = "reward_model.ground_truth") 
         return value
 
     if isinstance(value, (int, float)):
-        return str(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise RLRowError(name, _non_finite(value))
+
+        return format_number(value)
 
     if isinstance(value, (list, tuple)):
-        aliases = [str(item) for item in value if item is not None and str(item).strip()]
+        aliases = []
+        for idx, item in enumerate(value):
+            if isinstance(item, float) and not math.isfinite(item):
+                raise RLRowError(f"{name}[{idx}]", _non_finite(item))
+
+            if isinstance(item, (int, float)) and not isinstance(item, bool):
+                aliases.append(format_number(item))
+            elif item is not None and str(item).strip():
+                aliases.append(str(item))
+
         if not aliases:
             raise RLRowError(name, "is empty")
 
@@ -189,7 +267,7 @@ def parse_rl_row(row: dict[str, Any], prompt_column: str = PROMPT_COLUMN, repair
     Args:
         row: One dataset row as a dict of column values.
         prompt_column: Name of the chat-messages column.
-        repair: Replace `\x08oxed` with `\boxed` in every message (spec section 2, `agentic_repair_boxed`).
+        repair: Replace `\x08oxed` with `\boxed` in every message (docs/algorithms.md §2.8, `agentic_repair_boxed`).
 
     Returns:
         The validated `RLRow`.

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-r"""The inline-tag trajectory format of ARPO (spec section 2) as plain-text operations.
+r"""The inline-tag trajectory format of ARPO (docs/algorithms.md §2) as plain-text operations.
 
 A trajectory is one assistant text such as::
 
@@ -39,7 +39,7 @@ TOOL_TAGS = ("search", "python")
 CHECKED_TAGS = (THINK_TAG, *TOOL_TAGS, RESULT_TAG, ANSWER_TAG)
 NON_TOOL_TAGS = frozenset({THINK_TAG, ANSWER_TAG, RESULT_TAG})
 
-# Inserted after a tool call, RUC-NLPIR/ARPO vllm_rollout_with_tools.py:363-426 (spec section 2).
+# Inserted after a tool call, RUC-NLPIR/ARPO vllm_rollout_with_tools.py:363-426 (docs/algorithms.md §2.3).
 OBSERVATION_PREFIX = " <result>\n"
 OBSERVATION_SUFFIX = "\n</result>"
 
@@ -83,7 +83,7 @@ class Turn:
 def repair_boxed(text: str) -> tuple[str, int]:
     r"""Replace every `\x08oxed` (backspace + "oxed", an unescaped `\b`) with `\boxed`.
 
-    Source: spec section 2, "Corrupted `\boxed` in the shipped RL parquet files".
+    Source: docs/algorithms.md §2.8.
 
     Returns:
         The repaired text and the number of replacements.
@@ -125,12 +125,12 @@ def unwrap_observation(text: str) -> str:
 
 
 def wrap_observation(text: str) -> str:
-    r"""The observation string the rollout inserts: `" <result>\n" + text + "\n</result>"` (spec section 2)."""
+    r"""The observation the rollout inserts: `" <result>\n" + text + "\n</result>"` (docs/algorithms.md §2.3)."""
     return OBSERVATION_PREFIX + text + OBSERVATION_SUFFIX
 
 
 def empty_call_text(tag: str) -> str:
-    r"""Observation of a tool call with nothing between its tags: `Error: empty <tag> call.` (spec section 12)."""
+    r"""Observation of an empty tool call: `Error: empty <tag> call.` (docs/algorithms.md §2.5, §12)."""
     return f"Error: empty <{tag}> call."
 
 
@@ -249,3 +249,20 @@ def check_tag_balance(text: str, tags: tuple[str, ...] = CHECKED_TAGS) -> None:
     for name, start in open_at.items():
         if start is not None:
             raise TrajectoryFormatError(f"<{name}> at character {start} is never closed", tag=f"<{name}>")
+
+
+def check_turns_balance(turns: list[Turn], tags: tuple[str, ...] = CHECKED_TAGS) -> None:
+    r"""`check_tag_balance` over the model-written turns of a split trajectory; observation text is not inspected.
+
+    Each observation counts as an empty `<result></result>` block, so a tool output may contain any text, also a
+    literal `</result>`, `<answer>` or `</think>` (a web page quoting markup), while function and assistant turns
+    are checked as in `check_tag_balance`.
+
+    Args:
+        turns: function / observation / assistant turns of one trajectory, in order.
+        tags: Tag names to check.
+
+    Raises:
+        TrajectoryFormatError: naming the first unbalanced tag of the model-written text.
+    """
+    check_tag_balance(join_trajectory([Turn(t.role, "") if t.role == "observation" else t for t in turns]), tags)

@@ -16,9 +16,10 @@
 
 Automatic path: `llamafactory_agentic.pth` imports `_llamafactory_agentic_hook` at interpreter start-up; its finder
 calls `on_module_loaded` when one of the patched LLaMA-Factory modules has been executed. This covers
-`llamafactory-cli train`, the torchrun children of `FORCE_TORCHRUN=1` (they import `llamafactory.train.tuner`) and
-the training subprocess LLaMA-Board starts. Explicit path: `register()` imports the modules (patching those already
-imported) for notebooks or environments where `.pth` files are not processed.
+`llamafactory-cli train`, the torchrun children of `FORCE_TORCHRUN=1` (they import `llamafactory.train.tuner`),
+`llamafactory-cli webui` (it imports `llamafactory.webui.interface`) and the training subprocess LLaMA-Board starts.
+Explicit path: `register()` imports the modules (patching those already imported) for notebooks or environments where
+`.pth` files are not processed; it patches LLaMA-Board only when `llamafactory.webui.interface` is already imported.
 """
 
 import importlib
@@ -26,7 +27,7 @@ import os
 import sys
 from types import ModuleType
 
-from .patches import PATCHES, SUPPORTED_LLAMAFACTORY, PatchError
+from .patches import LLAMABOARD_PATCHES, PATCHES, SUPPORTED_LLAMAFACTORY, PatchError
 
 
 DISABLE_ENV = "LLAMAFACTORY_AGENTIC_DISABLE"
@@ -67,15 +68,16 @@ def on_module_loaded(name: str, module: ModuleType) -> None:
     Raises:
         PatchError: on an unsupported LLaMA-Factory version or a failed precondition.
     """
-    if is_disabled() or name in _applied or name not in PATCHES:
+    entry = PATCHES.get(name) or LLAMABOARD_PATCHES.get(name)
+    if is_disabled() or name in _applied or entry is None:
         return
 
     if not _version_checked:
         check_version()
 
-    _, patch = PATCHES[name]
+    description, patch = entry
     patch(module)
-    _applied[name] = PATCHES[name][0]
+    _applied[name] = description
 
 
 def register() -> list[str]:
@@ -95,12 +97,16 @@ def register() -> list[str]:
         module = sys.modules.get(name) or importlib.import_module(name)
         on_module_loaded(name, module)
 
+    for name in LLAMABOARD_PATCHES:  # only when LLaMA-Board is already imported; else the hook patches it on import
+        if name in sys.modules:
+            on_module_loaded(name, sys.modules[name])
+
     return active_patches()
 
 
 def active_patches() -> list[str]:
     r"""Names of the modules patched in this process, in patch order."""
-    return [name for name in PATCHES if name in _applied]
+    return [name for name in (*PATCHES, *LLAMABOARD_PATCHES) if name in _applied]
 
 
 def hook_installed() -> bool:

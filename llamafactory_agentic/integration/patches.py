@@ -24,6 +24,7 @@ import typing
 from types import ModuleType
 from typing import Any, Literal
 
+from .log import get_logger
 from .stages import STAGES, get_stage
 
 
@@ -66,7 +67,7 @@ def patch_constants(module: ModuleType) -> None:
 # ---------------------------------------------------------------------------------------------- data
 def patch_data(module: ModuleType) -> None:
     r"""Register the plugin's dataset converters (`arpo_rl`, `arpo_sft`) and inline-tag templates."""
-    from ..data import register_data_extensions
+    from .data_registration import register_data_extensions
 
     converter = __import__("llamafactory.data.converter", fromlist=["DATASET_CONVERTERS"])
     _require(converter, "DATASET_CONVERTERS", dict)
@@ -255,7 +256,22 @@ def _destroy_process_group() -> None:
         try:
             dist.destroy_process_group()
         except Exception as err:  # same tolerance as LLaMA-Factory's own teardown
-            print(f"[llamafactory-agentic] failed to destroy process group: {err}")
+            get_logger(__name__).warning(f"Failed to destroy process group: {err}.")
+
+
+def _patch_launcher(module: ModuleType) -> None:
+    r"""See `eval_command.patch_launcher`."""
+    from .eval_command import patch_launcher
+
+    patch_launcher(module)
+
+
+# ---------------------------------------------------------------------------------------------- webui.interface
+def patch_llamaboard(module: ModuleType) -> None:
+    r"""LLaMA-Board: the agentic panel, checks before Start, live RL plots and the rollout viewer (see `llamaboard`)."""
+    from .llamaboard import patch_llamaboard as apply
+
+    apply(module)
 
 
 PATCHES = {
@@ -263,4 +279,11 @@ PATCHES = {
     "llamafactory.data": ("dataset formats and inline-tag templates", patch_data),
     "llamafactory.hparams.parser": ("stages and hyper-parameters in the parser", patch_parser),
     "llamafactory.train.tuner": ("stage dispatch in llamafactory-cli train", patch_tuner),
+    "llamafactory.launcher": ("llamafactory-cli eval runs the evaluation harness", _patch_launcher),
+}
+
+# Applied when LLaMA-Board is imported (`llamafactory-cli webui`); `register()` does not import it (gradio is heavy)
+# but patches it when it is already imported.
+LLAMABOARD_PATCHES = {
+    "llamafactory.webui.interface": ("agentic panel, checks, RL monitor and rollout viewer", patch_llamaboard),
 }

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-r"""Rewards over the model-written text of agentic trajectories (ALGORITHMS.md section 6).
+r"""Rewards over the model-written text of agentic trajectories (docs/algorithms.md §6).
 
 `build_model_view` turns a response into model-written text; `get_reward_function(name, math_mode)` returns a
 `RewardFunction` callable as `reward(model_text, ground_truth, metadata) -> float`.

@@ -14,7 +14,7 @@
 
 r"""The reference deep-research reward: format gate, `\boxed{}` extraction, SQuAD-style token F1, multi-tool bonus.
 
-Spec: shared/specs/ALGORITHMS.md section 6; reference RUC-NLPIR/ARPO
+Documented in docs/algorithms.md §6; reference RUC-NLPIR/ARPO
 `ARPO/verl_arpo_entropy/verl/utils/reward_score/deep_research.py:9-76,212-279,317-351` (arXiv 2507.19849 section 3.2,
 Eq. 8). All functions take the *model view* of a response (see `model_view.build_model_view`): model-written text with
 every observation reduced to `<result></result>`.
@@ -22,17 +22,23 @@ every observation reduced to `<result></result>`.
 
 import ast
 import json
+import math
 import re
 import string
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from ..data.rl_schema import canonical_decimal, format_number
+
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _YES_NO = frozenset({"yes", "no", "noanswer"})
 _ANSWER_SPAN = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+# a number with a fraction or an exponent (optional thousands commas), not glued to a letter, a digit or another
+# decimal point ("v1.2", "3.5.2020" and integers are left to the reference normalisation); applied after lower-casing
+_DECIMAL_NUMBER = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+(?:e[+-]?\d+)?|e[+-]?\d+)(?!\d|[.,]\d)")
 
 
 def validate_format(text: str) -> tuple[bool, str]:
@@ -102,7 +108,7 @@ def extract_boxed_answer(text: str) -> str | None:
 
     Source: `last_boxed_only_string` / `remove_boxed` in RUC-NLPIR/ARPO
     `ARPO/verl_arpo_entropy/verl/utils/reward_score/deep_research.py` (which lets any `\boxed ` win over a later
-    `\boxed{`; we use the last occurrence, see ALGORITHMS.md section 6 "the last ... \boxed").
+    `\boxed{`; we use the last occurrence, see docs/algorithms.md §6.2).
 
     Args:
         text: Typically the answer span.
@@ -132,20 +138,38 @@ def extract_boxed_answer(text: str) -> str | None:
 
 
 def normalize_answer(text: str) -> str:
-    r"""SQuAD normalisation: lower-case, delete ASCII punctuation, delete the words a/an/the, collapse whitespace.
+    r"""SQuAD normalisation with numbers kept intact: lower-case, delete ASCII punctuation, delete a/an/the, collapse spaces.
 
-    Example: `3\sqrt{3} - 6` -> `3sqrt3 6`.
+    A number written with a fraction or an exponent (`10.50`, `1e3`, `1,000.5`) is replaced by its canonical decimal
+    form (`canonical_decimal`: `10.5`, `1000`, `1000.5`) and its decimal point survives the punctuation step, so
+    `10.0` equals `10` and no longer equals `100` (the reference turns `10.0` into `100`, issue 8). Integers, version
+    strings and numbers glued to letters are normalised as in the reference (`1,000` -> `1000`, `v1.2` -> `v12`).
+
+    Examples: `3\sqrt{3} - 6` -> `3sqrt3 6`; `$10.50` -> `10.5`; `92.46\%` -> `92.46`.
     """
     text = text.lower()
-    text = "".join(char for char in text if char not in _PUNCTUATION)
-    text = _ARTICLES.sub(" ", text)
+    pieces, pos = [], 0
+    for match in _DECIMAL_NUMBER.finditer(text):
+        canonical = canonical_decimal(match.group(0))
+        if canonical is None:  # exponent too large to expand: the text stays as written
+            continue
+        pieces.append(_strip_punctuation(text[pos : match.start()]))
+        pieces.append(canonical)
+        pos = match.end()
+    pieces.append(_strip_punctuation(text[pos:]))
+    text = _ARTICLES.sub(" ", "".join(pieces))
     return " ".join(text.split())
+
+
+def _strip_punctuation(text: str) -> str:
+    return "".join(char for char in text if char not in _PUNCTUATION)
 
 
 def normalize_ground_truths(ground_truth: Any) -> list[str]:
     r"""Ground truth(s) as a list of reference strings.
 
-    Accepts a string, a number, None (no reference), a list/tuple/array of those (nested lists are flattened), or a
+    Accepts a string, a number (written with `format_number`: `10.0` -> `"10"`; NaN and infinities give no
+    reference), None (no reference), a list/tuple/array of those (nested lists are flattened), or a
     string that is a JSON or Python literal of a list of strings (e.g. `'["Paris", "Paris, France"]'`), as other
     exports of the ARPO data store them. A string that parses to anything else (e.g. the math interval `[1, 2]`) or
     does not parse (noisy values like `(37`) is kept verbatim as one reference.
@@ -168,6 +192,10 @@ def normalize_ground_truths(ground_truth: Any) -> list[str]:
         for item in ground_truth:
             references.extend(normalize_ground_truths(item))
         return references
+    if isinstance(ground_truth, float) and not math.isfinite(ground_truth):
+        return []
+    if isinstance(ground_truth, (int, float)) and not isinstance(ground_truth, bool):
+        return [format_number(ground_truth)]
     return [str(ground_truth)]
 
 

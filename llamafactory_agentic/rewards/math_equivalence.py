@@ -14,17 +14,15 @@
 
 r"""Math answer equivalence through the math-verify library (`parse` + `verify`).
 
-Spec: shared/specs/ALGORITHMS.md section 6 ("Optional math equivalence", `agentic_reward_math`).
+Documented in docs/algorithms.md §6.3 (`agentic_reward_math`).
 """
 
-import logging
 import threading
 from typing import Any
 
+from ..integration.log import get_logger
 from .deep_research import normalize_ground_truths
 
-
-logger = logging.getLogger(__name__)
 
 PARSE_TIMEOUT_S = 5
 VERIFY_TIMEOUT_S = 5
@@ -62,7 +60,7 @@ def math_verify_score(prediction: str, ground_truths: Any) -> float:
     try:
         answer = parse(_boxed(prediction), parsing_timeout=parse_timeout)
     except Exception as err:  # math-verify wraps most errors itself; be defensive about the rest
-        logger.debug("math-verify could not parse the prediction %r: %s", prediction, err)
+        get_logger(__name__).debug("math-verify could not parse the prediction %r: %s", prediction, err)
         return 0.0
     if not answer:
         return 0.0
@@ -72,5 +70,5 @@ def math_verify_score(prediction: str, ground_truths: Any) -> float:
             if gold and verify(gold, answer, timeout_seconds=verify_timeout):
                 return 1.0
         except Exception as err:
-            logger.debug("math-verify failed on reference %r: %s", reference, err)
+            get_logger(__name__).debug("math-verify failed on reference %r: %s", reference, err)
     return 0.0

@@ -14,7 +14,7 @@
 
 r"""The model view of a response: model-written text only, observations reduced to `<result></result>`.
 
-Spec: shared/specs/ALGORITHMS.md section 6 ("Model-written text only", **Decision**) and section 12 (the reference
+Documented in docs/algorithms.md §6.5 (**Decision**) and §12 (the reference
 scores decoded text that includes tool output).
 """
 
@@ -37,14 +37,14 @@ def build_model_view(
     The response is cut at its first model-written EOS token, i.e. the first EOS id whose loss mask is 1 (the EOS itself
     and everything after it are dropped). An EOS id inside an observation (loss mask 0, e.g. a tool output holding the
     literal text `<|im_end|>`, which the tokenizer maps to the special id) does not cut: the model wrote nothing there
-    (section 6, "Model-written text only"). Every observation
+    (docs/algorithms.md §6.5). Every observation
     span, i.e. every maximal run of loss-mask-0 tokens (the inserted ` <result>\n...\n</result>` string), becomes the
     literal `<result></result>`; every run of loss-mask-1 tokens is decoded on its own with special tokens skipped.
     Tag-order checks thus still see the result tags, while answer extraction, the tool bonus and every tag count see
     model text only: a `\boxed{}` or `<answer>` that appears only in a tool output earns nothing.
 
     Runs are decoded separately; this is exact for byte-level BPE tokenizers (Qwen, Llama 3), whose observation ids
-    are encoded on their own (section 2). SentencePiece tokenizers may drop a leading space of a run after an
+    are encoded on their own (docs/algorithms.md §2.3). SentencePiece may drop a leading space of a run after an
     observation, which no reward rule depends on.
 
     Args:

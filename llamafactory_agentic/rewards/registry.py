@@ -14,7 +14,7 @@
 
 r"""Reward functions by name: `f1` (reference), `em`, `math`, or a user function given as `module:function`.
 
-Spec: shared/specs/ALGORITHMS.md section 6; config keys `agentic_reward` and `agentic_reward_math`.
+Documented in docs/algorithms.md §6; config keys `agentic_reward` and `agentic_reward_math`.
 """
 
 import importlib
@@ -79,7 +79,7 @@ class DeepResearchReward(RewardFunction):
        math-verify result, `max` uses max(c, math-verify).
     4. Score: c > 0 and the text contains both `</search>` and `</python>` -> c + 0.1; c > 0 -> c; else 0.
 
-    Source: ALGORITHMS.md section 6; RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/utils/reward_score/deep_research.py:317-351`.
+    Source: docs/algorithms.md §6; RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/utils/reward_score/deep_research.py:317-351`.
     """
 
     def __init__(self, correctness: str = "f1", math_mode: str = "f1") -> None:
@@ -132,7 +132,7 @@ class CallableReward(RewardFunction):
 
     The function is called as `fn(model_text, ground_truth, metadata)` and returns a number, a dict with `score`, or a
     `RewardResult`. A `RewardResult` is used as returned. For a number or a dict the other fields are derived from the
-    score on the reference scale (spec section 6: -1 = format failure, 1 = fully correct): `format_ok = score > -1`
+    score on the reference scale (docs/algorithms.md §6: -1 = bad format, 1 = fully correct): `format_ok = score > -1`
     and `correctness = clip(score, 0, 1)`, so `reward/format_ok_rate` and `reward/accuracy` (`correctness == 1`,
     i.e. score >= 1) are meaningful for user rewards too.
     """

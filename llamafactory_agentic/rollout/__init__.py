@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Agentic rollout: multi-round generation with tools and ARPO/AEPO entropy-gated branching (spec sections 2-3, 5)."""
+"""Agentic rollout: multi-round tool use with ARPO/AEPO entropy-gated branching (docs/algorithms.md §2, §3, §5)."""
 
 from .agent_loop import AgenticRollout, extract_tool_call, observation_string
 from .branching import premonitor_initial_rollouts, round_entropy, should_branch
@@ -24,12 +24,11 @@ from .engine import (
     StopStringMatcher,
     build_engine,
 )
-from .trajectory import ARPO_PRESET, STOP_STRINGS, RolloutConfig, RolloutOutput, Trajectory
+from .trajectory import STOP_STRINGS, RolloutConfig, RolloutOutput, ToolCallRecord, Trajectory
 from .weight_sync import push_weights, weight_units
 
 
 __all__ = [
-    "ARPO_PRESET",
     "STOP_STRINGS",
     "AgenticRollout",
     "GenerationEngine",
@@ -39,6 +38,7 @@ __all__ = [
     "RolloutOutput",
     "SamplingSettings",
     "StopStringMatcher",
+    "ToolCallRecord",
     "Trajectory",
     "build_engine",
     "extract_tool_call",

@@ -14,27 +14,75 @@
 
 """The agentic rollout loop: multi-round generation with tool calls and entropy-gated branching.
 
-Implements spec section 3.4 (ARPO), 5.1 (AEPO pre-monitoring) and 5.2 (consecutive-branch penalty). Reference loop:
+Implements docs/algorithms.md §3.4 (ARPO), §5.1 (AEPO pre-monitoring) and §5.2 (branch penalty). Reference loop:
 RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/workers/rollout/vllm_rollout/vllm_rollout_with_tools.py:237-555`.
 """
 
-import copy
 import itertools
 import math
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..data.tags import empty_call_text, wrap_observation
 from .branching import premonitor_initial_rollouts, round_entropy, should_branch
-from .engine import GenerationEngine, GenerationRequest, SamplingSettings
-from .trajectory import RolloutConfig, RolloutOutput, Trajectory
+from .engine import GenerationEngine, GenerationRequest, RequestSource, SamplingSettings
+from .trajectory import RolloutConfig, RolloutOutput, ToolCallRecord, Trajectory
 
 
 _CALL_COUNTER = itertools.count()
+
+
+@dataclass(frozen=True, slots=True)
+class BranchDecision:
+    r"""One branching decision of a source trajectory after a round (`RolloutState.decision_log`).
+
+    Attributes:
+        round: Rounds generated so far in the rollout call (1 after the first round).
+        group: Prompt index in the rollout call.
+        source: Index within its group of the trajectory that may branch.
+        delta_h: Entropy change dH = H_now - H_base of the source (nats, normalised by ln|V|).
+        consecutive: l of the consecutive-branch penalty (per lineage or per question, `branch_penalty_scope`).
+        branched: Whether a branch was created.
+    """
+
+    round: int
+    group: int
+    source: int
+    delta_h: float
+    consecutive: int
+    branched: bool
+
+
+@dataclass(slots=True)
+class RolloutState:
+    r"""Bookkeeping of one rollout call; `AgenticRollout.last_state` keeps the latest for inspection and tests."""
+
+    call: int  # rollout call number; trajectory uids are "<call>-<group>-<index>"
+    keys: Iterator[int]  # engine keys, unique within the call
+    groups: list[list[Trajectory]]  # [num_prompts][members in creation order]
+    metrics: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))  # counters of the call
+    branch_points: Counter[int] = field(default_factory=Counter)  # branches by the source's tool-call count
+    question_counters: list[int] = field(default_factory=list)  # [num_prompts] l of the `question` penalty scope
+    finished_keys: list[int] = field(default_factory=list)  # engine keys finished in the current round
+    decision_log: list[BranchDecision] = field(default_factory=list)  # every decision, in order
+    created_log: list[list[int]] = field(default_factory=list)  # per round: [num_prompts] trajectories created
+    seeds: dict[int, int] = field(default_factory=dict)  # engine key -> base seed of a seeded trajectory (`stream`)
+    self_result_streak: dict[int, int] = field(default_factory=dict)  # engine key -> own `<result>`s in a row
+
+    @classmethod
+    def new(cls, n_prompts: int) -> "RolloutState":
+        r"""Fresh state for a call with `n_prompts` prompts (takes the next call number)."""
+        return cls(
+            call=next(_CALL_COUNTER),
+            keys=itertools.count(),
+            groups=[[] for _ in range(n_prompts)],
+            question_counters=[0] * n_prompts,
+        )
 
 
 @dataclass
@@ -60,7 +108,7 @@ def _tool_call_class() -> type:
 def extract_tool_call(text: str, stop_string: str) -> tuple[str, str]:
     r"""Tool name and call content of a round that ended on `stop_string` (e.g. `</search>`).
 
-    The content is the text between the last `<tag>` and the `</tag>` after it, whitespace-stripped (spec section 2);
+    The content is the text between the last `<tag>` and the `</tag>` after it, stripped (docs/algorithms.md §2.2);
     without an opening tag it is empty.
 
     Args:
@@ -93,6 +141,166 @@ def extract_call_after_last_observation(response_text: str, stop_string: str) ->
 
 observation_string = wrap_observation  # the inserted observation: " <result>\n" + text + "\n</result>"
 
+# Stop strings with a meaning other than "a tool call ends here" (evaluation protocol, docs/algorithms.md §9).
+FINAL_STOP_STRINGS = ("</answer>",)
+SELF_RESULT_MARKER = "<result>"
+NOTICE_STATUSES = ("limit", "repeat")
+
+
+def limit_notice_text(tool: str, limit: int) -> str:
+    r"""Observation of a call past its tool's per-trajectory limit (`RolloutConfig.tool_call_limits`, docs/algorithms.md §9).
+
+    Example: `The search tool can be used at most 10 times per question; no more search calls. Answer now.`
+    """
+    return f"The {tool} tool can be used at most {limit} times per question; no more {tool} calls. Answer now."
+
+
+def repeat_notice_text(tool: str) -> str:
+    r"""Observation of a call repeating an earlier call of the same trajectory (`RolloutConfig.repeat_notice_tools`)."""
+    return f"This {tool} call repeats an earlier one; its result is above."
+
+
+def _call_key(tool: str, content: str) -> str:
+    r"""Content of a call as compared for repeats: search queries normalised as the tool cache does (docs/algorithms.md §7.5)."""
+    if tool == "search":
+        from ..tools import normalize_search_query
+
+        return normalize_search_query(content)
+    return content.strip()
+
+
+class _ContinuousRun(RequestSource):
+    r"""The `continuous` rollout schedule (`arpo_rollout_schedule`): one trajectory at a time through its rounds.
+
+    The engine pulls requests from here (`take`) whenever KV slots are free and hands each round back as soon as it
+    ends (`put`). A round's end is processed for that trajectory alone, with the code of the `rounds` schedule
+    (`_apply_segment`); its tool call goes to a background thread (one `executor.execute` call per tool call) while
+    decoding goes on; when the observation is back (`_apply_observations`) the
+    trajectory is at its round boundary: it finishes at R, or makes its branching decisions there
+    (`_branch_source`) and re-enters the queue with its branches. A trajectory that finishes while no other member of
+    its group is active triggers the budget fill (`_fill`) right away. Continuations and branches are served before
+    fresh global rollouts (their prefix is resident in the KV cache).
+
+    What stays as in the `rounds` schedule (docs/algorithms.md §3.4): branching only at round boundaries, per
+    source, after its observation; beam_size - 1 decisions while the group is short of M; fills only for a group
+    without active members (`per_round`: one at a time, `all_at_once`: every missing one); exactly M per group.
+    What differs: a round boundary no longer waits for the slowest member of the batch, so the order in which
+    sources of one group reach their boundaries (and take the last free places of the group) is the order their
+    rounds end rather than creation order, the random draws come in that order, and `BranchDecision.round` is the
+    source lineage's own round count. The `question` penalty scope counts global rounds and is refused.
+    """
+
+    def __init__(
+        self,
+        rollout: "AgenticRollout",
+        prompts: list[list[int]],
+        state: RolloutState,
+        sampling: SamplingSettings,
+        branching: bool,
+    ) -> None:
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.rollout, self.prompts, self.state, self.branching = rollout, prompts, state, branching
+        self.hot: deque[Trajectory] = deque()  # continuations and branches (prefix resident)
+        self.cold: deque[Trajectory] = deque(t for members in state.groups for t in members)  # fresh globals
+        self.generating: dict[int, Trajectory] = {}
+        self.queued_calls: list = []  # pending tool calls not submitted yet
+        self.futures: dict[Any, list] = {}  # future -> its pending calls
+        self.active: list[int] = [len(members) for members in state.groups]  # unfinished members per group
+        workers = getattr(rollout.executor, "workers", None)  # the executor's own concurrency (ToolExecutor)
+        self.pool = ThreadPoolExecutor(max_workers=int(workers or 64), thread_name_prefix="rollout-tools")
+        self.tool_s = 0.0
+        self.wait_s = 0.0
+
+    # ---------------------------------------------------------------- RequestSource
+    def take(self, limit: int) -> list[GenerationRequest]:
+        self._collect(block=False)
+        self._submit()
+        out = []
+        while len(out) < limit and (self.hot or self.cold):
+            traj = self.hot.popleft() if self.hot else self.cold.popleft()
+            self.generating[traj.engine_key] = traj
+            out.append(self.rollout._request(traj, self.state))
+        return out
+
+    def put(self, request: GenerationRequest, result: Any) -> None:
+        traj = self.generating.pop(request.key)
+        self.state.metrics["segments"] += 1
+        call = self.rollout._apply_segment(traj, result, self.state)
+        if call is not None:
+            self.queued_calls.append(call)
+        else:
+            self._boundary(traj)
+
+    def waiting(self) -> bool:
+        return bool(self.queued_calls or self.futures)
+
+    def wait(self) -> None:
+        self._submit()
+        t0 = time.perf_counter()
+        self._collect(block=True)
+        self.wait_s += time.perf_counter() - t0
+
+    # ---------------------------------------------------------------- internals
+    def _submit(self) -> None:
+        # one executor call per tool call: a slow call never holds back another trajectory's observation (the
+        # executor runs concurrent calls in its own pool and shares identical in-flight calls across threads)
+        for call in self.queued_calls:
+            self.futures[self.pool.submit(self._execute, [call])] = [call]
+        self.queued_calls = []
+
+    def _execute(self, batch: list) -> tuple[list, float]:
+        t0 = time.perf_counter()
+        results = self.rollout._execute_calls(batch)
+        return results, time.perf_counter() - t0
+
+    def _collect(self, block: bool) -> None:
+        from concurrent.futures import FIRST_COMPLETED
+        from concurrent.futures import wait as wait_futures
+
+        if not self.futures:
+            return
+        done, _ = wait_futures(list(self.futures), timeout=None if block else 0, return_when=FIRST_COMPLETED)
+        for future in [f for f in self.futures if f in done]:  # submission order
+            batch = self.futures.pop(future)
+            results, seconds = future.result()
+            self.tool_s += seconds
+            self.rollout._apply_observations(batch, results, self.state)
+            for traj, *_ in batch:
+                self._boundary(traj)
+
+    def _boundary(self, traj: Trajectory) -> None:
+        r"""`traj`'s round (and observation) is complete: finish at R, or branch and queue its next round."""
+        rollout, state = self.rollout, self.state
+        rollout._check_budget(traj, state)
+        if state.finished_keys:
+            rollout.engine.finish(state.finished_keys)
+            state.finished_keys = []
+        g = traj.group_index
+        if traj.finished:
+            self.active[g] -= 1
+            if self.branching and self.active[g] == 0:
+                fills = rollout._fill(state, g, self.prompts[g])
+                if fills:
+                    state.metrics["fill_rounds"] += 1.0
+                self.active[g] += len(fills)
+                self.cold.extend(fills)
+            return
+        children = rollout._branch_source(traj, state, len(traj.round_entropies)) if self.branching else []
+        self.active[g] += len(children)
+        self.hot.append(traj)
+        self.hot.extend(children)
+
+    def check_done(self) -> None:
+        r"""Raise if the engine stopped with work left (it must drain the source)."""
+        left = len(self.hot) + len(self.cold) + len(self.generating) + len(self.queued_calls) + len(self.futures)
+        if left:
+            raise RuntimeError(f"The engine stopped with {left} trajectories or calls still pending.")
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
 
 class AgenticRollout:
     r"""Generates groups of tool-using trajectories for a batch of prompts.
@@ -112,7 +320,7 @@ class AgenticRollout:
         self.config = config
         self.log_vocab = math.log(len(tokenizer.get_vocab()))
         self.rng = np.random.default_rng(config.seed)
-        self.last_state: dict | None = None
+        self.last_state: RolloutState | None = None
 
     # ------------------------------------------------------------------ helpers
     def _sampling(self, training: bool) -> SamplingSettings:
@@ -126,7 +334,53 @@ class AgenticRollout:
             entropy_source=cfg.entropy_source,
             entropy_topk=cfg.entropy_topk,
             entropy_tokens=cfg.entropy_tokens,
+            repetition_penalty=cfg.repetition_penalty,
         )
+
+    @staticmethod
+    def _stop_kind(stop_string: str | None) -> str:
+        r"""`final` (`</answer>`), `self_result` (`<result>`) or `tool` (every other stop string)."""
+        if stop_string in FINAL_STOP_STRINGS:
+            return "final"
+        if stop_string == SELF_RESULT_MARKER:
+            return "self_result"
+        return "tool"
+
+    def _notice(self, traj: Trajectory, tool: str, content: str) -> tuple[str, str] | None:
+        r"""`(status, text)` when this call must not run (per-tool limit reached or repeated call), else None."""
+        cfg = self.config
+        executed = [c for c in traj.tool_calls if c.tool == tool and c.status not in NOTICE_STATUSES]
+        limits = cfg.tool_call_limits or {}
+        if tool in limits and len(executed) >= int(limits[tool]):
+            return "limit", limit_notice_text(tool, int(limits[tool]))
+        if content and tool in cfg.repeat_notice_tools:
+            key = _call_key(tool, content)
+            if any(_call_key(tool, c.content) == key for c in executed if c.content):
+                return "repeat", repeat_notice_text(tool)
+        return None
+
+    def _drop_self_result(self, traj: Trajectory, n_new: int) -> None:
+        r"""Remove the last round's text from the model's own `<result>` on.
+
+        Whole tokens are removed: a token that also holds text before the marker goes too.
+        """
+        start = len(traj.response_ids) - n_new
+        new = traj.response_ids[start:]
+        cut = self.tokenizer.decode(new, skip_special_tokens=False).find(SELF_RESULT_MARKER)
+        keep = n_new
+        if cut >= 0:
+            while keep > 0 and len(self.tokenizer.decode(new[:keep], skip_special_tokens=False)) > cut:
+                keep -= 1
+        del traj.response_ids[start + keep :]
+        del traj.loss_mask[start + keep :]
+
+    @staticmethod
+    def _request_seed(state: RolloutState, traj: Trajectory) -> int | None:
+        r"""Per-round seed of a trajectory that was given a seed (`stream`); None otherwise (training)."""
+        base = state.seeds.get(traj.engine_key)
+        if base is None:
+            return None
+        return (int(base) * 1_000_003 + len(traj.round_entropies)) % (2**31 - 1)
 
     def encode_observation(self, text: str) -> list[int]:
         r"""Token ids of `observation_string(text)`, encoded alone with `add_special_tokens=False`.
@@ -138,23 +392,23 @@ class AgenticRollout:
             "input_ids"
         ]
 
-    def _new_global(self, state: dict, group: int, prompt: list[int], is_fill: bool) -> Trajectory:
-        members = state["groups"][group]
+    def _new_global(self, state: RolloutState, group: int, prompt: list[int], is_fill: bool) -> Trajectory:
+        members = state.groups[group]
         traj = Trajectory(
-            uid=f"{state['call']}-{group}-{len(members)}",
+            uid=f"{state.call}-{group}-{len(members)}",
             group_index=group,
             prompt_ids=prompt,
             is_fill=is_fill,
             index=len(members),
-            engine_key=next(state["keys"]),
+            engine_key=next(state.keys),
         )
         members.append(traj)
         return traj
 
-    def _branch(self, state: dict, source: Trajectory) -> Trajectory:
-        members = state["groups"][source.group_index]
+    def _branch(self, state: RolloutState, source: Trajectory) -> Trajectory:
+        members = state.groups[source.group_index]
         child = Trajectory(
-            uid=f"{state['call']}-{source.group_index}-{len(members)}",
+            uid=f"{state.call}-{source.group_index}-{len(members)}",
             group_index=source.group_index,
             prompt_ids=source.prompt_ids,
             response_ids=list(source.response_ids),
@@ -162,235 +416,300 @@ class AgenticRollout:
             parent=source.index,
             branch_pos=len(source.response_ids),
             num_tool_calls=source.num_tool_calls,
-            tool_calls=copy.deepcopy(source.tool_calls),
+            tool_calls=list(source.tool_calls),  # records are immutable
             round_entropies=list(source.round_entropies),
             entropy_base=source.entropy_base,
             consecutive_branches=source.consecutive_branches,
             index=len(members),
-            engine_key=next(state["keys"]),
+            engine_key=next(state.keys),
             parent_engine_key=source.engine_key,
         )
         members.append(child)
         return child
 
-    def _finish(self, traj: Trajectory, reason: str, state: dict) -> None:
+    def _finish(self, traj: Trajectory, reason: str, state: RolloutState) -> None:
         traj.finished = True
         traj.finish_reason = reason
         traj.truncated = reason == "length"
-        state["finished_keys"].append(traj.engine_key)
+        state.finished_keys.append(traj.engine_key)
 
     # ------------------------------------------------------------------ one round
-    def _round(self, active: list[Trajectory], state: dict, sampling: SamplingSettings) -> tuple[float, float]:
-        r"""Generate one round for `active`, run their tool calls and append observations. Returns (gen_s, tool_s)."""
+    def _request(self, traj: Trajectory, state: RolloutState) -> GenerationRequest:
+        r"""The engine request of `traj`'s next round (`max_tokens` = what is left of R, capped per round if set)."""
         cfg = self.config
         budget = cfg.max_response_length
-        requests = [
-            GenerationRequest(
-                key=t.engine_key,
-                prompt_ids=t.prompt_ids,
-                response_ids=t.response_ids,
-                max_tokens=budget - len(t.response_ids),
-                parent_key=t.parent_engine_key,
-            )
-            for t in active
-        ]
+        return GenerationRequest(
+            key=traj.engine_key,
+            prompt_ids=traj.prompt_ids,
+            response_ids=traj.response_ids,
+            max_tokens=(
+                budget - len(traj.response_ids)
+                if cfg.max_round_tokens is None
+                else min(budget - len(traj.response_ids), cfg.max_round_tokens)
+            ),
+            parent_key=traj.parent_engine_key,
+            seed=self._request_seed(state, traj),
+        )
+
+    def _round(self, active: list[Trajectory], state: RolloutState, sampling: SamplingSettings) -> tuple[float, float]:
+        r"""Generate one round for `active`, run their tool calls and append observations. Returns (gen_s, tool_s)."""
+        requests = [self._request(t, state) for t in active]
         t0 = time.perf_counter()
         segments = self.engine.generate(requests, sampling)
         gen_s = time.perf_counter() - t0
-        metrics = state["metrics"]
-        metrics["rounds"] += 1
-        pending: list[tuple[Trajectory, Any]] = []
-        for traj, seg in zip(active, segments):
-            traj.parent_engine_key = None
-            h_now = round_entropy(seg.entropy_terms, cfg.entropy_tokens, self.log_vocab)
-            traj.round_entropies.append(h_now)
-            if traj.entropy_base is None:
-                traj.entropy_base = h_now
-            traj.response_ids.extend(seg.token_ids)
-            traj.loss_mask.extend([1] * len(seg.token_ids))
-            traj.generated_tokens += len(seg.token_ids)
-            metrics["generated_tokens"] += len(seg.token_ids)
-            if seg.finish_reason == "stop":
-                if traj.num_tool_calls >= cfg.max_tool_calls:
-                    traj.response_ids.append(cfg.eos_token_id)
-                    traj.loss_mask.append(1)
-                    traj.hit_call_limit = True
-                    metrics["call_limit_hits"] += 1
-                    self._finish(traj, "call_limit", state)
-                    continue
-                traj.num_tool_calls += 1
-                text = self.tokenizer.decode(seg.token_ids, skip_special_tokens=False)
-                tool, content = extract_tool_call(text, seg.stop_string)
-                if not content and f"<{tool}>" not in text:
-                    full = self.tokenizer.decode(traj.response_ids, skip_special_tokens=False)
-                    tool, content = extract_call_after_last_observation(full, seg.stop_string)
-                record = {"tool": tool, "content": content, "pos": len(traj.response_ids)}
-                traj.tool_calls.append(record)
-                pending.append((traj, record))
-            elif seg.finish_reason == "eos":
-                self._finish(traj, "eos", state)
-            elif len(traj.response_ids) >= budget:
-                self._finish(traj, "length", state)
-
+        state.metrics["rounds"] += 1
+        state.metrics["segments"] += len(active)
+        # (trajectory, tool, content, pos, notice) of this round's calls; notice = (status, text) of a call not run
+        pending = [call for traj, seg in zip(active, segments) if (call := self._apply_segment(traj, seg, state))]
         t1 = time.perf_counter()
-        real = [(t, r) for t, r in pending if r["content"]]
-        results = []
-        if real:
-            ToolCall = _tool_call_class()
-            calls = [ToolCall(tool=r["tool"], content=r["content"], trajectory_id=t.uid) for t, r in real]
-            results = self.executor.execute(calls)
-            if len(results) != len(calls):
-                raise RuntimeError(f"Tool executor returned {len(results)} results for {len(calls)} calls.")
+        self._apply_observations(pending, self._execute_calls(pending), state)
+        tool_s = time.perf_counter() - t1
+        for traj in active:
+            self._check_budget(traj, state)
+        return gen_s, tool_s
+
+    def _apply_segment(
+        self, traj: Trajectory, seg: Any, state: RolloutState
+    ) -> tuple[Trajectory, str, str, int, tuple[str, str] | None] | None:
+        r"""Append one round's segment to `traj`; returns its tool call `(traj, tool, content, pos, notice)` or None.
+
+        Records the round entropy, finishes the trajectory on `</answer>`, EOS, an engine error, the call limit (EOS
+        appended), R, or a round without a tool call under `max_round_tokens`; drops a self-written `<result>`.
+        """
+        cfg = self.config
+        budget = cfg.max_response_length
+        metrics = state.metrics
+        streaks = state.self_result_streak
+        traj.parent_engine_key = None
+        h_now = round_entropy(seg.entropy_terms, cfg.entropy_tokens, self.log_vocab)
+        traj.round_entropies.append(h_now)
+        if traj.entropy_base is None:
+            traj.entropy_base = h_now
+        traj.response_ids.extend(seg.token_ids)
+        traj.loss_mask.extend([1] * len(seg.token_ids))
+        traj.generated_tokens += len(seg.token_ids)
+        metrics["generated_tokens"] += len(seg.token_ids)
+        kind = self._stop_kind(seg.stop_string) if seg.finish_reason == "stop" else None
+        if kind == "self_result":
+            self._drop_self_result(traj, len(seg.token_ids))
+            streaks[traj.engine_key] = streaks.get(traj.engine_key, 0) + 1
+            metrics["self_results"] += 1
+            if streaks[traj.engine_key] > cfg.self_result_retries:
+                self._finish(traj, "self_result", state)
+            return None
+        streaks.pop(traj.engine_key, None)
+        if kind == "final":
+            self._finish(traj, "answer", state)
+        elif seg.finish_reason == "error":
+            traj.error = seg.error or "the engine gave no answer"
+            self._finish(traj, "error", state)
+        elif seg.finish_reason == "stop":
+            if traj.num_tool_calls >= cfg.max_tool_calls:
+                traj.response_ids.append(cfg.eos_token_id)
+                traj.loss_mask.append(1)
+                traj.hit_call_limit = True
+                metrics["call_limit_hits"] += 1
+                self._finish(traj, "call_limit", state)
+                return None
+            traj.num_tool_calls += 1
+            text = self.tokenizer.decode(seg.token_ids, skip_special_tokens=False)
+            tool, content = extract_tool_call(text, seg.stop_string)
+            if not content and f"<{tool}>" not in text:
+                full = self.tokenizer.decode(traj.response_ids, skip_special_tokens=False)
+                tool, content = extract_call_after_last_observation(full, seg.stop_string)
+            notice = self._notice(traj, tool, content) if cfg.tool_call_limits or cfg.repeat_notice_tools else None
+            return traj, tool, content, len(traj.response_ids), notice
+        elif seg.finish_reason == "eos":
+            self._finish(traj, "eos", state)
+        elif len(traj.response_ids) >= budget:
+            self._finish(traj, "length", state)
+        elif cfg.max_round_tokens is not None:
+            # a round without a tool call ends the loop (docs/algorithms.md §9.1)
+            self._finish(traj, "round_length", state)
+        return None
+
+    def _execute_calls(self, pending: list) -> list:
+        r"""Run the calls of `pending` that need the executor (content, no notice) in one concurrent batch."""
+        real = [(t, tool, content) for t, tool, content, _, notice in pending if content and notice is None]
+        if not real:
+            return []
+        ToolCall = _tool_call_class()
+        calls = [ToolCall(tool=tool, content=content, trajectory_id=t.uid) for t, tool, content in real]
+        results = self.executor.execute(calls)
+        if len(results) != len(calls):
+            raise RuntimeError(f"Tool executor returned {len(results)} results for {len(calls)} calls.")
+        return results
+
+    def _apply_observations(self, pending: list, results: list, state: RolloutState) -> None:
+        r"""Append every pending call's observation (mask 0): executor results in order, notices, empty-call text."""
+        metrics = state.metrics
         result_iter = iter(results)
-        for traj, record in pending:
-            if record["content"]:
+        for traj, tool, content, pos, notice in pending:
+            if notice is not None:
+                status, text = notice
+                latency_s, cached = 0.0, False
+                metrics[f"{status}_notices"] += 1
+            elif content:
                 res = next(result_iter)
-                text, status = res.text, res.status
-                record.update(status=status, latency_s=float(res.latency_s), cached=bool(res.cached))
+                text, status, latency_s, cached = res.text, res.status, float(res.latency_s), bool(res.cached)
             else:
-                text = empty_call_text(record["tool"])
-                record.update(status="empty", latency_s=0.0, cached=False)
+                text, status, latency_s, cached = empty_call_text(tool), "empty", 0.0, False
                 metrics["empty_calls"] += 1
             obs = self.encode_observation(text)
-            record["obs_tokens"] = len(obs)
+            traj.tool_calls.append(ToolCallRecord(tool, content, pos, status, latency_s, cached, len(obs)))
             traj.response_ids.extend(obs)
             traj.loss_mask.extend([0] * len(obs))
             metrics["masked_tokens"] += len(obs)
-            metrics[f"tool_calls/{record['tool']}"] += 1
-        tool_s = time.perf_counter() - t1
-        for traj in active:
-            if not traj.finished and len(traj.response_ids) >= budget:
-                self._finish(traj, "length", state)
-        return gen_s, tool_s
+            metrics[f"tool_calls/{tool}"] += 1
+
+    def _check_budget(self, traj: Trajectory, state: RolloutState) -> None:
+        if not traj.finished and len(traj.response_ids) >= self.config.max_response_length:
+            self._finish(traj, "length", state)
 
     # ------------------------------------------------------------------ branching
-    def _branch_phase(self, alive: list[Trajectory], state: dict, prompts: list[list[int]]) -> list[Trajectory]:
+    def _branch_phase(
+        self, alive: list[Trajectory], state: RolloutState, prompts: list[list[int]]
+    ) -> list[Trajectory]:
         r"""Branch the alive sources (creation order), then budget-fill prompts without active trajectories.
 
-        Budget fill (spec section 3.4): a prompt whose group is short of M and has no alive member gets fresh global
+        Budget fill (docs/algorithms.md §3.4): a prompt whose group is short of M and has none alive gets fresh global
         rollouts (`is_fill=True`): one per round with `budget_fill="per_round"` (reference code), or all
         M - len(group) missing ones at once with `"all_at_once"` (arXiv 2507.19849 section 3.1). Fills may branch in
         later rounds. Returns the trajectories created this round (branches first, then fills).
         """
         cfg = self.config
-        metrics = state["metrics"]
-        groups = state["groups"]
+        metrics = state.metrics
+        groups = state.groups
         alive_ids = {id(t) for t in alive}
         new: list[Trajectory] = []
         created = [0] * len(prompts)
         for g in range(len(prompts)):
-            members = groups[g]
-            for source in list(members):  # creation order; branches created this round are not sources yet
+            for source in list(groups[g]):  # creation order; branches created this round are not sources yet
                 if id(source) not in alive_ids:
                     continue
-                made, decided = 0, False
-                for _ in range(cfg.beam_size - 1):
-                    if len(members) >= cfg.group_size:
-                        break
-                    consecutive = (
-                        source.consecutive_branches
-                        if cfg.branch_penalty_scope == "lineage"
-                        else state["question_counters"][g]
-                    )
-                    delta_h = source.entropy_now - source.entropy_base
-                    u = float(self.rng.random()) if cfg.branch_rule == "stochastic" else None
-                    decision = should_branch(
-                        cfg.branch_rule,
-                        delta_h,
-                        consecutive,
-                        tau=cfg.branch_tau,
-                        beta=cfg.entropy_weight,
-                        alpha=cfg.branch_alpha,
-                        branch_penalty=cfg.branch_penalty,
-                        u=u,
-                    )
-                    decided = True
-                    state["decision_log"].append(
-                        {
-                            "round": metrics["rounds"],
-                            "group": g,
-                            "source": source.index,
-                            "delta_h": delta_h,
-                            "l": consecutive,
-                            "branched": bool(decision),
-                        }
-                    )
-                    metrics["decisions"] += 1
-                    metrics["delta_h_sum"] += delta_h
-                    if cfg.branch_penalty > 0 and consecutive > 0:
-                        metrics["penalised_decisions"] += 1
-                    if decision:
-                        child = self._branch(state, source)
-                        new.append(child)
-                        made += 1
-                        metrics["branches"] += 1
-                        state["branch_points"][source.num_tool_calls] += 1
-                if decided and cfg.branch_penalty_scope == "lineage":
-                    if made:
-                        source.consecutive_branches += 1
-                        for child in members[len(members) - made :]:
-                            child.consecutive_branches = source.consecutive_branches
-                    else:
-                        source.consecutive_branches = 0
-                created[g] += made
+                children = self._branch_source(source, state, int(metrics["rounds"]))
+                new += children
+                created[g] += len(children)
         filled = False
         for g, prompt in enumerate(prompts):
-            # budget fill (spec section 3.4): only for a prompt without active trajectories whose group is short
-            has_alive = any(id(t) in alive_ids for t in groups[g])
-            missing = cfg.group_size - len(groups[g])
-            if has_alive or missing <= 0:
+            # budget fill (docs/algorithms.md §3.4): only for a prompt without active trajectories whose group is short
+            if any(id(t) in alive_ids for t in groups[g]):
                 continue
-            count = missing if cfg.budget_fill == "all_at_once" else 1
-            for _ in range(count):
-                new.append(self._new_global(state, g, prompt, is_fill=True))
-            created[g] += count
-            metrics["fills"] += count
-            filled = True
+            fills = self._fill(state, g, prompt)
+            new += fills
+            created[g] += len(fills)
+            filled = filled or bool(fills)
         metrics["fill_rounds"] += float(filled)  # rounds after which at least one fill was created
-        state["created_log"].append(list(created))
+        state.created_log.append(list(created))
         if cfg.branch_penalty_scope == "question" and any(created):
-            counters = state["question_counters"]
+            counters = state.question_counters
             for g in range(len(prompts)):
                 counters[g] = counters[g] + 1 if created[g] else 0
         return new
 
-    # ------------------------------------------------------------------ loop
-    def _new_state(self, n_prompts: int) -> dict:
-        return {
-            "call": next(_CALL_COUNTER),
-            "keys": itertools.count(),
-            "groups": [[] for _ in range(n_prompts)],
-            "metrics": defaultdict(float),
-            "branch_points": Counter(),
-            "question_counters": [0] * n_prompts,
-            "finished_keys": [],
-            "decision_log": [],
-            "created_log": [],
-        }
+    def _branch_source(self, source: Trajectory, state: RolloutState, round_number: int) -> list[Trajectory]:
+        r"""Branching decisions of one alive source at its round boundary; returns the branches created.
 
+        Up to `beam_size - 1` decisions while the group is short of M, one random draw each (stochastic rule); with
+        the `lineage` penalty scope the source's consecutive-branch count l is updated (docs/algorithms.md §5.2).
+        """
+        cfg = self.config
+        metrics = state.metrics
+        g = source.group_index
+        members = state.groups[g]
+        children: list[Trajectory] = []
+        decided = False
+        for _ in range(cfg.beam_size - 1):
+            if len(members) >= cfg.group_size:
+                break
+            consecutive = (
+                source.consecutive_branches if cfg.branch_penalty_scope == "lineage" else state.question_counters[g]
+            )
+            delta_h = source.entropy_now - source.entropy_base
+            u = float(self.rng.random()) if cfg.branch_rule == "stochastic" else None
+            decision = should_branch(
+                cfg.branch_rule,
+                delta_h,
+                consecutive,
+                tau=cfg.branch_tau,
+                beta=cfg.entropy_weight,
+                alpha=cfg.branch_alpha,
+                branch_penalty=cfg.branch_penalty,
+                u=u,
+            )
+            decided = True
+            state.decision_log.append(
+                BranchDecision(round_number, g, source.index, delta_h, consecutive, bool(decision))
+            )
+            metrics["decisions"] += 1
+            metrics["delta_h_sum"] += delta_h
+            if cfg.branch_penalty > 0 and consecutive > 0:
+                metrics["penalised_decisions"] += 1
+            if decision:
+                children.append(self._branch(state, source))
+                metrics["branches"] += 1
+                state.branch_points[source.num_tool_calls] += 1
+        if decided and cfg.branch_penalty_scope == "lineage":
+            if children:
+                source.consecutive_branches += 1
+                for child in children:
+                    child.consecutive_branches = source.consecutive_branches
+            else:
+                source.consecutive_branches = 0
+        return children
+
+    def _fill(self, state: RolloutState, g: int, prompt: list[int]) -> list[Trajectory]:
+        r"""Budget fill of a group without active trajectories: M - len (`all_at_once`) or 1 (`per_round`) globals."""
+        cfg = self.config
+        missing = cfg.group_size - len(state.groups[g])
+        if missing <= 0:
+            return []
+        count = missing if cfg.budget_fill == "all_at_once" else 1
+        fills = [self._new_global(state, g, prompt, is_fill=True) for _ in range(count)]
+        state.metrics["fills"] += count
+        return fills
+
+    # ------------------------------------------------------------------ loop
     def _run(
-        self, prompts: list[list[int]], initial: list[int], state: dict, sampling: SamplingSettings, branching: bool
+        self,
+        prompts: list[list[int]],
+        initial: list[int],
+        state: RolloutState,
+        sampling: SamplingSettings,
+        branching: bool,
     ) -> tuple[float, float]:
         for g, prompt in enumerate(prompts):
             for _ in range(initial[g]):
                 self._new_global(state, g, prompt, is_fill=False)
-        active = [t for members in state["groups"] for t in members]
+        if self.config.schedule == "continuous":
+            run = _ContinuousRun(self, prompts, state, sampling, branching)
+            t0 = time.perf_counter()
+            try:
+                self.engine.serve(run, sampling)
+            finally:
+                run.close()
+            run.check_done()
+            wall = time.perf_counter() - t0
+            state.metrics["rounds"] = float(max((len(t.round_entropies) for m in state.groups for t in m), default=0))
+            state.metrics["tool_wait_s"] += run.wait_s
+            return wall - run.wait_s, run.tool_s
+        active = [t for members in state.groups for t in members]
         gen_s = tool_s = 0.0
         while active:
             g_s, t_s = self._round(active, state, sampling)
             gen_s, tool_s = gen_s + g_s, tool_s + t_s
             alive = [t for t in active if not t.finished]
-            if state["finished_keys"]:
-                self.engine.finish(state["finished_keys"])
-                state["finished_keys"] = []
+            if state.finished_keys:
+                self.engine.finish(state.finished_keys)
+                state.finished_keys = []
             new = self._branch_phase(alive, state, prompts) if branching else []
             active = alive + new
         return gen_s, tool_s
 
     def _premonitor(self, prompts: list[list[int]], sampling: SamplingSettings) -> tuple[list[int], dict]:
-        r"""AEPO entropy pre-monitoring (spec section 5.1): m per prompt; probe samples are discarded."""
+        r"""AEPO entropy pre-monitoring (docs/algorithms.md §5.1): m per prompt; probe samples are discarded."""
         cfg = self.config
-        state = self._new_state(len(prompts))
+        state = RolloutState.new(len(prompts))
         root_sampling = SamplingSettings(**{**sampling.__dict__})
         requests = [
             GenerationRequest(key=-(g + 1), prompt_ids=p, response_ids=[], max_tokens=cfg.premonitor_tokens)
@@ -400,19 +719,19 @@ class AgenticRollout:
         self.engine.finish([r.key for r in requests])
         h_root = [round_entropy(r.entropy_terms, cfg.entropy_tokens, self.log_vocab) for r in roots]
         self._run(prompts, [1] * len(prompts), state, sampling, branching=False)
-        self.engine.finish([t.engine_key for members in state["groups"] for t in members])
+        self.engine.finish([t.engine_key for members in state.groups for t in members])
         ms, h_bars = [], []
-        for g, members in enumerate(state["groups"]):
+        for g, members in enumerate(state.groups):
             rounds = members[0].round_entropies
             chosen = rounds if cfg.premonitor_rounds == "all" else rounds[1:]
             h_bar = float(np.mean(chosen)) if chosen else h_root[g]
             h_bars.append(h_bar)
             ms.append(premonitor_initial_rollouts(cfg.group_size, h_root[g], h_bar, cfg.premonitor_beta))
-        info = {"h_root": h_root, "h_bar": h_bars, "probe_tool_calls": state["metrics"]}
+        info = {"h_root": h_root, "h_bar": h_bars, "probe_tool_calls": state.metrics}
         return ms, info
 
     def rollout(self, prompts: list[list[int]], training: bool = True) -> RolloutOutput:
-        r"""Generate the trajectories of one rollout call (spec section 3.4).
+        r"""Generate the trajectories of one rollout call (docs/algorithms.md §3.4).
 
         Args:
             prompts: Prompt token ids per prompt (already rendered with the chat template, ending with the assistant
@@ -447,14 +766,16 @@ class AgenticRollout:
         else:
             initial = [1] * len(prompts)
 
-        state = self._new_state(len(prompts))
+        state = RolloutState.new(len(prompts))
         self.last_state = state  # decision and creation logs of the latest call (inspection and tests)
         gen_s, tool_s = self._run(prompts, initial, state, sampling, branching=training)
         timing["time/generation"] += gen_s
         timing["time/tools"] += tool_s
+        if cfg.schedule == "continuous":  # tools overlap generation; this is the time nothing was decoding
+            timing["time/tool_wait"] = float(state.metrics["tool_wait_s"])
         self.engine.release()
 
-        groups = state["groups"]
+        groups = state.groups
         expected = cfg.group_size if training else 1
         for g, members in enumerate(groups):
             if len(members) != expected:
@@ -470,8 +791,97 @@ class AgenticRollout:
         metrics.update(extra)
         return RolloutOutput(groups=groups, metrics=metrics, timing=timing)
 
-    def _metrics(self, state: dict, groups: list[list[Trajectory]], initial: list[int], training: bool) -> dict:
-        m = state["metrics"]
+    def stream(
+        self,
+        items: Iterable[tuple[Any, list[int], int | None]],
+        on_finished: Callable[[Any, Trajectory], None],
+        max_in_flight: int = 64,
+    ) -> dict[str, float]:
+        r"""Evaluation loop: one trajectory per item, kept `max_in_flight` at a time (continuous batching).
+
+        Every round generates for all active trajectories at once (one `engine.generate` call) and runs their tool
+        calls concurrently (one `executor.execute` call); a trajectory that ends is handed to `on_finished` right
+        away and its place goes to the next item, so a slow sample never holds back the others. No branching, no
+        groups, no pre-monitoring; sampling uses the configured temperature (0 = greedy) and the evaluation
+        settings of `RolloutConfig` (stop strings, `max_round_tokens`, per-tool limits and notices, repetition
+        penalty, `trajectory_timeout_s`).
+
+        Args:
+            items: `(item_id, prompt_ids, seed)` triples, consumed lazily; `seed` (or None) seeds every round of the
+                item in engines that seed per request (`GenerationRequest.seed`), so a sample draws the same tokens
+                whatever else is in flight.
+            on_finished: Called as `on_finished(item_id, trajectory)` once per item, in completion order, from this
+                thread. The response is already cut to `max_response_length`.
+            max_in_flight: Most trajectories generating at once (>= 1).
+
+        Returns:
+            Counters of the call: `rounds`, `generated_tokens`, `masked_tokens`, `tool_calls/<tool>`,
+            `limit_notices`, `repeat_notices`, `self_results`, `empty_calls`, plus `time/generation` and
+            `time/tools` in seconds.
+
+        Raises:
+            ValueError: `max_in_flight` < 1.
+        """
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}.")
+        cfg = self.config
+        self.engine.reset()
+        sampling = self._sampling(training=True)  # the configured temperature; 0 means greedy
+        state = RolloutState.new(0)
+        source = iter(items)
+        exhausted = False
+        active: list[Trajectory] = []
+        item_of: dict[int, Any] = {}
+        started: dict[int, float] = {}
+        gen_s = tool_s = 0.0
+        while True:
+            while not exhausted and len(active) < max_in_flight:
+                item = next(source, None)
+                if item is None:
+                    exhausted = True
+                    break
+                item_id, prompt, seed = item
+                state.groups.append([])
+                traj = self._new_global(state, len(state.groups) - 1, list(prompt), is_fill=False)
+                item_of[traj.engine_key] = item_id
+                started[traj.engine_key] = time.perf_counter()
+                if seed is not None:
+                    state.seeds[traj.engine_key] = int(seed)
+                active.append(traj)
+            if not active:
+                break
+            if cfg.trajectory_timeout_s is not None:
+                now = time.perf_counter()
+                for traj in active:
+                    if now - started[traj.engine_key] > cfg.trajectory_timeout_s:
+                        self._finish(traj, "timeout", state)
+            live = [t for t in active if not t.finished]
+            if live:
+                g_s, t_s = self._round(live, state, sampling)
+                gen_s, tool_s = gen_s + g_s, tool_s + t_s
+            if state.finished_keys:
+                self.engine.finish(state.finished_keys)
+                state.finished_keys = []
+            for traj in active:
+                if not traj.finished:
+                    continue
+                if len(traj.response_ids) > cfg.max_response_length:
+                    del traj.response_ids[cfg.max_response_length :]
+                    del traj.loss_mask[cfg.max_response_length :]
+                    traj.truncated = True
+                state.groups[traj.group_index] = []  # nothing refers to finished groups any more
+                started.pop(traj.engine_key, None)
+                on_finished(item_of.pop(traj.engine_key), traj)
+            active = [t for t in active if not t.finished]
+        self.engine.release()
+        out = {key: float(value) for key, value in state.metrics.items()}
+        out.update({"time/generation": gen_s, "time/tools": tool_s})
+        return out
+
+    def _metrics(
+        self, state: RolloutState, groups: list[list[Trajectory]], initial: list[int], training: bool
+    ) -> dict[str, float]:
+        m = state.metrics
         trajs = [t for members in groups for t in members]
         n = max(len(trajs), 1)
         out = {
@@ -485,6 +895,7 @@ class AgenticRollout:
             "rollout/mean_delta_h": m["delta_h_sum"] / m["decisions"] if m["decisions"] else 0.0,
             "rollout/penalised_decisions": m["penalised_decisions"],
             "rollout/rounds": m["rounds"],
+            "rollout/segments": m["segments"],  # engine requests (one per trajectory and round)
             "rollout/tool_calls_per_traj": sum(t.num_tool_calls for t in trajs) / n,
             "rollout/call_limit_hits": float(sum(t.hit_call_limit for t in trajs)),
             "rollout/truncations": float(sum(t.truncated for t in trajs)),
@@ -497,12 +908,12 @@ class AgenticRollout:
         per_tool = Counter()
         for t in trajs:
             for call in t.tool_calls:
-                per_tool[call["tool"]] += 1
+                per_tool[call.tool] += 1
         for tool, count in per_tool.items():
             out[f"rollout/tool_calls_per_traj/{tool}"] = count / n
         for key, value in m.items():
             if key.startswith("tool_calls/"):
                 out[f"rollout/executed_{key}"] = value
-        for call_index, count in sorted(state["branch_points"].items()):
+        for call_index, count in sorted(state.branch_points.items()):
             out[f"rollout/branch_points/call_{call_index}"] = float(count)
         return out

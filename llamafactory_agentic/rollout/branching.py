@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Round entropy, branching rules, the consecutive-branch penalty and pre-monitoring (spec sections 3.2, 3.3, 5.1, 5.2).
+"""Round entropy, branching rules, branch penalty and pre-monitoring (docs/algorithms.md §3.2, §3.3, §5.1, §5.2).
 
 Pure functions without model state; the torch helpers compute per-position entropy terms inside the engines.
 """
@@ -26,7 +26,7 @@ from .trajectory import sigmoid
 
 
 def round_entropy(position_terms: Sequence[float], num_tokens: int, log_vocab_size: float) -> float:
-    r"""Round entropy H of one round segment (spec section 3.2).
+    r"""Round entropy H of one round segment (docs/algorithms.md §3.2).
 
     H = (sum of the per-position entropy terms of the first `min(num_tokens, n)` positions) / ln|V|: a sum over
     positions (not a mean, not renormalised), so shorter segments give smaller H. An empty segment has H = 0.
@@ -51,10 +51,11 @@ def round_entropy(position_terms: Sequence[float], num_tokens: int, log_vocab_si
 def topk_entropy_terms(log_probs: torch.Tensor, sampled: torch.Tensor, k: int) -> torch.Tensor:
     r"""Per-position entropy term from the k most likely log-probs plus the sampled token if outside them.
 
-    Mirrors what vLLM returns for `logprobs=k` (spec section 3.2).
+    Mirrors what vLLM returns for `logprobs=k` (docs/algorithms.md §3.2).
 
     Args:
-        log_probs: `[batch, vocab]` log-probs of the sampling distribution (float32).
+        log_probs: `[batch, vocab]` log-probs of the sampling distribution (float32; -inf outside a top-k / top-p
+            filter).
         sampled: `[batch]` sampled token ids.
         k: Number of most likely log-probs (10).
 
@@ -62,7 +63,8 @@ def topk_entropy_terms(log_probs: torch.Tensor, sampled: torch.Tensor, k: int) -
         `[batch]` terms `-sum exp(l) * l` over the pooled values (nats).
     """
     values, indices = log_probs.topk(k, dim=-1)
-    terms = -(values.exp() * values).sum(-1)
+    # tokens outside a top-k / top-p filter have log-prob -inf and contribute 0 (not 0 * -inf = nan)
+    terms = -torch.where(values > float("-inf"), values.exp() * values, torch.zeros_like(values)).sum(-1)
     sampled_lp = log_probs.gather(-1, sampled.unsqueeze(-1)).squeeze(-1)
     outside = ~(indices == sampled.unsqueeze(-1)).any(-1)
     extra = -(sampled_lp.exp() * sampled_lp)
@@ -93,7 +95,7 @@ def logprob_dict_entropy_term(logprobs: dict) -> float:
 
 
 def penalty_factor(branch_penalty: float, consecutive: int) -> float:
-    r"""f(l) = max(0, 1 - lambda * l) of the consecutive-branch penalty (spec sections 3.3, 5.2)."""
+    r"""f(l) = max(0, 1 - lambda * l) of the consecutive-branch penalty (docs/algorithms.md §3.3, §5.2)."""
     return max(0.0, 1.0 - branch_penalty * consecutive)
 
 
@@ -108,7 +110,7 @@ def should_branch(
     branch_penalty: float = 0.0,
     u: float | None = None,
 ) -> bool:
-    r"""Branching rule of spec section 3.3.
+    r"""Branching rule of docs/algorithms.md §3.3.
 
     * `stochastic`: branch iff `(u + beta * dH) * f(l) >= 1 - tau`, u ~ U(0, 1) (RUC-NLPIR/ARPO
       `ARPO/verl_arpo_entropy/verl/workers/rollout/vllm_rollout/vllm_rollout_with_tools.py:470-477`); with lambda = 0,
@@ -142,7 +144,7 @@ def should_branch(
 
 
 def premonitor_initial_rollouts(group_size: int, h_root: float, h_bar: float, beta: float) -> int:
-    r"""Number m of global rollouts from entropy pre-monitoring (spec section 5.1).
+    r"""Number m of global rollouts from entropy pre-monitoring (docs/algorithms.md §5.1).
 
     m = clip(floor(M * sigmoid(beta_pm * (H_root - H_bar))) + 1, 1, M). For M = 16 and H_root - H_bar = -4, -2, -1, 0,
     1, 2, 4: 2, 5, 7, 9, 10, 12, 15 (RUC-NLPIR/ARPO

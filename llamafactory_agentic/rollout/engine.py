@@ -34,9 +34,12 @@ class SamplingSettings:
         top_k: Top-k filter (0 = off).
         stop_strings: A round ends right after the token that completes one of these (token kept).
         eos_token_ids: Token ids that end the trajectory (kept in the output).
-        entropy_source: `topk` or `full` (spec section 3.2).
+        entropy_source: `topk` or `full` (docs/algorithms.md §3.2).
         entropy_topk: k of the `topk` source.
         entropy_tokens: Positions per round whose entropy terms are returned.
+        repetition_penalty: Penalty of tokens already in the context (prompt and response), as in transformers and
+            vLLM: a positive logit is divided by it, a negative one multiplied, before temperature and filtering.
+            1.0 (default) leaves the logits untouched; the evaluation protocol uses 1.1 (docs/algorithms.md §9).
     """
 
     temperature: float = 1.0
@@ -47,6 +50,7 @@ class SamplingSettings:
     entropy_source: Literal["topk", "full"] = "topk"
     entropy_topk: int = 10
     entropy_tokens: int = 20
+    repetition_penalty: float = 1.0
 
     @property
     def greedy(self) -> bool:
@@ -62,8 +66,11 @@ class GenerationRequest:
         key: Stable id of the trajectory within the rollout call (an engine may keep state, e.g. a KV cache, per key).
         prompt_ids: Prompt token ids.
         response_ids: Response token ids so far (context = prompt + response).
-        max_tokens: Most tokens to generate this round (R - len(response), spec section 12).
+        max_tokens: Most tokens to generate this round (R - len(response), docs/algorithms.md §12).
         parent_key: Key of the source trajectory when this trajectory is a fresh branch (hint for KV reuse).
+        seed: Sampling seed of this request for engines that seed per request (`vllm`, the evaluation's endpoint
+            engine), so that a trajectory samples the same tokens whatever else is in the batch; None (default): the
+            engine's own generator. The `hf` engine ignores it.
     """
 
     key: int
@@ -71,6 +78,7 @@ class GenerationRequest:
     response_ids: Sequence[int]
     max_tokens: int
     parent_key: int | None = None
+    seed: int | None = None
 
 
 @dataclass
@@ -80,14 +88,62 @@ class GenerationResult:
     Attributes:
         token_ids: Generated ids; include the EOS or the token completing a stop string.
         entropy_terms: Entropy term per position of the first `entropy_tokens` positions (nats).
-        finish_reason: `"stop"` (stop string), `"eos"` or `"length"` (`max_tokens` reached).
+        finish_reason: `"stop"` (stop string), `"eos"`, `"length"` (`max_tokens` reached) or `"error"` (a remote
+            engine gave no answer; the agent loop ends the trajectory with finish reason `error`).
         stop_string: The stop string that ended the round, if any.
+        error: What went wrong when `finish_reason == "error"`.
     """
 
     token_ids: list[int]
     entropy_terms: list[float] = field(default_factory=list)
-    finish_reason: Literal["stop", "eos", "length"] = "length"
+    finish_reason: Literal["stop", "eos", "length", "error"] = "length"
     stop_string: str | None = None
+    error: str = ""
+
+
+class RequestSource(ABC):
+    r"""Where `GenerationEngine.serve` gets its requests and leaves its results (continuous batching).
+
+    The engine calls `take(n)` whenever it has `n` free places, `put(request, result)` as soon as a request's round
+    has ended, `waiting()` when it has nothing to decode (True: more requests will come, e.g. after tool calls) and then
+    `wait()`, which blocks until `take` has something again.
+    """
+
+    @abstractmethod
+    def take(self, limit: int) -> list[GenerationRequest]:
+        r"""Up to `limit` requests that can start now (possibly none)."""
+
+    @abstractmethod
+    def put(self, request: GenerationRequest, result: GenerationResult) -> None:
+        r"""The round of `request` has ended with `result`."""
+
+    def waiting(self) -> bool:
+        r"""Whether requests will still come although `take` has none now."""
+        return False
+
+    def wait(self) -> None:
+        r"""Block until `take` has a request (only called while `waiting()` is True)."""
+
+
+class ListSource(RequestSource):
+    r"""The requests of one `generate` call: handed out in order, results kept in request order (`results`)."""
+
+    def __init__(self, requests: Sequence[GenerationRequest]) -> None:
+        r"""Serve `requests` (engine keys must be unique among them)."""
+        self.requests = list(requests)
+        self.results: list[GenerationResult | None] = [None] * len(self.requests)
+        self._index = {id(r): i for i, r in enumerate(self.requests)}
+        self._next = 0
+
+    def take(self, limit: int) -> list[GenerationRequest]:
+        r"""The next `limit` requests."""
+        out = self.requests[self._next : self._next + max(limit, 0)]
+        self._next += len(out)
+        return out
+
+    def put(self, request: GenerationRequest, result: GenerationResult) -> None:
+        r"""Keep the result at the request's position."""
+        self.results[self._index[id(request)]] = result
 
 
 class GenerationEngine(ABC):
@@ -96,6 +152,22 @@ class GenerationEngine(ABC):
     @abstractmethod
     def generate(self, requests: list[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
         r"""Generate one round for every request (results in request order)."""
+
+    def serve(self, source: RequestSource, sampling: SamplingSettings) -> None:
+        r"""Generate everything `source` hands out; engines with continuous batching (hf) override this.
+
+        This default works in batches: it takes every ready request, generates their round with `generate`, hands
+        the results back, and repeats (waiting on the source when it has nothing ready) until the source is done.
+        """
+        while True:
+            requests = source.take(1 << 30)
+            if not requests:
+                if not source.waiting():
+                    return
+                source.wait()
+                continue
+            for request, result in zip(requests, self.generate(requests, sampling)):
+                source.put(request, result)
 
     def set_model(self, model: Any) -> None:
         r"""Hand the current policy to the engine (called by the trainer each step). Drops cached state."""

@@ -14,7 +14,7 @@
 
 """`hf` generation backend: a batched decode loop over a transformers causal LM with a slot-based KV cache.
 
-Design (spec section 3.4, Decision (d): token ids only, shared prefixes computed once):
+Design (docs/algorithms.md §3.4, Decision (d): token ids only, shared prefixes computed once):
 
 * `SlotKVCache` is a transformers `Cache` holding one static `[slots, kv_heads, capacity, head_dim]` buffer per
   layer. Every batch row writes its keys/values at its own positions (`write_pos`), so trajectories of different
@@ -27,6 +27,12 @@ Design (spec section 3.4, Decision (d): token ids only, shared prefixes computed
   top-p, top-k, exponential-race sampling; greedy at temperature 0) and computes the entropy term per position.
   On CUDA the step can be captured as a CUDA graph per (batch bucket, length bucket); the host syncs once every
   `sync_every` steps to read tokens, check EOS / stop strings / budgets and retire rows.
+* Continuous batching (`serve`): a retired row's slot takes the next waiting request at that sync (its prefill runs
+  while the other rows keep their state), so a short round never waits for the longest one; `generate` serves one
+  list of requests this way, the agent loop's `continuous` schedule feeds it next rounds, branches and fills.
+* `release` drops the KV cache, the CUDA graphs and their memory pool before the optimisation phase; the next call
+  re-creates them. `stats` splits the time into prefill, device decode steps, host bookkeeping, graph capture and idle
+  waiting (`decode_metrics`).
 """
 
 import time
@@ -38,7 +44,14 @@ import torch
 from transformers.cache_utils import Cache
 
 from .branching import full_entropy_terms, topk_entropy_terms
-from .engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingSettings, StopStringMatcher
+from .engine import (
+    GenerationEngine,
+    GenerationRequest,
+    GenerationResult,
+    ListSource,
+    SamplingSettings,
+    StopStringMatcher,
+)
 
 
 class SlotKVCache(Cache):
@@ -173,6 +186,38 @@ def _lcp(a: np.ndarray, b: np.ndarray) -> int:
     return int(diff[0]) if len(diff) else n
 
 
+def decode_metrics(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    r"""Log values of the engine work between two snapshots of `HFEngine.stats` (empty without decode steps).
+
+    `time/prefill`, `time/decode` (the decode loop), `time/decode_device` (decode steps until their tokens reach the
+    host), `time/graph_capture`, `time/engine_idle` (waiting for tool results); `perf/decode_step_ms` (device time
+    per decode step, capture excluded), `perf/decode_wall_ms` (the decode loop per step, host bookkeeping included,
+    capture excluded: what `benchmarks/bench_rollout_gpu.py` reports for the engine alone), `perf/decode_host_ms`
+    (host work per step: token bookkeeping, stop strings; admissions are in `time/prefill`),
+    `perf/decode_rows` / `perf/decode_batch` (mean rows decoding / computed per step), `perf/decode_kv_len` (mean
+    attended cache length); `memory/engine_cache_gib` (KV cache at release) and `memory/engine_released_gib`.
+    """
+    delta = {k: float(after.get(k, 0.0)) - float(before.get(k, 0.0)) for k in after}
+    steps = delta.get("decode_steps", 0.0)
+    out: dict[str, float] = {}
+    if steps <= 0:
+        return out
+    out["time/prefill"] = delta["prefill_s"]
+    out["time/decode"] = delta["decode_s"]
+    out["time/decode_device"] = delta["decode_device_s"]
+    out["time/graph_capture"] = delta["capture_s"]
+    out["time/engine_idle"] = delta["idle_s"]
+    out["perf/decode_step_ms"] = 1e3 * delta["decode_device_s"] / steps
+    out["perf/decode_wall_ms"] = 1e3 * (delta["decode_s"] - delta["capture_s"]) / steps
+    out["perf/decode_host_ms"] = 1e3 * (delta["decode_s"] - delta["decode_device_s"] - delta["capture_s"]) / steps
+    out["perf/decode_rows"] = delta["decode_row_steps"] / steps
+    out["perf/decode_batch"] = delta["decode_batch_steps"] / steps
+    out["perf/decode_kv_len"] = delta["decode_kv_steps"] / steps
+    out["memory/engine_cache_gib"] = float(after.get("cache_bytes", 0.0)) / 2**30
+    out["memory/engine_released_gib"] = float(after.get("released_bytes", 0.0)) / 2**30
+    return out
+
+
 class HFEngine(GenerationEngine):
     r"""Batched multi-round generation on a transformers causal LM with per-trajectory KV slots.
 
@@ -183,7 +228,7 @@ class HFEngine(GenerationEngine):
     Args:
         model: The policy; `set_model` replaces it.
         tokenizer: Its tokenizer (stop-string detection).
-        max_batch_size: Slots S: trajectories decoded together; more requests run in waves.
+        max_batch_size: Slots S: trajectories decoded together; more requests take a slot as soon as one frees up.
         max_context: Longest prompt + response in tokens (cache columns are allocated for it; grown on demand).
         prefix_cache: Copy the KV rows of the longest resident common prefix (the branch source, or another
             trajectory of the same prompt) instead of re-running the prefill.
@@ -235,13 +280,21 @@ class HFEngine(GenerationEngine):
     def reset_stats(self) -> None:
         r"""Zero the counters in `stats` (prefill/decode seconds, decode steps, prefilled/copied tokens)."""
         self.stats = {
-            "prefill_s": 0.0,
-            "decode_s": 0.0,
+            "prefill_s": 0.0,  # admission: prefill forwards and the first sampled token
+            "decode_s": 0.0,  # decode loop: device steps, host syncs, token bookkeeping, graph capture
+            "decode_device_s": 0.0,  # launching the decode steps until their tokens are on the host, capture excluded
+            "capture_s": 0.0,  # CUDA graph capture (warm-up steps included)
+            "idle_s": 0.0,  # nothing to decode: waiting for the source (tool results)
             "decode_steps": 0,
+            "decode_row_steps": 0,  # sum over decode steps of the rows decoding (mean batch = this / steps)
+            "decode_batch_steps": 0,  # sum over decode steps of the batch computed (graph bucket)
+            "decode_kv_steps": 0,  # sum over decode steps of the attended cache length
             "prefill_tokens": 0,
             "copied_tokens": 0,
             "generated_tokens": 0,
-            "waves": 0,
+            "admissions": 0,  # prefill batches: 1 per call when everything fits, more with refill
+            "cache_bytes": 0,  # KV cache and sampling buffers when last released
+            "released_bytes": 0,  # device memory given back by the last `release` (cache, graphs and their pool)
         }
 
     def set_model(self, model: Any) -> None:
@@ -284,13 +337,32 @@ class HFEngine(GenerationEngine):
             if slot is not None:
                 self._slot_key[slot] = None
 
+    def cache_bytes(self) -> int:
+        r"""Bytes of the KV cache and the per-slot buffers allocated now (0 after `release`)."""
+        if self._cache is None:
+            return 0
+        tensors = list(self._cache.keys) + list(self._cache.values)
+        if self._presence is not None:
+            tensors.append(self._presence)
+        return sum(t.numel() * t.element_size() for t in tensors)
+
     def release(self) -> None:
-        r"""Drop the KV buffers and CUDA graphs (memory goes back to training)."""
+        r"""Drop the KV buffers and CUDA graphs (memory goes back to training); they are re-created lazily.
+
+        `stats["cache_bytes"]` and, on CUDA, `stats["released_bytes"]` (allocated memory before minus after, graph
+        pool included) record what was freed.
+        """
+        cuda = self.device.type == "cuda"
+        before = torch.cuda.memory_allocated(self.device) if cuda else 0
+        self.stats["cache_bytes"] = self.cache_bytes()
         self._graphs.clear()
         self._cache = None
         self._pool = None
+        self._presence = None
         self.reset()
-        if self.device.type == "cuda":
+        if cuda:
+            torch.cuda.synchronize(self.device)
+            self.stats["released_bytes"] = before - torch.cuda.memory_allocated(self.device)
             torch.cuda.empty_cache()
 
     def _ensure_buffers(self, needed_columns: int) -> None:
@@ -309,6 +381,16 @@ class HFEngine(GenerationEngine):
         self._rec_tok = torch.zeros(self.sync_every, n, dtype=torch.long, device=self.device)
         self._rec_ent = torch.zeros(self.sync_every, n, dtype=torch.float32, device=self.device)
         self._out_ent = torch.zeros(n, dtype=torch.float32, device=self.device)
+        self._presence = None  # [slots, vocab] bool, allocated by the first wave with a repetition penalty
+        self._row_index = torch.arange(n, device=self.device)
+        self._true = torch.ones((), dtype=torch.bool, device=self.device)
+
+    def _ensure_presence(self, vocab: int) -> torch.Tensor:
+        r"""The `[slots, vocab]` mask of tokens present in each slot's context (repetition penalty only)."""
+        if self._presence is None or self._presence.shape[1] != vocab:
+            self._graphs.clear()
+            self._presence = torch.zeros(self.max_batch_size, vocab, dtype=torch.bool, device=self.device)
+        return self._presence
 
     def _matcher(self, stops: tuple[str, ...]) -> StopStringMatcher:
         if stops not in self._matchers:
@@ -341,15 +423,25 @@ class HFEngine(GenerationEngine):
         )
         return out.logits[:, -1, :]
 
-    def _sample(self, logits: torch.Tensor, sampling: SamplingSettings) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""Sample `[batch]` tokens and their entropy terms from `[batch, vocab]` logits (no host sync)."""
+    def _sample(
+        self, logits: torch.Tensor, sampling: SamplingSettings, presence: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Sample `[batch]` tokens and their entropy terms from `[batch, vocab]` logits (no host sync).
+
+        The entropy terms are those of the sampling distribution: softmax of the logits divided by the temperature with
+        top-k / top-p applied (greedy: the raw logits), matching the vLLM engine's `processed_logprobs`.
+        `presence` (`[batch, vocab]` bool, only with `sampling.repetition_penalty != 1`): tokens already in each row's
+        context, whose logits are divided (positive) or multiplied (negative) by the penalty first.
+        """
         logits = logits.float()
+        if presence is not None:
+            penalty = float(sampling.repetition_penalty)
+            logits = torch.where(presence, torch.where(logits > 0, logits / penalty, logits * penalty), logits)
         if sampling.greedy:
             log_probs = torch.log_softmax(logits, dim=-1)
             tokens = logits.argmax(dim=-1)
         else:
             logits = logits / sampling.temperature
-            log_probs = torch.log_softmax(logits, dim=-1)
             filtered = logits
             if sampling.top_k and sampling.top_k > 0:
                 kth = filtered.topk(min(sampling.top_k, filtered.shape[-1]), dim=-1).values[:, -1:]
@@ -363,6 +455,9 @@ class HFEngine(GenerationEngine):
             probs = torch.softmax(filtered, dim=-1)
             noise = torch.empty_like(probs).exponential_(generator=self._generator)
             tokens = (probs / noise).argmax(dim=-1)
+            # entropy of the distribution sampled from (temperature, top-k, top-p applied), as vLLM's
+            # logprobs_mode="processed_logprobs" returns it (docs/algorithms.md §3.2)
+            log_probs = torch.log_softmax(filtered, dim=-1)
         if sampling.entropy_source == "full":
             terms = full_entropy_terms(log_probs)
         else:
@@ -376,7 +471,10 @@ class HFEngine(GenerationEngine):
         write = torch.where(live, pos, torch.full_like(pos, scratch)).unsqueeze(1)
         rope = torch.where(live, pos, torch.zeros_like(pos)).unsqueeze(1)
         logits = self._forward(ids.unsqueeze(1), rope, write, rope, None, kv_len)
-        tokens, terms = self._sample(logits, sampling)
+        presence = self._presence[:batch] if sampling.repetition_penalty != 1.0 else None
+        tokens, terms = self._sample(logits, sampling, presence)
+        if presence is not None:
+            presence.index_put_((self._row_index[:batch], tokens), self._true)
         ids.copy_(tokens)
         pos.add_(live.long())
         self._out_ent[:batch].copy_(terms)
@@ -393,10 +491,14 @@ class HFEngine(GenerationEngine):
             sampling.top_k,
             sampling.entropy_source,
             sampling.entropy_topk,
+            sampling.repetition_penalty,
         )
         graph = self._graphs.get(key)
         if graph is None:
+            t0 = time.perf_counter()
             saved_ids, saved_pos = self._ids.clone(), self._pos.clone()
+            penalty = sampling.repetition_penalty != 1.0 and self._presence is not None
+            saved_presence = self._presence.clone() if penalty else None
             stream = torch.cuda.Stream(device=self.device)
             stream.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(stream):
@@ -405,20 +507,35 @@ class HFEngine(GenerationEngine):
             torch.cuda.current_stream(self.device).wait_stream(stream)
             self._ids.copy_(saved_ids)
             self._pos.copy_(saved_pos)
+            if saved_presence is not None:  # the warm-up steps marked their sampled tokens as present
+                self._presence.copy_(saved_presence)
             if self._pool is None:
                 self._pool = torch.cuda.graph_pool_handle()
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=self._pool):
                 self._decode_step(batch, kv_len, sampling)
             self._graphs[key] = graph
+            torch.cuda.synchronize(self.device)
+            self.stats["capture_s"] += time.perf_counter() - t0
         graph.replay()
 
     # ------------------------------------------------------------------ slot assignment
-    def _assign(self, requests: list[GenerationRequest], contexts: list[np.ndarray], pending: list[int]):
-        r"""Pick the requests of the next wave, their slots and the KV copies; returns (rows, leftover)."""
-        n_slots = self.max_batch_size
+    def _assign(
+        self,
+        requests: list[GenerationRequest],
+        contexts: list[np.ndarray],
+        pending: list[int],
+        busy: set[int] | None = None,
+    ):
+        r"""Pick the requests to admit, their slots and the KV copies; returns (rows, copies, leftover).
+
+        `busy`: slots of rows that are decoding now (never reassigned, but usable as prefix sources: the columns a
+        copy reads, up to their last recorded context, are not rewritten while the row continues).
+        """
+        busy = set(busy or ())
+        n_slots = self.max_batch_size - len(busy)
         rows: list[dict] = []
-        used: set[int] = set()
+        used: set[int] = set(busy)
         pinned: set[int] = set()
         copies: list[tuple[int, int, int]] = []
         leftover: list[int] = []
@@ -443,7 +560,7 @@ class HFEngine(GenerationEngine):
                 candidates = []
                 if req.parent_key is not None and req.parent_key in self._key_slot:
                     candidates.append(self._key_slot[req.parent_key])
-                candidates += [s for s in range(n_slots) if self._slot_prompt[s] == prompt_hash]
+                candidates += [s for s in range(self.max_batch_size) if self._slot_prompt[s] == prompt_hash]
                 for s in candidates:
                     tokens = self._slot_tokens[s]
                     if tokens is None:
@@ -486,6 +603,9 @@ class HFEngine(GenerationEngine):
     def generate(self, requests: list[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
         r"""Generate one round for every request (see `GenerationEngine.generate`).
 
+        More requests than slots are decoded with continuous refill: a finished row's slot takes the next request at
+        the following host sync, not after the slowest row of a wave.
+
         Args:
             requests: One per trajectory; `max_tokens` per trajectory.
             sampling: Sampling parameters of the round.
@@ -493,18 +613,26 @@ class HFEngine(GenerationEngine):
         Returns:
             One `GenerationResult` per request, in order.
         """
-        results: list[GenerationResult | None] = [None] * len(requests)
-        contexts = [np.asarray(list(r.prompt_ids) + list(r.response_ids), dtype=np.int64) for r in requests]
-        pending = []
-        for i, req in enumerate(requests):
-            if req.max_tokens <= 0:
-                results[i] = GenerationResult(token_ids=[], finish_reason="length")
-            else:
-                pending.append(i)
-        if not pending:
-            return results
-        needed = max(len(contexts[i]) + requests[i].max_tokens for i in pending) + self.sync_every + 2
-        self._ensure_buffers(needed)
+        source = ListSource(requests)
+        self.serve(source, sampling)
+        return source.results
+
+    @torch.no_grad()
+    def serve(self, source: Any, sampling: SamplingSettings) -> None:
+        r"""Decode requests from `source` with continuous batching until it has no more work.
+
+        Every `sync_every` decode steps the host reads the new tokens, hands each finished row to `source.put` at
+        once and fills the free slots with `source.take(free)` (prefill of the new rows, then they join the running
+        decode batch). When no row is decoding and the source has nothing ready, `source.wait()` blocks until it has
+        (e.g. tool results); the loop ends when nothing decodes and `source.waiting()` is False.
+
+        Args:
+            source: A request source (`engine.RequestSource`: `take`, `put`, `waiting`, `wait`).
+            sampling: Sampling parameters (one setting for everything the source hands out).
+
+        Raises:
+            RuntimeError: a request cannot get a KV slot although no row is decoding.
+        """
         was_training = self.model.training
         self.model.eval()
         config = getattr(self.model, "config", None)
@@ -513,21 +641,175 @@ class HFEngine(GenerationEngine):
             _register_attention()
             config._attn_implementation = GROUPED_SDPA
         try:
-            while pending:
-                rows, copies, pending = self._assign(requests, contexts, pending)
-                if not rows:
-                    raise RuntimeError("No free KV slot for a request; increase max_batch_size.")
-                if copies:
-                    self._cache.copy_slots([c[0] for c in copies], [c[1] for c in copies], max(c[2] for c in copies))
-                    self.stats["copied_tokens"] += sum(c[2] for c in copies)
-                self._run_wave(rows, requests, contexts, sampling, results)
-                self.stats["waves"] += 1
+            self._serve(source, sampling)
         finally:
             if config is not None and getattr(config, "_attn_implementation", None) == GROUPED_SDPA:
                 config._attn_implementation = original_attn
             if was_training:
                 self.model.train()
-        return results
+
+    def _serve(self, source: Any, sampling: SamplingSettings) -> None:
+        matcher = self._matcher(tuple(sampling.stop_strings))
+        eos = {int(e) for e in sampling.eos_token_ids}
+        live: dict[int, dict] = {}  # slot -> row being decoded
+        waiting: list[tuple[GenerationRequest, np.ndarray]] = []  # taken from the source, not admitted yet
+        if self._cache is not None:
+            self._live.zero_()
+        while True:
+            free = self.max_batch_size - len(live)
+            if free > len(waiting):
+                for req in source.take(free - len(waiting)):
+                    if req.max_tokens <= 0:
+                        source.put(req, GenerationResult(token_ids=[], finish_reason="length"))
+                        continue
+                    waiting.append((req, np.asarray(list(req.prompt_ids) + list(req.response_ids), dtype=np.int64)))
+            if waiting and free > 0:
+                admitted_before = len(waiting)
+                waiting = self._admit(waiting, live, sampling, matcher, eos, source)
+                if not live and len(waiting) == admitted_before:
+                    raise RuntimeError("No free KV slot for a request; increase max_batch_size.")
+            if not live:
+                if waiting:
+                    continue  # everything admitted finished at its first token: admit more
+                if source.waiting():
+                    t0 = time.perf_counter()
+                    source.wait()
+                    self.stats["idle_s"] += time.perf_counter() - t0
+                    continue
+                return
+            self._decode_block(live, sampling, matcher, eos, source)
+
+    def _admit(
+        self,
+        waiting: list[tuple[GenerationRequest, np.ndarray]],
+        live: dict[int, dict],
+        sampling: SamplingSettings,
+        matcher: StopStringMatcher,
+        eos: set[int],
+        source: Any,
+    ) -> list[tuple[GenerationRequest, np.ndarray]]:
+        r"""Prefill as many waiting requests as there are free slots; returns the ones still waiting."""
+        t0 = time.perf_counter()
+        extra = self.sync_every + 2
+        if not live:
+            needed = max(len(ctx) + req.max_tokens for req, ctx in waiting) + extra
+            self._ensure_buffers(needed)  # grows (and forgets the slots) only when nothing is decoding
+            self._live.zero_()
+        capacity = self._cache.capacity
+        fits = [j for j, (req, ctx) in enumerate(waiting) if len(ctx) + req.max_tokens + extra <= capacity]
+        if not fits:
+            return waiting
+        requests = [waiting[j][0] for j in fits]
+        contexts = [waiting[j][1] for j in fits]
+        rows, copies, leftover = self._assign(requests, contexts, list(range(len(fits))), busy=set(live))
+        admitted = {fits[row["req"]] for row in rows}
+        still = [w for j, w in enumerate(waiting) if j not in admitted]
+        if not rows:
+            return still
+        if copies:
+            self._cache.copy_slots([c[0] for c in copies], [c[1] for c in copies], max(c[2] for c in copies))
+            self.stats["copied_tokens"] += sum(c[2] for c in copies)
+        self.stats["admissions"] += 1
+        logits = self._prefill(rows, contexts)
+        presence = table = slot_t = None
+        if sampling.repetition_penalty != 1.0:
+            # the mask of each admitted row is rebuilt from its full context (prompt and response so far)
+            table = self._ensure_presence(logits.shape[-1])
+            slot_t = torch.as_tensor([row["slot"] for row in rows], device=self.device)
+            table[slot_t] = False
+            for row in rows:
+                table[row["slot"], torch.as_tensor(contexts[row["req"]], device=self.device)] = True
+            presence = table[slot_t]
+        tokens, terms = self._sample(logits, sampling, presence)
+        if presence is not None:
+            table[slot_t, tokens] = True
+        first_tok, first_ent = tokens.tolist(), terms.tolist()
+        started = []
+        for j, row in enumerate(rows):
+            req, ctx = requests[row["req"]], contexts[row["req"]]
+            state = {"req": req, "ctx": ctx, "slot": row["slot"], "pos": len(ctx), "gen": [], "ent": []}
+            state.update(done=False, reason="length", stop=None, max=req.max_tokens)
+            self._accept(state, first_tok[j], first_ent[j], sampling, matcher, eos)
+            if state["done"]:
+                self._finish_row(state, source)
+            else:
+                live[row["slot"]] = state
+                started.append((row["slot"], first_tok[j], len(ctx)))
+        if started:
+            slot_t = torch.as_tensor([s for s, _, _ in started], device=self.device)
+            self._ids[slot_t] = torch.as_tensor([t for _, t, _ in started], device=self.device)
+            self._pos[slot_t] = torch.as_tensor([p for _, _, p in started], device=self.device)
+            self._live[slot_t] = True
+        self.stats["prefill_s"] += time.perf_counter() - t0
+        return still
+
+    @staticmethod
+    def _accept(state: dict, token: int, ent: float, sampling: SamplingSettings, matcher, eos: set[int]) -> None:
+        state["gen"].append(token)
+        if len(state["ent"]) < sampling.entropy_tokens:
+            state["ent"].append(ent)
+        if token in eos:
+            state["done"], state["reason"] = True, "eos"
+            return
+        stop = matcher.check(state["gen"])
+        if stop is not None:
+            state["done"], state["reason"], state["stop"] = True, "stop", stop
+        elif len(state["gen"]) >= state["max"]:
+            state["done"], state["reason"] = True, "length"
+
+    def _finish_row(self, state: dict, source: Any) -> None:
+        slot = state["slot"]
+        self._slot_tokens[slot] = np.concatenate([state["ctx"], np.asarray(state["gen"][:-1], dtype=np.int64)])
+        self._tick += 1
+        self._slot_tick[slot] = self._tick
+        self.stats["generated_tokens"] += len(state["gen"])
+        result = GenerationResult(
+            token_ids=state["gen"],
+            entropy_terms=state["ent"],
+            finish_reason=state["reason"],
+            stop_string=state["stop"],
+        )
+        source.put(state["req"], result)
+
+    def _decode_block(
+        self, live: dict[int, dict], sampling: SamplingSettings, matcher, eos: set[int], source: Any
+    ) -> None:
+        r"""`sync_every` decode steps of the live rows, then one host sync; finished rows go to `source.put`."""
+        t0 = time.perf_counter()
+        batch = max(live) + 1
+        if self.use_graphs:
+            batch = min(1 << (batch - 1).bit_length(), self.max_batch_size)
+        k_steps = self.sync_every
+        top = max(state["pos"] for state in live.values())
+        kv_len = min(_round_up(top + k_steps, self.length_bucket), self._cache.capacity - 1)
+        capture_before = self.stats["capture_s"]
+        for t in range(k_steps):
+            self._step(batch, kv_len, sampling)
+            self._rec_tok[t, :batch].copy_(self._ids[:batch])
+            self._rec_ent[t, :batch].copy_(self._out_ent[:batch])
+        rec_tok = self._rec_tok[:, :batch].cpu().numpy()
+        rec_ent = self._rec_ent[:, :batch].cpu().numpy()
+        t1 = time.perf_counter()
+        stats = self.stats
+        stats["decode_device_s"] += t1 - t0 - (stats["capture_s"] - capture_before)
+        stats["decode_steps"] += k_steps
+        stats["decode_row_steps"] += len(live) * k_steps
+        stats["decode_batch_steps"] += batch * k_steps
+        stats["decode_kv_steps"] += kv_len * k_steps
+        finished = []
+        for slot, state in live.items():
+            for t in range(k_steps):
+                self._accept(state, int(rec_tok[t, slot]), float(rec_ent[t, slot]), sampling, matcher, eos)
+                if state["done"]:
+                    break
+            state["pos"] += k_steps
+            if state["done"]:
+                finished.append(slot)
+        if finished:
+            self._live[torch.as_tensor(finished, device=self.device)] = False
+            for slot in finished:
+                self._finish_row(live.pop(slot), source)
+        stats["decode_s"] += time.perf_counter() - t0
 
     def _prefill(self, rows: list[dict], contexts: list[np.ndarray]) -> torch.Tensor:
         r"""Prefill every row's uncached tokens in chunks; returns the last-position logits `[rows, vocab]`."""
@@ -573,104 +855,3 @@ class HFEngine(GenerationEngine):
                 if offsets[j] >= len(contexts[rows[j]["req"]]):
                     final[j] = logits[b]
         return torch.stack(final)
-
-    def _run_wave(
-        self,
-        rows: list[dict],
-        requests: list[GenerationRequest],
-        contexts: list[np.ndarray],
-        sampling: SamplingSettings,
-        results: list,
-    ) -> None:
-        t0 = time.perf_counter()
-        matcher = self._matcher(tuple(sampling.stop_strings))
-        eos = {int(e) for e in sampling.eos_token_ids}
-        n_ent = sampling.entropy_tokens
-        logits = self._prefill(rows, contexts)
-        tokens, terms = self._sample(logits, sampling)
-        first_tok, first_ent = tokens.tolist(), terms.tolist()
-        t1 = time.perf_counter()
-        self.stats["prefill_s"] += t1 - t0
-
-        states = []
-        for j, row in enumerate(rows):
-            states.append(
-                {
-                    "gen": [],
-                    "ent": [],
-                    "done": False,
-                    "reason": "length",
-                    "stop": None,
-                    "max": requests[row["req"]].max_tokens,
-                }
-            )
-
-        def accept(state: dict, token: int, ent: float) -> None:
-            state["gen"].append(token)
-            if len(state["ent"]) < n_ent:
-                state["ent"].append(ent)
-            if token in eos:
-                state["done"], state["reason"] = True, "eos"
-                return
-            stop = matcher.check(state["gen"])
-            if stop is not None:
-                state["done"], state["reason"], state["stop"] = True, "stop", stop
-            elif len(state["gen"]) >= state["max"]:
-                state["done"], state["reason"] = True, "length"
-
-        for j in range(len(rows)):
-            accept(states[j], first_tok[j], first_ent[j])
-
-        slots = [row["slot"] for row in rows]
-        batch = max(slots) + 1
-        if self.use_graphs:
-            batch = min(1 << (batch - 1).bit_length(), self.max_batch_size)
-        live_host = [not s["done"] for s in states]
-        if any(live_host):
-            slot_t = torch.as_tensor(slots, device=self.device)
-            self._live.zero_()
-            self._ids[slot_t] = tokens
-            self._pos[slot_t] = torch.as_tensor([len(contexts[row["req"]]) for row in rows], device=self.device)
-            self._live[slot_t] = torch.as_tensor(live_host, device=self.device)
-            host_pos = [len(contexts[row["req"]]) for row in rows]
-            k_steps = self.sync_every
-            while any(live_host):
-                top = max(p for p, alive in zip(host_pos, live_host) if alive)
-                kv_len = min(_round_up(top + k_steps, self.length_bucket), self._cache.capacity - 1)
-                for t in range(k_steps):
-                    self._step(batch, kv_len, sampling)
-                    self._rec_tok[t, :batch].copy_(self._ids[:batch])
-                    self._rec_ent[t, :batch].copy_(self._out_ent[:batch])
-                self.stats["decode_steps"] += k_steps
-                rec_tok = self._rec_tok[:, :batch].cpu().numpy()
-                rec_ent = self._rec_ent[:, :batch].cpu().numpy()
-                changed = []
-                for j, slot in enumerate(slots):
-                    if not live_host[j]:
-                        continue
-                    state = states[j]
-                    for t in range(k_steps):
-                        accept(state, int(rec_tok[t, slot]), float(rec_ent[t, slot]))
-                        if state["done"]:
-                            break
-                    host_pos[j] += k_steps
-                    if state["done"]:
-                        live_host[j] = False
-                        changed.append(slot)
-                if changed:
-                    self._live[torch.as_tensor(changed, device=self.device)] = False
-        self.stats["decode_s"] += time.perf_counter() - t1
-
-        for j, row in enumerate(rows):
-            state = states[j]
-            ctx = contexts[row["req"]]
-            self._slot_tokens[row["slot"]] = np.concatenate([ctx, np.asarray(state["gen"][:-1], dtype=np.int64)])
-            self._tick += 1
-            self._slot_tick[row["slot"]] = self._tick
-            self.stats["generated_tokens"] += len(state["gen"])
-            results[row["req"]] = GenerationResult(
-                token_ids=state["gen"],
-                entropy_terms=state["ent"],
-                finish_reason=state["reason"],
-                stop_string=state["stop"],
-            )

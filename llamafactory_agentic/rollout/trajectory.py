@@ -12,20 +12,42 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Trajectory, rollout output and the resolved rollout configuration (spec sections 1-3, 5.1, 5.2)."""
+"""Trajectory, rollout output and the resolved rollout configuration (docs/algorithms.md §1-§3, §5.1, §5.2)."""
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from ..train.presets import PRESETS
+from dataclasses import asdict, dataclass, field
+from typing import Literal
 
 
 STOP_STRINGS = ("</search>", "</python>")
 
-# ARPO preset values (spec section 5.5), used when the trainer hands over an unresolved `None`; one source of truth
-# with the presets the stages apply (`llamafactory_agentic.train.presets`).
-ARPO_PRESET: dict[str, Any] = PRESETS["arpo"]
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    r"""One tool call of a trajectory as the agent loop recorded it: the rollout's side of the executor boundary.
+
+    The executor receives `llamafactory_agentic.tools.ToolCall(tool, content, trajectory_id)` and answers a
+    `ToolResult`; the loop keeps this record of the pair (branches inherit their source's records).
+
+    Attributes:
+        tool: Tool name from the closing tag (`search`, `python`).
+        content: Call text between the tags, whitespace-stripped; "" for an empty call (never executed).
+        pos: `len(response_ids)` right after the closing tag (tokens).
+        status: `ToolResult.status` (`ok`, `empty`, `error`, `timeout`, ...); `empty` for an empty call; with the
+            evaluation settings of `RolloutConfig` also `limit` (past its tool's `tool_call_limits`) or `repeat` (it
+            repeats an earlier call of a `repeat_notice_tools` tool): such a call is not run and gets a notice instead.
+        latency_s: Executor latency in seconds (0.0 for a call that was not run: empty, `limit`, `repeat`).
+        cached: Whether the result came from the tool cache.
+        obs_tokens: Length of the inserted observation in tokens (loss mask 0).
+    """
+
+    tool: str
+    content: str
+    pos: int
+    status: str
+    latency_s: float
+    cached: bool
+    obs_tokens: int
 
 
 @dataclass
@@ -33,7 +55,7 @@ class Trajectory:
     r"""One prompt plus one multi-round response, as token ids with a per-token loss mask.
 
     Token ids are the currency: a branch copies `response_ids` and `loss_mask` of its source and the text is never
-    decoded and re-encoded (spec section 3.4, Decision (d)).
+    decoded and re-encoded (docs/algorithms.md §3.4, Decision (d)).
 
     Attributes:
         uid: Unique id within the run, `"<call>-<group>-<index>"`.
@@ -44,17 +66,20 @@ class Trajectory:
             tokens (leading space, tags and newlines included).
         parent: Index within its group of the source a branch was copied from; None for global rollouts.
         branch_pos: `len(response_ids)` of the source at the copy (tokens shared with the source); None for globals.
-        is_fill: Whether this global rollout was added by the budget fill (spec section 3.4).
+        is_fill: Whether this global rollout was added by the budget fill (docs/algorithms.md §3.4).
         num_tool_calls: Tool calls made (both tools combined; inherited by branches). Empty calls count.
-        tool_calls: One dict per call in this lineage: `tool`, `content`, `status`, `latency_s`, `cached`, `pos`
-            (response length after the closing tag), `obs_tokens`.
+        tool_calls: One `ToolCallRecord` per call in this lineage (inherited ones first).
         hit_call_limit: A round ended in a tool call while the call counter was at the limit; EOS was appended.
         truncated: The response ran into the budget R (`finish_reason == "length"`).
-        finish_reason: `"eos"`, `"length"` or `"call_limit"` (empty while running).
-        round_entropies: Round entropy H (spec section 3.2) of every round of this lineage, inherited by branches.
+        finish_reason: `"eos"`, `"length"` or `"call_limit"` (empty while running); with the evaluation settings of
+            `RolloutConfig` also `"answer"` (stopped at `</answer>`), `"round_length"` (a round used its whole
+            `max_round_tokens` without a tool call), `"self_result"` (kept writing its own `<result>`), `"timeout"`
+            (`trajectory_timeout_s`) or `"error"` (a remote engine gave no answer).
+        round_entropies: Round entropy H (docs/algorithms.md §3.2) of every round of this lineage, inherited by branches.
         entropy_base: H of the lineage's first round in the current rollout call (Decision (a)).
-        consecutive_branches: l of the `lineage` penalty scope (spec section 5.2).
+        consecutive_branches: l of the `lineage` penalty scope (docs/algorithms.md §5.2).
         generated_tokens: Tokens this trajectory sampled itself (excluding the prefix copied from its source).
+        error: Why a remote engine gave no answer (finish reason `error`); empty otherwise.
     """
 
     uid: str
@@ -66,7 +91,7 @@ class Trajectory:
     branch_pos: int | None = None
     is_fill: bool = False
     num_tool_calls: int = 0
-    tool_calls: list[dict] = field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
     hit_call_limit: bool = False
     truncated: bool = False
     finish_reason: str = ""
@@ -78,6 +103,7 @@ class Trajectory:
     engine_key: int = -1
     parent_engine_key: int | None = None
     finished: bool = False
+    error: str = ""
 
     @property
     def entropy_now(self) -> float | None:
@@ -100,7 +126,7 @@ class Trajectory:
             "is_fill": self.is_fill,
             "response_length": len(self.response_ids),
             "num_tool_calls": self.num_tool_calls,
-            "tool_calls": [dict(c) for c in self.tool_calls],
+            "tool_calls": [asdict(c) for c in self.tool_calls],
             "hit_call_limit": self.hit_call_limit,
             "truncated": self.truncated,
             "finish_reason": self.finish_reason,
@@ -124,14 +150,40 @@ class RolloutOutput:
     timing: dict[str, float]
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class RolloutConfig:
-    r"""Resolved rollout settings (no None values).
+    r"""Resolved rollout settings (no None values), built from the arguments by `train.arpo.config.build_run_config`.
+
+    The evaluation harness builds its own from the evaluation protocol (`evaluation.runner.rollout_config_for`).
 
     Field names drop the `arpo_`/`aepo_`/`agentic_` prefix of the matching key in `llamafactory_agentic/hparams.py`.
+    The field defaults are the resolved `arpo` stage (hparams defaults plus the `arpo` preset) for code that builds a
+    config directly (tests, benchmarks); a run never relies on them, and a test keeps them equal to hparams and the
+    presets.
     `budget_fill` (`arpo_budget_fill`): `per_round` adds one fresh global rollout per round to a prompt without active
-    trajectories (reference code, spec section 3.4); `all_at_once` adds all missing ones in that round (arXiv
+    trajectories (reference code, docs/algorithms.md §3.4); `all_at_once` adds all missing ones in that round (arXiv
     2507.19849 section 3.1).
+
+    `hf_lora_merge` (`arpo_hf_lora_merge`): how the trainer puts a LoRA policy into its generation form for the hf
+    engine (`rollout.generation_weights`). `schedule` (`arpo_rollout_schedule`): `rounds` (the reference loop) or
+    `continuous` (per-trajectory round boundaries with continuous batching, docs/algorithms.md §3.4).
+
+    Evaluation settings (docs/algorithms.md §9; their defaults leave training exactly as it was, the evaluation harness sets
+    them):
+
+    * `stop_strings` may also hold `</answer>` (a round ending there ends the trajectory, finish reason `answer`) and
+      `<result>` (a result the model writes itself is cut off with the rest of that round's text and the model
+      continues from what is left, at most `self_result_retries` times in a row, then the trajectory ends with
+      `self_result`). Every other stop string closes a tool call, as in training.
+    * `max_round_tokens`: most new tokens per generation call (one round); a round that uses all of them without a
+      tool call ends the trajectory (`round_length`). None: only the response budget R applies.
+    * `tool_call_limits`: per-tool call limits (e.g. `{"python": 5, "search": 10}`), counted separately; a call past
+      its tool's limit is not run and gets `limit_notice_text` as its observation (status `limit`).
+    * `repeat_notice_tools`: tools whose call repeating an earlier executed call of the same trajectory (same
+      normalised content) is not run and gets `repeat_notice_text` (status `repeat`).
+    * `repetition_penalty`: passed to the engine (`SamplingSettings.repetition_penalty`).
+    * `trajectory_timeout_s`: wall-clock limit per trajectory in `AgenticRollout.stream`, checked between rounds
+      (finish reason `timeout`).
     """
 
     group_size: int = 16
@@ -162,9 +214,17 @@ class RolloutConfig:
     backend: Literal["hf", "vllm"] = "hf"
     hf_prefix_cache: bool = True
     hf_generation_batch_size: int = 64
+    hf_lora_merge: Literal["gpu", "cpu", "off"] = "gpu"
+    schedule: Literal["rounds", "continuous"] = "rounds"
     vllm_gpu_memory_utilization: float = 0.6
     vllm_enable_sleep_mode: bool = True
     seed: int = 0
+    max_round_tokens: int | None = None
+    tool_call_limits: dict[str, int] | None = None
+    repeat_notice_tools: tuple[str, ...] = ()
+    repetition_penalty: float = 1.0
+    self_result_retries: int = 3
+    trajectory_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         r"""Validate the choices."""
@@ -180,80 +240,35 @@ class RolloutConfig:
             raise ValueError(f"Unknown entropy source {self.entropy_source!r}.")
         if self.branch_penalty_scope not in ("lineage", "question"):
             raise ValueError(f"Unknown branch penalty scope {self.branch_penalty_scope!r}.")
+        if self.hf_lora_merge not in ("gpu", "cpu", "off"):
+            raise ValueError(f"Unknown hf_lora_merge {self.hf_lora_merge!r}; expected 'gpu', 'cpu' or 'off'.")
+        if self.schedule not in ("rounds", "continuous"):
+            raise ValueError(f"Unknown rollout schedule {self.schedule!r}; expected 'rounds' or 'continuous'.")
+        if self.schedule == "continuous" and self.branch_penalty_scope == "question" and self.branch_penalty > 0:
+            raise ValueError(
+                "arpo_rollout_schedule: continuous has no global rounds, which the `question` branch-penalty scope "
+                "counts; use aepo_branch_penalty_scope: lineage (every preset) or arpo_rollout_schedule: rounds."
+            )
         if self.premonitor_rounds not in ("all", "post_tool"):
             raise ValueError(f"Unknown premonitor rounds {self.premonitor_rounds!r}.")
         if self.max_response_length < 1:
             raise ValueError("max_response_length must be >= 1.")
+        if self.max_round_tokens is not None and self.max_round_tokens < 1:
+            raise ValueError(f"max_round_tokens must be >= 1 or None, got {self.max_round_tokens}.")
+        for tool, limit in (self.tool_call_limits or {}).items():
+            if int(limit) < 0:
+                raise ValueError(f"tool_call_limits[{tool!r}] must be >= 0, got {limit}.")
+        if self.repetition_penalty <= 0:
+            raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}.")
+        if self.self_result_retries < 0:
+            raise ValueError(f"self_result_retries must be >= 0, got {self.self_result_retries}.")
+        if self.trajectory_timeout_s is not None and self.trajectory_timeout_s <= 0:
+            raise ValueError(f"trajectory_timeout_s must be > 0 or None, got {self.trajectory_timeout_s}.")
 
     @property
     def greedy(self) -> bool:
         r"""Whether training sampling is greedy (temperature 0)."""
         return self.temperature <= 0.0
-
-    @classmethod
-    def from_args(
-        cls, finetuning_args: Any, generating_args: Any, eos_token_id: int, **overrides: Any
-    ) -> "RolloutConfig":
-        r"""Build from LLaMA-Factory's finetuning arguments (with `AgenticArguments` mixed in) and generating arguments.
-
-        Args:
-            finetuning_args: Object with the `arpo_*`, `aepo_*` and `agentic_*` attributes; presets resolved by the
-                trainer. A remaining None falls back to the ARPO preset value (spec section 5.5).
-            generating_args: LLaMA-Factory `GeneratingArguments` (`do_sample`, `temperature`, `top_p`, `top_k`), or
-                None for T 1.0 / top-p 1.0 / no top-k (spec section 10).
-            eos_token_id: End-of-turn token id (e.g. `<|im_end|>`).
-            **overrides: Field values that win over both (e.g. `seed=training_args.seed`).
-
-        Returns:
-            The resolved configuration.
-        """
-
-        def get(key: str, default: Any = None) -> Any:
-            value = getattr(finetuning_args, key, None)
-            if value is None:
-                value = ARPO_PRESET.get(key, default)
-            return value
-
-        temperature, top_p, top_k = 1.0, 1.0, 0
-        if generating_args is not None:
-            do_sample = getattr(generating_args, "do_sample", True)
-            temperature = float(getattr(generating_args, "temperature", 1.0) or 0.0) if do_sample else 0.0
-            top_p = float(getattr(generating_args, "top_p", 1.0) or 1.0)
-            top_k = int(getattr(generating_args, "top_k", 0) or 0)
-
-        values = dict(
-            group_size=int(get("arpo_rollout_n", 16)),
-            initial_rollouts=int(get("arpo_initial_rollouts", 8)),
-            budget_fill=get("arpo_budget_fill", "per_round"),
-            beam_size=int(get("arpo_beam_size")),
-            branch_rule=get("arpo_branch_rule"),
-            branch_tau=float(get("arpo_branch_tau")),
-            branch_alpha=float(get("arpo_branch_alpha", 0.5)),
-            entropy_weight=float(get("arpo_entropy_weight")),
-            entropy_source=get("arpo_entropy_source"),
-            entropy_topk=int(get("arpo_entropy_topk")),
-            entropy_tokens=int(get("arpo_entropy_tokens")),
-            max_prompt_length=int(get("arpo_max_prompt_length", 1536)),
-            max_response_length=int(get("arpo_max_response_length", 4096)),
-            max_tool_calls=int(get("agentic_max_tool_calls")),
-            branch_penalty=float(get("aepo_branch_penalty")),
-            branch_penalty_scope=get("aepo_branch_penalty_scope"),
-            dynamic_rollouts=bool(get("aepo_dynamic_rollouts")),
-            premonitor_beta=float(get("aepo_premonitor_beta")),
-            premonitor_tokens=int(get("aepo_premonitor_tokens")),
-            premonitor_rounds=get("aepo_premonitor_rounds"),
-            temperature=temperature,
-            top_p=top_p,
-            top_k=top_k,
-            eos_token_id=int(eos_token_id),
-            backend=get("arpo_rollout_backend", "hf"),
-            hf_prefix_cache=bool(get("arpo_hf_prefix_cache", True)),
-            hf_generation_batch_size=int(get("arpo_hf_generation_batch_size", 64)),
-            vllm_gpu_memory_utilization=float(get("arpo_vllm_gpu_memory_utilization", 0.6)),
-            vllm_enable_sleep_mode=bool(get("arpo_vllm_enable_sleep_mode", True)),
-        )
-        values.update(overrides)
-        return cls(**values)
 
 
 def sigmoid(x: float) -> float:

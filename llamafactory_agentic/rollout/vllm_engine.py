@@ -14,10 +14,13 @@
 
 """`vllm` generation backend (extra: `pip install llamafactory-agentic[vllm]`).
 
-Colocated `vllm.LLM` with prefix caching (shared prefixes of branches are computed once, spec Decision (d)), prompts
+Colocated `vllm.LLM` with prefix caching (shared prefixes of branches computed once, docs/algorithms.md §3.4), prompts
 given as token ids, `SamplingParams(stop=[...], include_stop_str_in_output=True, logprobs=k, max_tokens=...)` per
 trajectory. Supported vLLM versions: 0.10.2 - 0.11.0 (the `vllm` extra of setup.py), run in-process with
-`distributed_executor_backend="external_launcher"` (as TRL's colocate mode), where the worker's model is reachable
+`distributed_executor_backend="external_launcher"` (as TRL's colocate mode) and `logprobs_mode="processed_logprobs"`
+(as TRL 0.24's colocate mode: the returned log-probs are those of the distribution sampled from, i.e. after
+temperature, top-k and top-p, so the round entropy matches the hf engine's at any temperature; vLLM's default
+`raw_logprobs` would give the untempered model distribution), where the worker's model is reachable
 as `llm.llm_engine.model_executor.driver_worker.model_runner.model`; weights are pushed with its `load_weights`
 after each optimiser step and the prefix cache is reset. Sleep mode releases the engine's memory during training.
 
@@ -34,6 +37,9 @@ from typing import Any
 from .branching import logprob_dict_entropy_term
 from .engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingSettings
 from .weight_sync import GatherFn, base_model_of, push_weights
+
+
+LOGPROBS_MODE = "processed_logprobs"  # vLLM >= 0.10.1: log-probs after temperature / top-k / top-p
 
 
 def _import_vllm():
@@ -69,7 +75,8 @@ class VLLMEngine(GenerationEngine):
 
     Raises:
         ImportError: vLLM is not installed.
-        ValueError: (from `set_model`) a quantized base model under LoRA.
+        ValueError: `logprobs_mode` other than `processed_logprobs` in `llm_kwargs` or on a given `llm`; (from
+            `set_model`) a quantized base model under LoRA.
     """
 
     def __init__(
@@ -87,6 +94,21 @@ class VLLMEngine(GenerationEngine):
     ) -> None:
         r"""Create or adopt the vLLM engine and push the current weights (arguments in the class docstring)."""
         self.vllm = _import_vllm()
+        mode = llm_kwargs.pop("logprobs_mode", LOGPROBS_MODE)
+        if llm is not None:
+            model_config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
+            mode = getattr(model_config, "logprobs_mode", None) or LOGPROBS_MODE
+            if mode != LOGPROBS_MODE:
+                raise ValueError(
+                    f"the vLLM engine was built with logprobs_mode={mode!r}; the rollout's round entropy needs "
+                    f"logprobs_mode={LOGPROBS_MODE!r} (the distribution sampled from), build it with that"
+                )
+        elif mode != LOGPROBS_MODE:
+            raise ValueError(
+                f"the vllm backend runs vLLM with logprobs_mode={LOGPROBS_MODE!r} (entropy of the distribution "
+                f"sampled from, as the hf backend); got logprobs_mode={mode!r}"
+            )
+
         self.tokenizer = tokenizer
         self.enable_sleep_mode = enable_sleep_mode
         self.sleeping = False
@@ -102,6 +124,7 @@ class VLLMEngine(GenerationEngine):
                 distributed_executor_backend="external_launcher",
                 seed=seed,
                 dtype=str(next(model.parameters()).dtype).replace("torch.", ""),
+                logprobs_mode=LOGPROBS_MODE,
                 **llm_kwargs,
             )
         self.llm = llm
@@ -150,6 +173,11 @@ class VLLMEngine(GenerationEngine):
                 results[i] = GenerationResult(token_ids=[], finish_reason="length")
                 continue
             prompts.append({"prompt_token_ids": list(req.prompt_ids) + list(req.response_ids)})
+            extra = {}  # only what differs from vLLM's defaults, so training requests stay as they were
+            if sampling.repetition_penalty != 1.0:
+                extra["repetition_penalty"] = sampling.repetition_penalty
+            if req.seed is not None:
+                extra["seed"] = int(req.seed)
             params.append(
                 self.vllm.SamplingParams(
                     n=1,
@@ -162,6 +190,7 @@ class VLLMEngine(GenerationEngine):
                     stop_token_ids=list(sampling.eos_token_ids),
                     logprobs=sampling.entropy_topk,
                     skip_special_tokens=False,
+                    **extra,
                 )
             )
             index.append(i)

@@ -14,7 +14,7 @@
 
 """Tools for agentic rollouts: protocol, registry, python and search tools, the persistent cache and the executor.
 
-Public API (INTERFACES.md, `tools` section): `ToolCall`, `ToolResult`, `ToolExecutor`, `build_executor_from_args`;
+Public API (docs/tools.md): `ToolCall`, `ToolResult`, `ToolExecutor`, `build_executor_from_args`;
 plus `BaseTool`, `register_tool`, `load_tool_config`, `PythonTool`, `SearchTool`, `isolation_level`,
 `open_cache`, `SQLiteCache`, `RedisCache`, `normalize_search_query`, `format_snippets`.
 """

@@ -16,19 +16,23 @@
 
 A tool turns the body of a model-written `<tag>…</tag>` span into observation text. `BaseTool.execute` never raises:
 parse errors, backend exceptions and exhausted retries all become `ToolResult`s whose text the model can read
-(ARCHITECTURE.md "the executor never raises into the rollout"; spec section 7).
+(docs/tools.md; docs/algorithms.md §7).
 """
 
 import codecs
-import logging
+import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import tenacity
 
+from ..hparams import PYTHON_MAX_OUTPUT_CHARS, TOOL_RETRIES
+from ..integration.log import get_logger
 
-logger = logging.getLogger(__name__)
+
+logger = get_logger(__name__)
 
 STATUS_OK = "ok"
 STATUS_EMPTY = "empty"
@@ -116,6 +120,43 @@ def redact(text: str, secrets: "list[str] | tuple[str, ...]") -> str:
     return text
 
 
+def check_number(
+    name: str,
+    value: Any,
+    *,
+    integer: bool = False,
+    minimum: float = 0,
+    inclusive: bool = False,
+    allow_none: bool = False,
+) -> Any:
+    r"""Validate a numeric setting and return it as `int`/`float` (None passes when `allow_none`).
+
+    Args:
+        name: the setting's name, used in the message (e.g. `timeout_s` or `agentic_python_timeout`).
+        value: the value to check; booleans and strings are rejected.
+        integer: require a whole number (returned as `int`).
+        minimum: lower bound; `value` must be greater than it (or equal when `inclusive`).
+        inclusive: whether `minimum` itself is allowed.
+        allow_none: whether None (no limit) is allowed.
+
+    Raises:
+        ValueError: naming the setting, the bound and the value received.
+    """
+    if value is None and allow_none:
+        return None
+    kind = "a whole number" if integer else "a number"
+    bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and integer and value != int(value):
+        ok = False
+    if ok:
+        ok = value >= minimum if inclusive else value > minimum
+    if not ok:
+        none = " or null (no limit)" if allow_none else ""
+        raise ValueError(f"`{name}` must be {kind} {bound}{none}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
 class BaseTool:
     r"""Base class of every tool.
 
@@ -127,7 +168,8 @@ class BaseTool:
         tag: tag that triggers the tool (defaults to `default_tag`).
         timeout_s: wall-clock budget per call in seconds, all attempts included (the executor stops waiting after
             `timeout_s` plus a small grace period).
-        retries: attempts per call (>= 1) on exception or, when `retry_on_empty`, on an empty result.
+        retries: attempts per call (>= 1) on exception or, when `retry_on_empty`, on an empty result (default: the
+            `arpo` preset's `agentic_tool_retries`, `hparams.TOOL_RETRIES`).
         call_limit: calls allowed per trajectory for this tool (None: unlimited; the rollout has its own limit).
         dedup: share one execution between identical calls in flight at the same time.
         backoff_s: initial wait between attempts (exponential with jitter, capped at 8 s).
@@ -142,18 +184,27 @@ class BaseTool:
         self,
         tag: str | None = None,
         timeout_s: float = 60.0,
-        retries: int = 3,
+        retries: int = TOOL_RETRIES,
         call_limit: int | None = None,
         dedup: bool | None = None,
         backoff_s: float = 0.5,
     ) -> None:
-        r"""Create the object (the arguments are described in the class docstring)."""
+        r"""Create the object (the arguments are described in the class docstring).
+
+        Raises:
+            ValueError: a non-positive or non-numeric `timeout_s`, `retries` < 1, a negative `call_limit` or
+                `backoff_s`, a `tag` that is not a word, or a `dedup` that is not a boolean.
+        """
         self.tag = tag or self.default_tag
-        self.timeout_s = float(timeout_s)
-        self.retries = max(1, int(retries))
-        self.call_limit = call_limit
-        self.dedup = self.default_dedup if dedup is None else bool(dedup)
-        self.backoff_s = float(backoff_s)
+        if not isinstance(self.tag, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", self.tag):
+            raise ValueError(f"`tag` must be a word such as `search` (letters, digits, _ or -), got {self.tag!r}")
+        self.timeout_s = check_number("timeout_s", timeout_s)
+        self.retries = check_number("retries", retries, integer=True, minimum=1, inclusive=True)
+        self.call_limit = check_number("call_limit", call_limit, integer=True, inclusive=True, allow_none=True)
+        if dedup is not None and not isinstance(dedup, bool):
+            raise ValueError(f"`dedup` must be true or false, got {dedup!r}")
+        self.dedup = self.default_dedup if dedup is None else dedup
+        self.backoff_s = check_number("backoff_s", backoff_s, inclusive=True)
         self._secrets: list[str] = []
 
     # ------------------------------------------------------------------ to override
@@ -236,14 +287,14 @@ class BoundedText:
 
     Keeps the first `max_chars // 2` and the last `max_chars - max_chars // 2` characters of the stripped stream and
     counts the rest, so 100 MB of child output costs O(max_chars) memory. `value()` returns the stream itself when it
-    fits, else `head + "\n[… N characters omitted …]\n" + tail` (spec section 7: first 2000 + last 2000 characters).
+    fits, else `head + "\n[… N characters omitted …]\n" + tail` (docs/algorithms.md §7.1: 2000 + 2000 characters).
 
     Args:
-        max_chars: output cap in characters (> 0).
+        max_chars: output cap in characters (> 0; default `agentic_python_max_output_chars`'s).
         encoding: byte encoding of `feed_bytes` input (invalid bytes become U+FFFD).
     """
 
-    def __init__(self, max_chars: int = 4000, encoding: str = "utf-8") -> None:
+    def __init__(self, max_chars: int = PYTHON_MAX_OUTPUT_CHARS, encoding: str = "utf-8") -> None:
         r"""Create the object (the arguments are described in the class docstring)."""
         self.max_chars = max(2, int(max_chars))
         self.head_cap = self.max_chars // 2

@@ -15,8 +15,8 @@
 r"""Persistent, shared tool cache: SQLite (embedded default, WAL mode) or Redis (multi-node).
 
 Entries are keyed by (tool name, normalised arguments) and store the observation text, its status, the latency of
-the call that produced it, the creation time, an optional expiry time and the backend name (spec section 7, "Our
-cache requirements"). Secrets are never stored: only the observation text and the backend's name are.
+the call that produced it, the creation time, an optional expiry time and the backend name (docs/algorithms.md
+§7.5). Secrets are never stored: only the observation text and the backend's name are.
 
 Normalisation of search queries (`normalize_search_query`), exactly:
 1. lone UTF-16 surrogates (undecodable bytes smuggled in with `surrogateescape`) become `\\udcXX` escapes;
@@ -30,22 +30,25 @@ empty results never. Modes: `read_write` (look up, store new results), `read_onl
 `offline` (look up; the executor answers misses with the no-result text instead of calling the tool).
 """
 
+import atexit
 import hashlib
 import json
-import logging
 import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..hparams import CACHE_MODE
+from ..integration.log import get_logger
 from .base import NO_SEARCH_RESULTS_TEXT, STATUS_OK
 
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 CACHE_MODES = ("read_write", "read_only", "offline")
 _STATS_FLUSH_S = 10.0
@@ -89,24 +92,78 @@ class CacheError(RuntimeError):
     r"""The cache cannot be opened or used (corrupt file with `on_corrupt="raise"`, bad mode, import in read-only)."""
 
 
+class CacheUnavailable(CacheError):
+    r"""A tool-call lookup did not get an answer in time (locked, slow, broken or unreachable cache).
+
+    Attributes:
+        skipped: True when the cache was not even asked because it failed recently (within `retry_after_s`).
+    """
+
+    def __init__(self, message: str, skipped: bool = False) -> None:
+        r"""Create the object (the arguments are described in the class docstring)."""
+        super().__init__(message)
+        self.skipped = skipped
+
+
 class ToolCache:
     r"""Interface shared by the SQLite and Redis caches.
+
+    Two ways in. The tool-call path (`lookup`, `submit`) never raises and never waits long: a lookup is bounded by
+    `lookup_timeout_s`; a store is queued and written by one background thread per cache, in batches, at least every
+    `flush_interval_s` (so another process sees it within about that time while the cache is usable) and on
+    `close`/`flush`. A cache that fails a lookup is not asked again for `retry_after_s` (lookups raise
+    `CacheUnavailable(skipped=True)` at once); failed writes stay queued (at most `max_pending` entries) and are
+    retried after `retry_after_s`; `close` waits at most `close_timeout_s` for them. Each kind of failure is logged
+    once as a warning (then at debug level) and counted in `pop_health()`. The direct API (`get`, `put`,
+    `put_many`, `stats`, import/export) raises and waits up to the backend's own timeouts, for tools and scripts.
 
     Args:
         mode: "read_write", "read_only" or "offline".
         ttl_s: entries expire this many seconds after creation (None: never).
+        lookup_timeout_s: longest wait of one tool-call lookup (SQLite busy timeout, Redis socket timeout).
+        write_timeout_s: longest wait of one background write attempt.
+        flush_interval_s: the background writer writes queued entries at least this often.
+        retry_after_s: after a failure, the cache is left alone this long.
+        max_pending: queued entries beyond this are not stored (counted as `not_stored`).
+        close_timeout_s: `close` waits at most this long for queued entries.
     """
 
-    def __init__(self, mode: str = "read_write", ttl_s: float | None = None) -> None:
+    def __init__(
+        self,
+        mode: str = CACHE_MODE,
+        ttl_s: float | None = None,
+        lookup_timeout_s: float = 0.5,
+        write_timeout_s: float = 1.0,
+        flush_interval_s: float = 1.0,
+        retry_after_s: float = 5.0,
+        max_pending: int = 10_000,
+        close_timeout_s: float = 2.0,
+    ) -> None:
         r"""Create the object (the arguments are described in the class docstring)."""
         if mode not in CACHE_MODES:
             raise CacheError(f"unknown cache mode {mode!r}; use one of {CACHE_MODES}")
         self.mode = mode
         self.ttl_s = ttl_s
+        self.lookup_timeout_s = float(lookup_timeout_s)
+        self.write_timeout_s = float(write_timeout_s)
+        self.flush_interval_s = float(flush_interval_s)
+        self.retry_after_s = float(retry_after_s)
+        self.max_pending = int(max_pending)
+        self.close_timeout_s = float(close_timeout_s)
         self._stats_lock = threading.Lock()
         self._hits: Counter = Counter()
         self._misses: Counter = Counter()
         self._last_flush = time.monotonic()
+        self._cond = threading.Condition()
+        self._pending: dict[tuple[str, str], CacheEntry] = {}
+        self._writer: threading.Thread | None = None
+        self._writer_pid = 0
+        self._closing = False
+        self._health: Counter = Counter()
+        self._lookups_down_until = 0.0
+        self._writes_down_until = 0.0
+        self._warned: set[str] = set()  # kinds of failure already logged as a warning (once per cache)
+        self._down: set[str] = set()  # kinds of operation failing now
 
     @property
     def writable(self) -> bool:
@@ -114,10 +171,10 @@ class ToolCache:
         return self.mode == "read_write"
 
     # ---------------------------------------------------------------- backend primitives
-    def _get(self, tool: str, key: str) -> CacheEntry | None:
+    def _get(self, tool: str, key: str, timeout_s: float | None = None) -> CacheEntry | None:
         raise NotImplementedError
 
-    def _put_many(self, entries: list[CacheEntry], overwrite: bool) -> int:
+    def _put_many(self, entries: list[CacheEntry], overwrite: bool, timeout_s: float | None = None) -> int:
         raise NotImplementedError
 
     def iter_entries(self, tool: str | None = None) -> Iterator[CacheEntry]:
@@ -132,28 +189,213 @@ class ToolCache:
         r"""Storage used, in bytes (file sizes for SQLite, value bytes for Redis)."""
         raise NotImplementedError
 
-    def _flush_stats(self, hits: Counter, misses: Counter) -> None:
+    def _flush_stats(self, hits: Counter, misses: Counter, timeout_s: float | None = None) -> None:
         raise NotImplementedError
 
     def _stored_stats(self) -> dict[str, tuple[int, int]]:
         raise NotImplementedError
 
-    def close(self) -> None:
-        r"""Flush hit/miss counters and release connections."""
-        self.flush_stats()
+    def _release(self) -> None:
+        r"""Close the backend's connections (called once by `close`)."""
+
+    # ---------------------------------------------------------------- failure bookkeeping
+    def _failed(self, kind: str, exc: BaseException) -> None:
+        r"""Count a failure of `kind` ("lookup", "write", "stats"), leave the cache alone a while, warn once."""
+        now = time.monotonic()
+        with self._cond:
+            self._health[f"{kind}_errors"] += 1
+            if kind == "lookup":
+                self._lookups_down_until = now + self.retry_after_s
+            else:
+                self._writes_down_until = now + self.retry_after_s
+            first = kind not in self._warned
+            self._warned.add(kind)
+            self._down.add(kind)
+        log = logger.warning if first else logger.debug
+        log("[agentic-tools] %r: %s failed (%s: %s); tool calls go on without it (misses, writes queued and "
+            "retried in %gs); further failures are counted in tools/cache/%s_errors",
+            self, kind, type(exc).__name__, exc, self.retry_after_s, kind)  # fmt: skip
+
+    def _recovered(self, kind: str) -> None:
+        if kind not in self._down:
+            return
+        with self._cond:
+            was_down = kind in self._down
+            self._down.discard(kind)
+        if was_down:
+            logger.info("[agentic-tools] %r: %s works again", self, kind)
+
+    def pop_health(self) -> dict[str, int]:
+        r"""Health counters of the tool-call path since the last call, then reset.
+
+        Returns:
+            `lookup_errors`, `lookups_skipped`, `write_errors`, `written`, `not_stored`, `stats_errors`, plus the
+            gauge `pending` (entries queued now).
+        """
+        with self._cond:
+            health, self._health = self._health, Counter()
+            pending = len(self._pending)
+        out = {k: int(health[k]) for k in ("lookup_errors", "lookups_skipped", "write_errors", "written",
+                                           "not_stored", "stats_errors")}  # fmt: skip
+        out["pending"] = pending
+        return out
+
+    # ---------------------------------------------------------------- background writer
+    def _ensure_writer(self) -> None:
+        if self._writer is not None and self._writer_pid == os.getpid() and self._writer.is_alive():
+            return
+        with self._cond:
+            if self._closing:
+                return
+            if self._writer is None or self._writer_pid != os.getpid() or not self._writer.is_alive():
+                if self._writer is None or self._writer_pid != os.getpid():  # queued entries outlive a missed close
+                    atexit.register(_flush_at_exit, weakref.ref(self))
+                self._writer_pid = os.getpid()
+                self._writer = threading.Thread(target=self._writer_loop, name="agentic-cache-writer", daemon=True)
+                self._writer.start()
+
+    def _writer_loop(self) -> None:
+        while True:
+            with self._cond:
+                if not self._closing:
+                    self._cond.wait(timeout=self.flush_interval_s)
+                closing = self._closing
+                batch = list(self._pending.values())
+                down = time.monotonic() < self._writes_down_until
+            healthy = True
+            if batch and (closing or not down):
+                healthy = self._write_batch(batch)
+            due = time.monotonic() - self._last_flush > _STATS_FLUSH_S
+            if self.writable and healthy and (closing or due) and time.monotonic() >= self._writes_down_until:
+                try:
+                    self.flush_stats(timeout_s=self.write_timeout_s)
+                except Exception as exc:  # noqa: BLE001 - statistics never break anything
+                    self._failed("stats", exc)
+            if closing:
+                with self._cond:
+                    dropped = len(self._pending)
+                    self._health["not_stored"] += dropped
+                    self._pending.clear()
+                    self._cond.notify_all()
+                if dropped:
+                    logger.warning("[agentic-tools] %r: %d cache entries not stored (cache unusable at close)",
+                                   self, dropped)  # fmt: skip
+                return
+
+    def _write_batch(self, batch: list[CacheEntry]) -> bool:
+        r"""Write `batch` in parts of 500; False (and counted, retried later) when a part fails."""
+        for i in range(0, len(batch), 500):
+            part = batch[i : i + 500]
+            try:
+                written = self._put_many(part, overwrite=False, timeout_s=self.write_timeout_s)
+            except Exception as exc:  # noqa: BLE001 - a locked or broken cache never fails a tool call
+                self._failed("write", exc)
+                return False
+            with self._cond:
+                for e in part:
+                    if self._pending.get((e.tool, e.key)) is e:
+                        del self._pending[(e.tool, e.key)]
+                self._health["written"] += written
+                self._cond.notify_all()
+            self._recovered("write")
+        return True
+
+    def submit(
+        self, tool: str, key: str, result: str, status: str = STATUS_OK, latency_s: float = 0.0, backend: str = ""
+    ) -> bool:
+        r"""Queue one entry for the background writer (first writer wins); never raises, never waits.
+
+        Returns:
+            True when queued; False in a read-only mode or when `max_pending` entries are already queued (counted
+            as `not_stored`).
+        """
+        if not self.writable:
+            return False
+        now = time.time()
+        entry = CacheEntry(tool, key, result, status, float(latency_s), now, backend, self._expiry(now))
+        with self._cond:
+            if self._closing:
+                self._health["not_stored"] += 1
+                return False
+            if (tool, key) not in self._pending:
+                if len(self._pending) >= self.max_pending:
+                    self._health["not_stored"] += 1
+                    full = "queue" not in self._warned
+                    self._warned.add("queue")
+                    if full:
+                        logger.warning("[agentic-tools] %r: %d entries queued, new results are not stored until the "
+                                       "cache takes writes again", self, self.max_pending)  # fmt: skip
+                    return False
+                self._pending[(tool, key)] = entry
+        self._ensure_writer()
+        return True
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        r"""Ask the writer to write the queued entries now and wait up to `timeout_s` (default `close_timeout_s`).
+
+        Returns:
+            True when nothing is left queued.
+        """
+        deadline = time.monotonic() + (self.close_timeout_s if timeout_s is None else timeout_s)
+        with self._cond:
+            if not self._pending:
+                return True
+            self._writes_down_until = 0.0  # an explicit flush tries at once
+        self._ensure_writer()
+        with self._cond:
+            self._cond.notify_all()
+            while self._pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(timeout=min(left, 0.05))
+                self._cond.notify_all()
+        return True
 
     # ---------------------------------------------------------------- public API
-    def get(self, tool: str, key: str) -> CacheEntry | None:
-        r"""The live entry for (tool, normalised key), or None; counts a hit or a miss."""
-        entry = self._get(tool, key)
+    def _pending_entry(self, tool: str, key: str) -> CacheEntry | None:
+        with self._cond:
+            entry = self._pending.get((tool, key))
+        if entry is not None and (entry.expires is None or entry.expires > time.time()):
+            return entry
+        return None
+
+    def _count_lookup(self, tool: str, hit: bool) -> None:
         with self._stats_lock:
-            (self._hits if entry is not None else self._misses)[tool] += 1
-            due = time.monotonic() - self._last_flush > _STATS_FLUSH_S
-        if due:
+            (self._hits if hit else self._misses)[tool] += 1
+
+    def get(self, tool: str, key: str) -> CacheEntry | None:
+        r"""The live entry for (tool, normalised key), or None; counts a hit or a miss. Raises on backend errors."""
+        entry = self._pending_entry(tool, key) or self._get(tool, key)
+        self._count_lookup(tool, entry is not None)
+        if self.writable:
+            self._ensure_writer()  # it also flushes the hit/miss counters
+        return entry
+
+    def lookup(self, tool: str, key: str) -> CacheEntry | None:
+        r"""`get` for the tool-call path: bounded by `lookup_timeout_s`, never waits on a recently failed cache.
+
+        Failures are counted (`pop_health`); a cache that failed is not asked again for `retry_after_s`.
+
+        Raises:
+            CacheUnavailable: the cache did not answer (`skipped` when it was not asked); treat it as a miss whose
+                result is not stored.
+        """
+        entry = self._pending_entry(tool, key)
+        if entry is None:
+            if time.monotonic() < self._lookups_down_until:
+                with self._cond:
+                    self._health["lookups_skipped"] += 1
+                raise CacheUnavailable(f"{self!r} failed recently; not asked for {self.retry_after_s:g}s", True)
             try:
-                self.flush_stats()
-            except Exception as exc:  # noqa: BLE001 - statistics never break a lookup
-                logger.debug("cache stats flush failed: %s", exc)
+                entry = self._get(tool, key, timeout_s=self.lookup_timeout_s)
+            except Exception as exc:  # noqa: BLE001 - locked, slow, corrupt or unreachable
+                self._failed("lookup", exc)
+                raise CacheUnavailable(f"{type(exc).__name__}: {exc}") from exc
+            self._recovered("lookup")
+        self._count_lookup(tool, entry is not None)
+        if self.writable:
+            self._ensure_writer()
         return entry
 
     def put(
@@ -166,7 +408,7 @@ class ToolCache:
         backend: str = "",
         overwrite: bool = False,
     ) -> bool:
-        r"""Store one entry (first writer wins unless `overwrite` or the old entry expired).
+        r"""Store one entry now (first writer wins unless `overwrite` or the old entry expired); may wait and raise.
 
         Returns:
             True when the entry was written, False in a read-only mode or when a live entry already existed.
@@ -178,7 +420,7 @@ class ToolCache:
         return self._put_many([entry], overwrite) == 1
 
     def put_many(self, entries: Iterable[CacheEntry], overwrite: bool = False) -> int:
-        r"""Store many entries in one transaction / pipeline; returns how many were written."""
+        r"""Store many entries in one transaction / pipeline now; returns how many were written."""
         if not self.writable:
             return 0
         return self._put_many(list(entries), overwrite)
@@ -186,7 +428,7 @@ class ToolCache:
     def _expiry(self, created: float) -> float | None:
         return created + self.ttl_s if self.ttl_s else None
 
-    def flush_stats(self) -> None:
+    def flush_stats(self, timeout_s: float | None = None) -> None:
         r"""Persist the hit/miss counters gathered since the last flush (read_write mode only)."""
         with self._stats_lock:
             hits, misses = self._hits, self._misses
@@ -195,7 +437,7 @@ class ToolCache:
         if not self.writable or not (hits or misses):
             return
         try:
-            self._flush_stats(hits, misses)
+            self._flush_stats(hits, misses, timeout_s)
         except Exception:
             with self._stats_lock:  # keep them for the next flush
                 self._hits.update(hits)
@@ -203,12 +445,13 @@ class ToolCache:
             raise
 
     def stats(self) -> dict:
-        r"""Entries, size and hit counters of the cache.
+        r"""Entries, size and hit counters of the cache (queued entries are written first, see `flush`).
 
         Returns:
             `{"entries", "entries_per_tool", "size_bytes", "hits", "misses", "hit_rate", "per_tool"}`; the counters
             include every process that flushed into this cache.
         """
+        self.flush()
         stored = self._stored_stats()
         with self._stats_lock:
             tools = set(stored) | set(self._hits) | set(self._misses)
@@ -235,7 +478,7 @@ class ToolCache:
 
         Each key is normalised (`normalize_args(tool, key)`); after normalisation the first occurrence wins and the
         others are counted as duplicates and logged. Empty results and `No search results found.` are not stored
-        (spec: empty results never). Existing live entries are kept.
+        (docs/algorithms.md §7.5: empty results never). Existing live entries are kept.
 
         Returns:
             Counts `{"total", "imported", "duplicates", "skipped_empty", "existing"}`.
@@ -280,6 +523,7 @@ class ToolCache:
         Returns:
             The number of entries written.
         """
+        self.flush()
         data = {e.key: e.result for e in self.iter_entries(tool) if e.status == STATUS_OK}
         tmp = f"{path}.tmp.{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as f:
@@ -287,21 +531,59 @@ class ToolCache:
         os.replace(tmp, path)
         return len(data)
 
+    def close(self) -> None:
+        r"""Write what is queued (waiting at most `close_timeout_s`), flush hit/miss counters, release connections."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+            writer = self._writer if self._writer_pid == os.getpid() else None
+        if writer is not None:
+            writer.join(timeout=self.close_timeout_s)
+            if writer.is_alive():
+                with self._cond:
+                    left = len(self._pending)
+                    self._health["not_stored"] += left
+                logger.warning("[agentic-tools] %r: gave up waiting for the cache after %gs; %d queued entries not "
+                               "stored", self, self.close_timeout_s, left)  # fmt: skip
+                return  # the daemon writer still uses the connections; the process ends without waiting for it
+        else:
+            try:
+                self.flush_stats(timeout_s=self.write_timeout_s)
+            except Exception as exc:  # noqa: BLE001
+                logger.warning("[agentic-tools] could not flush cache statistics: %s", exc)
+        self._release()
+
+
+def _flush_at_exit(ref: "weakref.ref[ToolCache]") -> None:
+    r"""At interpreter exit, write what an unclosed cache still has queued (bounded by its `close_timeout_s`)."""
+    cache = ref()
+    if cache is not None and not cache._closing:
+        try:
+            cache.flush()
+        except Exception:  # noqa: BLE001 - never fail the exit
+            pass
+
 
 class SQLiteCache(ToolCache):
     r"""SQLite cache in WAL mode, safe for many threads and processes.
 
-    One connection per thread (and per process after fork), `busy_timeout` for concurrent writers, every `put` its own
-    committed transaction (a SIGKILL loses at most the entry being written).
+    One connection per thread (and per process after fork). The direct API commits each `put` in its own
+    transaction (a SIGKILL loses at most the entry being written) and waits up to `busy_timeout_s` for the write
+    lock; the tool-call path waits at most `lookup_timeout_s` per lookup and writes in the background (see
+    `ToolCache`).
 
     Args:
-        path: database file (created with its folder if missing).
+        path: database file. In read_write mode it (and its folder) is created when missing; the read-only modes
+            never create anything and raise `CacheError` for a missing file.
         mode, ttl_s: see `ToolCache`.
-        busy_timeout_s: how long a writer waits for the write lock before `sqlite3.OperationalError`.
+        busy_timeout_s: how long a direct-API writer waits for the write lock before `sqlite3.OperationalError`.
         on_corrupt: what to do when the file is not a readable database: "move" (rename it to
             `<path>.corrupt-<unix time>` and start empty; only in read_write mode), "empty" (leave the file, answer
             every lookup with a miss) or "raise" (`CacheError`). Defaults to "move" in read_write mode and "empty"
             otherwise.
+        degrade: when the database is locked or unreadable at opening, warn and behave as an unusable cache (tool
+            calls go on, the opening is retried later) instead of raising `CacheError`.
+        **kwargs: the tool-call path's bounds (`lookup_timeout_s`, `write_timeout_s`, ...; see `ToolCache`).
     """
 
     _SCHEMA = (
@@ -315,31 +597,52 @@ class SQLiteCache(ToolCache):
     def __init__(
         self,
         path: str | os.PathLike,
-        mode: str = "read_write",
+        mode: str = CACHE_MODE,
         ttl_s: float | None = None,
         busy_timeout_s: float = 30.0,
         on_corrupt: str | None = None,
+        degrade: bool = False,
+        **kwargs,
     ) -> None:
         r"""Create the object (the arguments are described in the class docstring)."""
-        super().__init__(mode, ttl_s)
+        super().__init__(mode, ttl_s, **kwargs)
         self.path = str(path)
         self.busy_timeout_s = float(busy_timeout_s)
         self._local = threading.local()
         self._all_conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
         self._disabled = False
+        self._ready = False
         on_corrupt = on_corrupt or ("move" if self.writable else "empty")
         if on_corrupt not in ("move", "empty", "raise"):
             raise CacheError(f"unknown on_corrupt {on_corrupt!r}")
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._on_corrupt = on_corrupt
+        if self.writable:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        elif not os.path.isfile(self.path):
+            raise CacheError(f"tool cache {self.path} does not exist (mode {mode} never creates one): check the path")
         try:
-            self._init_db()
+            self._open(self.lookup_timeout_s if degrade else self.busy_timeout_s)
+        except sqlite3.OperationalError as exc:
+            if not degrade:
+                raise CacheError(f"tool cache {self.path} cannot be opened: {exc}") from exc
+            self._failed("lookup", exc)
+            self._failed("write", exc)
+
+    def _open(self, timeout_s: float) -> None:
+        r"""Check the file and create the schema (read_write); handles corruption as `on_corrupt` says."""
+        try:
+            self._init_db(timeout_s)
+        except sqlite3.OperationalError:  # locked, or the file cannot be opened at all: not a corruption
+            raise
         except sqlite3.DatabaseError as exc:
+            on_corrupt = self._on_corrupt
             if on_corrupt == "raise" or (on_corrupt == "move" and not self.writable):
                 raise CacheError(f"tool cache {self.path} is not a usable SQLite database: {exc}") from exc
             if on_corrupt == "empty":
                 logger.error("[agentic-tools] tool cache %s is unreadable (%s): every lookup misses", self.path, exc)
                 self._disabled = True
+                self._ready = True
                 return
             self._drop_connections()
             moved = f"{self.path}.corrupt-{int(time.time())}"
@@ -349,30 +652,58 @@ class SQLiteCache(ToolCache):
                     os.replace(self.path + suffix, moved + suffix)
             logger.error("[agentic-tools] tool cache %s was corrupt (%s); moved to %s, starting empty",
                          self.path, exc, moved)  # fmt: skip
-            self._init_db()
+            self._init_db(timeout_s)
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, timeout_s: float | None = None) -> sqlite3.Connection:
+        timeout_s = self.busy_timeout_s if timeout_s is None else timeout_s
         conn = getattr(self._local, "conn", None)
-        if conn is not None and getattr(self._local, "pid", None) == os.getpid():
-            return conn
-        conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
-        conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: committed data survives a process crash
-        self._local.conn = conn
-        self._local.pid = os.getpid()
-        with self._conns_lock:
-            self._all_conns.append(conn)
+        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            if self.writable:
+                conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
+            else:  # never creates the file (or its folder)
+                conn = sqlite3.connect(f"file:{_uri_path(self.path)}?mode=ro", uri=True, timeout=timeout_s,
+                                       isolation_level=None, check_same_thread=False)  # fmt: skip
+            conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: committed data survives a process crash
+            self._local.conn = conn
+            self._local.pid = os.getpid()
+            self._local.timeout = None
+            with self._conns_lock:
+                self._all_conns.append(conn)
+        if self._local.timeout != timeout_s:
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+            self._local.timeout = timeout_s
         return conn
 
-    def _init_db(self) -> None:
-        conn = self._connect()
+    def _init_db(self, timeout_s: float) -> None:
+        conn = self._connect(timeout_s)
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # raises DatabaseError on a corrupt header
         if self.writable:
-            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-            if mode.lower() != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")
-            for statement in self._SCHEMA:
-                conn.execute(statement)
+            # Switching to WAL needs an exclusive lock, and SQLite answers "database is locked" at once, without its
+            # busy timeout, while another connection holds the write lock (a new file opened by several processes at
+            # once): wait for it here, up to `timeout_s`.
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                    if mode.lower() != "wal":
+                        conn.execute("PRAGMA journal_mode = WAL")
+                    for statement in self._SCHEMA:
+                        conn.execute(statement)
+                    break
+                except sqlite3.OperationalError as exc:
+                    left = deadline - time.monotonic()
+                    if "locked" not in str(exc) or left <= 0:
+                        raise
+                    time.sleep(min(0.05, left))
+        elif self._on_corrupt == "raise" and not self._has_table():
+            raise CacheError(f"{self.path} is an SQLite database but not a tool cache (it has no `entries` table)")
+        self._ready = True
+
+    def _ensure_ready(self, timeout_s: float | None) -> bool:
+        r"""Finish an opening that found the database locked; False while it still cannot be opened."""
+        if not self._ready:
+            self._open(self.busy_timeout_s if timeout_s is None else timeout_s)
+        return not self._disabled
 
     def _drop_connections(self) -> None:
         with self._conns_lock:
@@ -388,12 +719,12 @@ class SQLiteCache(ToolCache):
         row = self._connect().execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='entries'").fetchone()
         return row is not None
 
-    def _get(self, tool: str, key: str) -> CacheEntry | None:
-        if self._disabled:
+    def _get(self, tool: str, key: str, timeout_s: float | None = None) -> CacheEntry | None:
+        if not self._ensure_ready(timeout_s):
             return None
         try:
             row = (
-                self._connect()
+                self._connect(timeout_s)
                 .execute(
                     "SELECT result, status, latency_s, created, backend, expires FROM entries "
                     "WHERE tool = ? AND key = ? AND (expires IS NULL OR expires > ?)",
@@ -409,10 +740,10 @@ class SQLiteCache(ToolCache):
             return None
         return CacheEntry(tool, key, row[0], row[1], row[2] or 0.0, row[3], row[4] or "", row[5])
 
-    def _put_many(self, entries: list[CacheEntry], overwrite: bool) -> int:
-        if self._disabled or not entries:
+    def _put_many(self, entries: list[CacheEntry], overwrite: bool, timeout_s: float | None = None) -> int:
+        if not entries or not self._ensure_ready(timeout_s):
             return 0
-        conn = self._connect()
+        conn = self._connect(timeout_s)
         if overwrite:
             conflict = "DO UPDATE SET result=excluded.result, status=excluded.status, latency_s=excluded.latency_s, "
             conflict += "created=excluded.created, backend=excluded.backend, expires=excluded.expires"
@@ -446,7 +777,7 @@ class SQLiteCache(ToolCache):
 
     def iter_entries(self, tool: str | None = None) -> Iterator[CacheEntry]:
         r"""See the base class."""
-        if self._disabled or not self._has_table():
+        if not self._ensure_ready(None) or not self._has_table():
             return
         sql = "SELECT tool, key, result, status, latency_s, created, backend, expires FROM entries "
         sql += "WHERE (expires IS NULL OR expires > ?)"
@@ -458,8 +789,9 @@ class SQLiteCache(ToolCache):
             yield CacheEntry(row[0], row[1], row[2], row[3], row[4] or 0.0, row[5], row[6] or "", row[7])
 
     def count(self, tool: str | None = None) -> int:
-        r"""See the base class."""
-        if self._disabled or not self._has_table():
+        r"""See the base class (queued entries are written first, see `flush`)."""
+        self.flush()
+        if not self._ensure_ready(None) or not self._has_table():
             return 0
         sql = "SELECT count(*) FROM entries WHERE (expires IS NULL OR expires > ?)"
         params: tuple = (time.time(),)
@@ -472,40 +804,43 @@ class SQLiteCache(ToolCache):
         r"""See the base class."""
         return sum(os.path.getsize(self.path + s) for s in ("", "-wal") if os.path.exists(self.path + s))
 
-    def _flush_stats(self, hits: Counter, misses: Counter) -> None:
-        if self._disabled:
+    def _flush_stats(self, hits: Counter, misses: Counter, timeout_s: float | None = None) -> None:
+        if not self._ensure_ready(timeout_s):
             return
         rows = [(tool, hits[tool], misses[tool]) for tool in set(hits) | set(misses)]
-        self._connect().executemany(
+        self._connect(timeout_s).executemany(
             "INSERT INTO stats (tool, hits, misses) VALUES (?, ?, ?) ON CONFLICT (tool) DO UPDATE SET "
             "hits = hits + excluded.hits, misses = misses + excluded.misses",
             rows,
         )
 
     def _stored_stats(self) -> dict[str, tuple[int, int]]:
-        if self._disabled:
+        if not self._ensure_ready(None):
             return {}
         try:
             rows = self._connect().execute("SELECT tool, hits, misses FROM stats").fetchall()
-        except sqlite3.OperationalError:
-            return {}
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return {}
+            raise
         return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
     def integrity_check(self) -> str:
         r"""`PRAGMA integrity_check` result ("ok" for a healthy file)."""
         return str(self._connect().execute("PRAGMA integrity_check").fetchone()[0])
 
-    def close(self) -> None:
-        r"""See the base class."""
-        try:
-            super().close()
-        except sqlite3.Error as exc:
-            logger.warning("[agentic-tools] could not flush cache statistics: %s", exc)
+    def _release(self) -> None:
         self._drop_connections()
 
     def __repr__(self) -> str:
         r"""Standard `__repr__`."""
         return f"SQLiteCache({self.path!r}, mode={self.mode!r})"
+
+
+def _uri_path(path: str) -> str:
+    from urllib.parse import quote
+
+    return quote(os.path.abspath(path))
 
 
 class RedisCache(ToolCache):
@@ -518,27 +853,51 @@ class RedisCache(ToolCache):
         url: `redis://host:port/db` (or `rediss://`, `unix://`).
         mode, ttl_s: see `ToolCache`.
         prefix: key namespace (several caches can share one server).
-        socket_timeout_s: per-command network timeout.
+        socket_timeout_s: network timeout of the direct API (connect and each command).
+        degrade: when the server cannot be reached at opening, warn and behave as an unusable cache (tool calls go
+            on; it is asked again after `retry_after_s`) instead of raising `CacheError`.
+        **kwargs: the tool-call path's bounds (`lookup_timeout_s`, `write_timeout_s`, ...; see `ToolCache`), which
+            are also the socket and connect timeouts of its lookups and background writes.
     """
 
     def __init__(
         self,
         url: str,
-        mode: str = "read_write",
+        mode: str = CACHE_MODE,
         ttl_s: float | None = None,
         prefix: str = "lfa:toolcache:",
         socket_timeout_s: float = 5.0,
+        degrade: bool = False,
+        **kwargs,
     ) -> None:
         r"""Create the object (the arguments are described in the class docstring)."""
-        super().__init__(mode, ttl_s)
+        super().__init__(mode, ttl_s, **kwargs)
         import redis
 
         self.url = url
         self.prefix = prefix
-        self._redis = redis.Redis.from_url(
-            url, socket_timeout=socket_timeout_s, socket_connect_timeout=socket_timeout_s, health_check_interval=30
-        )
-        self._redis.ping()
+        self._clients: dict[float, redis.Redis] = {}
+        self._clients_lock = threading.Lock()
+        self._redis = self._client(float(socket_timeout_s))
+        try:
+            self._client(self.lookup_timeout_s).ping()
+        except redis.RedisError as exc:
+            if not degrade:
+                self._release()
+                raise CacheError(f"Redis tool cache {url} cannot be reached: {exc}") from exc
+            self._failed("lookup", exc)
+            self._failed("write", exc)
+
+    def _client(self, timeout_s: float | None):
+        import redis
+
+        timeout_s = float(timeout_s) if timeout_s is not None else None
+        with self._clients_lock:
+            if timeout_s not in self._clients:
+                self._clients[timeout_s] = redis.Redis.from_url(
+                    self.url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, health_check_interval=30
+                )
+            return self._clients[timeout_s]
 
     def _name(self, tool: str, key: str) -> str:
         return f"{self.prefix}e:{tool}:{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()}"
@@ -551,16 +910,18 @@ class RedisCache(ToolCache):
         return CacheEntry(d["tool"], d["key"], d["result"], d.get("status", STATUS_OK), d.get("latency_s", 0.0),
                           d.get("created", 0.0), d.get("backend", ""), d.get("expires"))  # fmt: skip
 
-    def _get(self, tool: str, key: str) -> CacheEntry | None:
-        entry = self._decode(self._redis.get(self._name(tool, key)))
+    def _get(self, tool: str, key: str, timeout_s: float | None = None) -> CacheEntry | None:
+        client = self._redis if timeout_s is None else self._client(timeout_s)
+        entry = self._decode(client.get(self._name(tool, key)))
         if entry is not None and entry.key != key:  # sha256 collision: practically impossible, still checked
             return None
         return entry
 
-    def _put_many(self, entries: list[CacheEntry], overwrite: bool) -> int:
+    def _put_many(self, entries: list[CacheEntry], overwrite: bool, timeout_s: float | None = None) -> int:
         if not entries:
             return 0
-        pipe = self._redis.pipeline(transaction=False)
+        client = self._redis if timeout_s is None else self._client(timeout_s)
+        pipe = client.pipeline(transaction=False)
         for e in entries:
             value = json.dumps(
                 {
@@ -599,7 +960,8 @@ class RedisCache(ToolCache):
         yield from entries
 
     def count(self, tool: str | None = None) -> int:
-        r"""See the base class."""
+        r"""See the base class (queued entries are written first, see `flush`)."""
+        self.flush()
         return sum(1 for _ in self._scan_names(tool))
 
     def size_bytes(self) -> int:
@@ -613,8 +975,9 @@ class RedisCache(ToolCache):
             total += sum(int(x or 0) for x in pipe.execute())
         return total
 
-    def _flush_stats(self, hits: Counter, misses: Counter) -> None:
-        pipe = self._redis.pipeline(transaction=False)
+    def _flush_stats(self, hits: Counter, misses: Counter, timeout_s: float | None = None) -> None:
+        client = self._redis if timeout_s is None else self._client(timeout_s)
+        pipe = client.pipeline(transaction=False)
         for tool, n in hits.items():
             pipe.hincrby(self.prefix + "stats", f"{tool}:hits", n)
         for tool, n in misses.items():
@@ -628,13 +991,10 @@ class RedisCache(ToolCache):
             out.setdefault(tool, [0, 0])[0 if kind == "hits" else 1] += int(value)
         return {k: (v[0], v[1]) for k, v in out.items()}
 
-    def close(self) -> None:
-        r"""See the base class."""
-        try:
-            super().close()
-        except Exception as exc:  # noqa: BLE001
-            logger.warning("[agentic-tools] could not flush cache statistics: %s", exc)
-        self._redis.close()
+    def _release(self) -> None:
+        with self._clients_lock:
+            for client in self._clients.values():
+                client.close()
 
     def __repr__(self) -> str:
         r"""Standard `__repr__`."""
@@ -642,24 +1002,36 @@ class RedisCache(ToolCache):
 
 
 def open_cache(
-    location: str | os.PathLike | None, mode: str = "read_write", ttl_s: float | None = None, **kwargs
+    location: str | os.PathLike | None, mode: str = CACHE_MODE, ttl_s: float | None = None, **kwargs
 ) -> ToolCache | None:
     r"""Open the cache at `location`: a `redis://` / `rediss://` / `unix://` URL or a SQLite file path.
+
+    Args:
+        location: URL or file path (`sqlite:///abs/path` is accepted too); None or "" opens nothing.
+        mode: "read_write", "read_only" or "offline" (see `ToolCache`).
+        ttl_s: entries expire this many seconds after creation (None: never).
+        **kwargs: backend arguments, e.g. `degrade=True` (the executor's choice: a locked or unreachable cache is
+            warned about and then behaves as a miss) or `on_corrupt="raise"` (the command line's choice); those of
+            the other backend are ignored.
 
     Returns:
         None when `location` is None or "".
 
     Raises:
-        CacheError: bad mode, or corrupt file with `on_corrupt="raise"`.
-        redis.ConnectionError: the Redis server cannot be reached.
+        CacheError: bad mode, missing file in a read-only mode, corrupt file with `on_corrupt="raise"`, or (without
+            `degrade`) a locked database or an unreachable Redis server.
     """
     if not location:
         return None
     location = str(location)
     if location.startswith(("redis://", "rediss://", "unix://")):
+        for sqlite_only in ("on_corrupt", "busy_timeout_s"):
+            kwargs.pop(sqlite_only, None)
         return RedisCache(location, mode=mode, ttl_s=ttl_s, **kwargs)
     if location.startswith("sqlite:///"):
         location = location[len("sqlite:///") - 1 :]
+    for redis_only in ("prefix", "socket_timeout_s"):
+        kwargs.pop(redis_only, None)
     return SQLiteCache(location, mode=mode, ttl_s=ttl_s, **kwargs)
 
 
@@ -667,6 +1039,7 @@ __all__ = [
     "CACHE_MODES",
     "CacheEntry",
     "CacheError",
+    "CacheUnavailable",
     "RedisCache",
     "SQLiteCache",
     "ToolCache",

@@ -26,12 +26,63 @@ llamafactory_agentic.tools.cli`).
 """
 
 import argparse
+import functools
 import json
 import logging
+import math
+import sqlite3
 import sys
+import typing
 from types import SimpleNamespace
 
 
+def _user_errors() -> tuple[type[BaseException], ...]:
+    errors: tuple[type[BaseException], ...] = (OSError, ValueError, KeyError, RuntimeError, sqlite3.Error)
+    try:
+        import redis
+
+        errors += (redis.RedisError,)
+    except ImportError:
+        pass
+    return errors
+
+
+def _clean_errors(func):
+    r"""Wrap a command so that bad input is one `error:` line on stderr and exit code 1, not a traceback.
+
+    Bad input: a missing or corrupt file, a bad tool config, an unreachable server (for `llamafactory-agentic` and
+    `_standalone_main` alike).
+    """
+
+    @functools.wraps(func)
+    def _run(args: argparse.Namespace) -> int:
+        try:
+            return int(func(args) or 0)
+        except _user_errors() as exc:
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            print(f"error: {message}", file=sys.stderr)
+            return 1
+
+    return _run
+
+
+def _positive(kind: type, minimum: float = 0, inclusive: bool = False):
+    r"""Argparse type: a number of `kind` above `minimum` (or equal when `inclusive`), with a clear message."""
+
+    def _parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+        finite = math.isfinite(value)
+        if not finite or not (value >= minimum if inclusive else value > minimum):
+            raise argparse.ArgumentTypeError(f"must be {'>=' if inclusive else '>'} {minimum:g}, got {text}")
+        return value
+
+    return _parse
+
+
+@_clean_errors
 def _cmd_tool_python(args: argparse.Namespace) -> int:
     from .base import ToolCall
     from .executor import ToolExecutor
@@ -40,12 +91,14 @@ def _cmd_tool_python(args: argparse.Namespace) -> int:
     tool = PythonTool(timeout_s=args.timeout, max_output_chars=args.max_output_chars, isolation=args.isolation)
     with ToolExecutor([tool], workers=1) as executor:
         result = executor.execute([ToolCall("python", args.code)])[0]
-    print(f"[status={result.status} latency={result.latency_s:.3f}s isolation={tool.isolation_level()}]",
+    report = tool.isolation_report()
+    print(f"[status={result.status} latency={result.latency_s:.3f}s isolation={report.level} ({report.sandbox})]",
           file=sys.stderr)  # fmt: skip
     print(result.text)
     return 0
 
 
+@_clean_errors
 def _cmd_tool_search(args: argparse.Namespace) -> int:
     from .base import ToolCall
     from .executor import build_executor_from_args
@@ -59,7 +112,7 @@ def _cmd_tool_search(args: argparse.Namespace) -> int:
         agentic_search_snippet_chars=args.snippet_chars,
         agentic_cache_path=args.cache,
         agentic_cache_mode=args.cache_mode,
-        agentic_cache_tools="search",
+        agentic_cache_tools=args.cache_tools,
     )
     if args.index:
         import os
@@ -72,6 +125,7 @@ def _cmd_tool_search(args: argparse.Namespace) -> int:
     return 0
 
 
+@_clean_errors
 def _cmd_cache_import(args: argparse.Namespace) -> int:
     from .cache import open_cache
 
@@ -84,10 +138,11 @@ def _cmd_cache_import(args: argparse.Namespace) -> int:
     return 0
 
 
+@_clean_errors
 def _cmd_cache_export(args: argparse.Namespace) -> int:
     from .cache import open_cache
 
-    cache = open_cache(args.cache, mode="read_only")
+    cache = open_cache(args.cache, mode="read_only", on_corrupt="raise")  # never creates, never hides corruption
     try:
         n = cache.export_json(args.output, tool=args.tool)
     finally:
@@ -96,10 +151,11 @@ def _cmd_cache_export(args: argparse.Namespace) -> int:
     return 0
 
 
+@_clean_errors
 def _cmd_cache_stats(args: argparse.Namespace) -> int:
     from .cache import open_cache
 
-    cache = open_cache(args.cache, mode="read_only")
+    cache = open_cache(args.cache, mode="read_only", on_corrupt="raise")  # never creates, never hides corruption
     try:
         stats = cache.stats()
     finally:
@@ -108,6 +164,7 @@ def _cmd_cache_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+@_clean_errors
 def _cmd_index_build(args: argparse.Namespace) -> int:
     from .index import build_corpus_from_cache_json
 
@@ -118,27 +175,44 @@ def _cmd_index_build(args: argparse.Namespace) -> int:
 def add_subcommands(subparsers: "argparse._SubParsersAction") -> None:
     r"""Register the `tool`, `cache` and `index` commands on `subparsers` (from `parser.add_subparsers()`).
 
-    Each leaf parser sets `func` (called with the parsed namespace, returns the exit code).
+    Each leaf parser sets `func` (called with the parsed namespace, returns the exit code). The defaults of the
+    `tool` options are those of the recipe keys they stand for (read from `hparams.AgenticArguments`; `--retries`:
+    the `arpo` preset's `agentic_tool_retries`).
     """
+    from ..hparams import TOOL_RETRIES, agentic_default, agentic_field
+
+    isolation = agentic_field("agentic_python_isolation")
+    cache_mode = agentic_field("agentic_cache_mode")
     tool = subparsers.add_parser("tool", help="Run one tool call and print its observation.")
     tool_sub = tool.add_subparsers(dest="tool_command", required=True)
     py = tool_sub.add_parser("python", help="Run code in the sandboxed Python tool.")
     py.add_argument("--code", required=True, help="Python source to run.")
-    py.add_argument("--timeout", type=float, default=120.0, help="Wall-clock limit in seconds (default 120).")
-    py.add_argument("--max-output-chars", type=int, default=4000, help="Output cap in characters (default 4000).")
-    py.add_argument("--isolation", default="auto", help="auto, bwrap, unshare or rlimits-only.")
+    timeout = agentic_default("agentic_python_timeout")
+    py.add_argument("--timeout", type=_positive(float), default=timeout, help="Wall-clock limit in seconds, > 0 "
+                    f"(default {timeout:g}).")  # fmt: skip
+    max_chars = agentic_default("agentic_python_max_output_chars")
+    py.add_argument("--max-output-chars", type=_positive(int, 2, inclusive=True), default=max_chars,
+                    help=f"Output cap in characters, >= 2 (default {max_chars}).")  # fmt: skip
+    py.add_argument("--isolation", default=isolation.default, choices=typing.get_args(isolation.type),
+                    help=f"Sandbox (default {isolation.default}: the strongest measured one; `llamafactory-agentic "
+                    "doctor` lists them).")  # fmt: skip
     py.set_defaults(func=_cmd_tool_python)
     se = tool_sub.add_parser("search", help="Run one search query through the executor (cache included).")
     se.add_argument("--query", required=True, help="Search query (the body of <search>...</search>).")
-    se.add_argument("--backend", default="local", help="local, replay, web or retriever (default local).")
+    backend = agentic_default("agentic_search_backend")
+    se.add_argument("--backend", default=backend, help=f"local, replay, web or retriever (default {backend}).")
     se.add_argument("--cache", default=None, help="Cache: SQLite file or redis:// URL (default none).")
-    se.add_argument("--cache-mode", default="read_write", help="read_write, read_only or offline.")
+    modes = ", ".join(typing.get_args(cache_mode.type))
+    se.add_argument("--cache-mode", default=cache_mode.default, help=f"{modes} (default {cache_mode.default}).")
     se.add_argument("--index", default=None, help="Local backend: folder with corpus.jsonl (from `index build`).")
     se.add_argument("--tool-config", default=None, help="Tool config YAML (backend params such as API keys).")
-    se.add_argument("--topk", type=int, default=10, help="Snippets per query (default 10).")
-    se.add_argument("--snippet-chars", type=int, default=1000, help="Characters per snippet (default 1000).")
-    se.add_argument("--retries", type=int, default=3, help="Attempts per call (default 3).")
-    se.set_defaults(func=_cmd_tool_search)
+    topk, snippet_chars = agentic_default("agentic_search_topk"), agentic_default("agentic_search_snippet_chars")
+    se.add_argument("--topk", type=_positive(int), default=topk, help=f"Snippets per query (default {topk}).")
+    se.add_argument("--snippet-chars", type=_positive(int), default=snippet_chars,
+                    help=f"Characters per snippet (default {snippet_chars}).")  # fmt: skip
+    se.add_argument("--retries", type=_positive(int, 1, inclusive=True), default=TOOL_RETRIES,
+                    help=f"Attempts per call, >= 1 (default {TOOL_RETRIES}).")  # fmt: skip
+    se.set_defaults(func=_cmd_tool_search, cache_tools=agentic_default("agentic_cache_tools"))
 
     cache = subparsers.add_parser("cache", help="Import, export and inspect the tool cache.")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True)
@@ -152,7 +226,8 @@ def add_subcommands(subparsers: "argparse._SubParsersAction") -> None:
     exp.add_argument("--output", required=True, help="JSON file to write.")
     exp.add_argument("--tool", default="search", help="Tool whose entries are exported (default search).")
     exp.set_defaults(func=_cmd_cache_export)
-    st = cache_sub.add_parser("stats", help="Entries, size and hit rate of a cache.")
+    st = cache_sub.add_parser("stats", help="Entries, size and hit rate of a cache (read-only: creates nothing; a "
+                              "missing, corrupt or unreachable cache exits 1).")  # fmt: skip
     st.add_argument("--cache", required=True, help="SQLite file or redis:// URL.")
     st.set_defaults(func=_cmd_cache_stats)
 
@@ -170,11 +245,7 @@ def _standalone_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="llamafactory-agentic", description="Agentic tools, cache and index.")
     add_subcommands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    return int(args.func(args) or 0)
 
 
 if __name__ == "__main__":

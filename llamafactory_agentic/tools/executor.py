@@ -14,17 +14,18 @@
 
 """`ToolExecutor`: runs one round's tool calls concurrently, with the cache, dedup, limits and metrics.
 
-For every call, in order: unknown tag -> `unknown_tool`; empty body -> `Error: empty <tag> call.` (spec section 12);
+Per call, in order: unknown tag -> `unknown_tool`; empty body -> `Error: empty <tag> call.` (docs/algorithms.md §12);
 per-trajectory call limit of the tool -> `limit`; parse; cache lookup (cached tools only; `offline` mode answers a
 miss with the no-result text); in-flight dedup (identical (tool, key) calls share one execution, also across threads);
 otherwise the call runs in the thread pool with the tool's retries (tenacity) and the executor waits at most the
 tool's `timeout_s` plus a grace period counted from the moment a worker starts the call (time spent queued behind other
 calls when there are more calls than workers does not count), with an overall safety bound on the queueing time.
-New "ok" results of cached tools are stored by the worker thread.
+New "ok" results of cached tools are queued for the cache's background writer (`ToolCache.submit`), and lookups are
+bounded (`ToolCache.lookup`): a locked, slow or broken cache delays a call by at most the cache's lookup timeout,
+and a call whose lookup failed is a miss whose result is not stored.
 Nothing raises into the caller: every failure, including cache failures, becomes observation text plus a metric.
 """
 
-import logging
 import os
 import threading
 import time
@@ -35,7 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from ..data.tags import empty_call_text  # shared with the rollout (spec section 12)
+from ..data.tags import empty_call_text  # shared with the rollout (docs/algorithms.md §12)
+from ..hparams import CACHE_MODE, CACHE_TOOLS, TOOL_RETRIES, TOOL_WORKERS, agentic_default
+from ..integration.log import get_logger
 from .base import (
     NO_SEARCH_RESULTS_TEXT,
     STATUS_CACHE_MISS,
@@ -48,15 +51,13 @@ from .base import (
     BaseTool,
     ToolCall,
     ToolResult,
+    check_number,
     error_text,
 )
-from .cache import ToolCache, open_cache
+from .cache import CacheUnavailable, ToolCache, open_cache
 
 
-logger = logging.getLogger(__name__)
-
-DEFAULT_WORKERS = 64  # ARPO preset (spec section 7)
-DEFAULT_RETRIES = 3
+logger = get_logger(__name__)
 
 
 class _StartMark:
@@ -81,13 +82,14 @@ class _NotStarted(Exception):
 
 
 class ToolExecutor:
-    r"""Concurrent, cached, deduplicating tool executor (INTERFACES.md, `tools` section).
+    r"""Concurrent, cached, deduplicating tool executor (docs/tools.md).
 
     Args:
         tools: the tools, keyed by their tag (a list is keyed by each tool's `tag`).
         cache: persistent cache (None: no caching).
-        cache_tools: names of the tools whose results are cached (`agentic_cache_tools`, default `("search",)`).
-        workers: thread-pool size (`agentic_tool_workers`, 64).
+        cache_tools: names of the tools whose results are cached, a list or a comma-separated string (default
+            `agentic_cache_tools`'s).
+        workers: thread-pool size (`agentic_tool_workers`; default the `arpo` preset's, `hparams.TOOL_WORKERS`).
         cache_errors: also store "error"/"timeout" results (never "empty").
         grace_s: seconds the executor waits beyond a tool's `timeout_s` (counted from the moment a worker starts the
             call) before answering `timeout` itself. A call still queued (all workers busy) is answered `timeout`
@@ -100,8 +102,8 @@ class ToolExecutor:
         self,
         tools: dict[str, BaseTool] | list[BaseTool],
         cache: ToolCache | None = None,
-        cache_tools: tuple[str, ...] | list[str] | str = ("search",),
-        workers: int = DEFAULT_WORKERS,
+        cache_tools: tuple[str, ...] | list[str] | str = CACHE_TOOLS,
+        workers: int = TOOL_WORKERS,
         cache_errors: bool = False,
         grace_s: float = 2.0,
         max_tracked_trajectories: int = 1_000_000,
@@ -115,9 +117,9 @@ class ToolExecutor:
         if isinstance(cache_tools, str):
             cache_tools = [t.strip() for t in cache_tools.split(",") if t.strip()]
         self.cache_tools = set(cache_tools)
-        self.workers = max(1, int(workers))
+        self.workers = check_number("workers", workers, integer=True, minimum=1, inclusive=True)
         self.cache_errors = cache_errors
-        self.grace_s = float(grace_s)
+        self.grace_s = check_number("grace_s", grace_s, inclusive=True)
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="agentic-tool")
         self._inflight: dict[tuple[str, str], tuple[Future, _StartMark, float]] = {}
         self._outstanding = 0  # submitted executions not finished yet (queued or running)
@@ -129,6 +131,12 @@ class ToolExecutor:
         self._metrics_lock = threading.Lock()
         self._reset_metrics()
         self._closed = False
+        # measured isolation level of each tool that runs code in a local sandbox (the python tool)
+        self._isolation_levels = {
+            t.name: t.isolation_report().level
+            for t in self.tools.values()
+            if callable(getattr(t, "isolation_report", None)) and getattr(t, "backend", None) == "local"
+        }
 
     # ------------------------------------------------------------------ metrics
     def _reset_metrics(self) -> None:
@@ -159,7 +167,12 @@ class ToolExecutor:
         Returns:
             `tools/<name>/calls`, `cache_hits`, `cache_hit_rate`, `failures`, `timeouts`, `latency_p50_s`,
             `latency_p95_s`, plus `empty`, `limit`, `dedup_hits`, `backend_calls`, `cache_misses`,
-            `cache_errors`, `cache_misses_offline`.
+            `cache_errors` (lookups that failed), `cache_unavailable` (lookups skipped because the cache failed
+            recently), `cache_not_stored` (results not cached because of that or a full write queue),
+            `cache_misses_offline`; for tools with a measured sandbox (the local python tool)
+            `calls_at_<level>`: executions at the measured isolation level (`none`, `unprivileged`, `confined`,
+            `full`); and the cache's own `tools/cache/lookup_errors`, `lookups_skipped`, `write_errors`,
+            `written`, `not_stored`, `stats_errors`, `pending`.
         """
         with self._metrics_lock:
             counters, latencies = self._counters, self._latencies
@@ -168,13 +181,20 @@ class ToolExecutor:
         for tool, c in counters.items():
             prefix = f"tools/{tool}/"
             for key in ("calls", "cache_hits", "failures", "timeouts", "empty", "limit", "dedup_hits",
-                        "backend_calls", "cache_misses", "cache_errors", "cache_misses_offline"):  # fmt: skip
+                        "backend_calls", "cache_misses", "cache_errors", "cache_unavailable", "cache_not_stored",
+                        "cache_misses_offline"):  # fmt: skip
                 out[prefix + key] = float(c[key])
             lookups = c["cache_hits"] + c["cache_misses"]
             out[prefix + "cache_hit_rate"] = c["cache_hits"] / lookups if lookups else 0.0
             lat = latencies.get(tool) or [0.0]
             out[prefix + "latency_p50_s"] = float(np.percentile(lat, 50))
             out[prefix + "latency_p95_s"] = float(np.percentile(lat, 95))
+            level = self._isolation_levels.get(tool)
+            if level is not None:
+                out[prefix + f"calls_at_{level}"] = float(c["backend_calls"])
+        if self.cache is not None:
+            for key, value in self.cache.pop_health().items():
+                out[f"tools/cache/{key}"] = float(value)
         return out
 
     # ------------------------------------------------------------------ limits
@@ -203,7 +223,7 @@ class ToolExecutor:
     def _cached(self, tool: BaseTool) -> bool:
         return self.cache is not None and tool.name in self.cache_tools
 
-    def _run(self, tool: BaseTool, args: Any, key: str) -> ToolResult:
+    def _run(self, tool: BaseTool, args: Any, key: str, store: bool = True) -> ToolResult:
         try:
             result = tool.execute_args(args)
         except Exception as exc:  # noqa: BLE001 - execute_args never raises, belt and braces
@@ -214,16 +234,17 @@ class ToolExecutor:
                 self.cache_errors and result.status in (STATUS_ERROR, STATUS_TIMEOUT)
             )
             if storable and result.text.strip():
-                try:
-                    self.cache.put(tool.name, key, result.text, result.status, result.latency_s, tool.backend_name())
-                except Exception as exc:  # noqa: BLE001 - a locked or broken cache never fails the call
-                    self._count(tool.name, "cache_errors")
-                    logger.warning("[agentic-tools] cache write failed for %s: %s", tool.name, exc)
+                # queued for the cache's background writer: a locked or slow cache never delays the result
+                queued = store and self.cache.submit(
+                    tool.name, key, result.text, result.status, result.latency_s, tool.backend_name()
+                )
+                if not queued:
+                    self._count(tool.name, "cache_not_stored")
         return result
 
-    def _run_marked(self, mark: _StartMark, tool: BaseTool, args: Any, key: str) -> ToolResult:
+    def _run_marked(self, mark: _StartMark, tool: BaseTool, args: Any, key: str, store: bool) -> ToolResult:
         mark.mark()  # the per-call deadline starts here, in the worker, not at submission
-        return self._run(tool, args, key)
+        return self._run(tool, args, key, store)
 
     def _queue_bound(self, now: float) -> float:
         r"""Latest time a call submitted `now` may still be waiting for a worker (the safety bound)."""
@@ -237,11 +258,13 @@ class ToolExecutor:
         with self._outstanding_lock:
             self._outstanding -= 1
 
-    def _new_execution(self, tool: BaseTool, args: Any, key: str) -> tuple[Future, _StartMark, float]:
+    def _new_execution(
+        self, tool: BaseTool, args: Any, key: str, store: bool = True
+    ) -> tuple[Future, _StartMark, float]:
         mark = _StartMark()
         queue_bound = self._queue_bound(time.perf_counter())
         try:
-            future = self._pool.submit(self._run_marked, mark, tool, args, key)
+            future = self._pool.submit(self._run_marked, mark, tool, args, key, store)
         except BaseException:
             self._finished(None)
             raise
@@ -249,19 +272,21 @@ class ToolExecutor:
         future.add_done_callback(mark.release)
         return future, mark, queue_bound
 
-    def _submit(self, tool: BaseTool, args: Any, key: str) -> tuple[Future, _StartMark, float, bool]:
+    def _submit(
+        self, tool: BaseTool, args: Any, key: str, store: bool = True
+    ) -> tuple[Future, _StartMark, float, bool]:
         r"""(future, start mark, queue bound, deduped) of the execution of (tool, key).
 
-        Reuses an in-flight execution when the tool dedups.
+        Reuses an in-flight execution when the tool dedups; `store` False: its result is not cached.
         """
         if not tool.dedup:
-            return *self._new_execution(tool, args, key), False
+            return *self._new_execution(tool, args, key, store), False
         ident = (tool.tag, key)
         with self._inflight_lock:
             entry = self._inflight.get(ident)
             if entry is not None:
                 return *entry, True
-            entry = self._new_execution(tool, args, key)
+            entry = self._new_execution(tool, args, key, store)
             self._inflight[ident] = entry
         future = entry[0]
 
@@ -347,13 +372,17 @@ class ToolExecutor:
             result = ToolResult(tool._safe(error_text(tool.name, str(exc))), STATUS_ERROR, time.perf_counter() - start)
             self._record(tool.name, result)
             return result
+        store = True
         if self._cached(tool):
             try:
-                entry = self.cache.get(tool.name, key)
-            except Exception as exc:  # noqa: BLE001 - a broken or locked cache is a miss
-                entry = None
+                entry = self.cache.lookup(tool.name, key)  # bounded wait; never raises anything but this
+            except CacheUnavailable as exc:  # a locked, slow or broken cache: a miss whose result is not stored
+                entry, store = None, False
+                self._count(tool.name, "cache_unavailable" if exc.skipped else "cache_errors")
+            except Exception as exc:  # noqa: BLE001 - belt and braces for a user's ToolCache subclass
+                entry, store = None, False
                 self._count(tool.name, "cache_errors")
-                logger.warning("[agentic-tools] cache read failed for %s: %s", tool.name, exc)
+                logger.debug("[agentic-tools] cache lookup failed for %s: %s", tool.name, exc)
             if entry is not None:
                 result = ToolResult(entry.result, entry.status, time.perf_counter() - start, True)
                 self._record(tool.name, result)
@@ -364,7 +393,7 @@ class ToolExecutor:
                 result = ToolResult(text, STATUS_CACHE_MISS, time.perf_counter() - start)
                 self._record(tool.name, result)
                 return result
-        future, mark, queue_bound, deduped = self._submit(tool, args, key)
+        future, mark, queue_bound, deduped = self._submit(tool, args, key, store)
         pending.append((i, tool, future, mark, start, queue_bound, deduped))
         return None
 
@@ -395,59 +424,121 @@ def _resolve(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
+def validate_tool_args(finetuning_args: Any) -> dict[str, Any]:
+    r"""Check the `agentic_*` tool keys of a run and return them resolved.
+
+    A key that is missing or None takes its `hparams.AgenticArguments` default; the stage-dependent
+    `agentic_tool_retries` and `agentic_tool_workers` (None until the presets are resolved) take the `arpo` preset's
+    values (`hparams.TOOL_RETRIES`, `hparams.TOOL_WORKERS`); `agentic_python_min_isolation` and `agentic_cache_mode`
+    stay None when missing (no isolation check; the tool config's cache mode applies).
+
+    Returns:
+        `{"retries", "workers", "python_timeout", "python_max_output_chars", "search_topk", "search_snippet_chars",
+        "search_backend", "python_isolation", "python_min_isolation", "cache_mode"}`.
+
+    Raises:
+        ValueError: naming the recipe key, what it must be and the value received.
+    """
+    from .cache import CACHE_MODES
+    from .python_tool import ISOLATION_LEVELS, SANDBOXES
+
+    a = finetuning_args
+
+    def _number(key: str, default: Any = None, **kw: Any) -> Any:
+        default = agentic_default(key) if default is None else default
+        try:
+            return check_number(key, _resolve(getattr(a, key, None), default), **kw)
+        except ValueError as exc:
+            raise ValueError(f"recipe key {exc}") from None
+
+    def _choice(key: str, default: str | None, choices: tuple[str, ...]) -> str | None:
+        value = _resolve(getattr(a, key, None), default)
+        if value is not None and value not in choices:
+            raise ValueError(f"recipe key `{key}` must be one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    return {
+        "retries": _number("agentic_tool_retries", TOOL_RETRIES, integer=True, minimum=1, inclusive=True),
+        "workers": _number("agentic_tool_workers", TOOL_WORKERS, integer=True, minimum=1, inclusive=True),
+        "python_timeout": _number("agentic_python_timeout"),
+        "python_max_output_chars": _number("agentic_python_max_output_chars", integer=True, minimum=2, inclusive=True),
+        "search_topk": _number("agentic_search_topk", integer=True),
+        "search_snippet_chars": _number("agentic_search_snippet_chars", integer=True),
+        "search_backend": _resolve(
+            getattr(a, "agentic_search_backend", None), agentic_default("agentic_search_backend")
+        ),
+        "python_isolation": _choice(
+            "agentic_python_isolation", agentic_default("agentic_python_isolation"), ("auto", *SANDBOXES)
+        ),
+        "python_min_isolation": _choice("agentic_python_min_isolation", None, ISOLATION_LEVELS),
+        "cache_mode": _choice("agentic_cache_mode", None, CACHE_MODES) or None,
+    }
+
+
 def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExecutor:
     r"""Build the executor from the `agentic_*` keys of `AgenticArguments` (llamafactory_agentic/hparams.py).
 
-    Keys read: agentic_tool_config, agentic_tool_retries (None -> 3, the ARPO preset), agentic_tool_workers
-    (None -> 64), agentic_python_timeout, agentic_python_max_output_chars, agentic_search_backend,
+    Keys read: agentic_tool_config, agentic_tool_retries and agentic_tool_workers (None: the `arpo` preset's),
+    agentic_python_timeout, agentic_python_max_output_chars, agentic_search_backend,
     agentic_search_topk, agentic_search_snippet_chars, agentic_search_index (local backend), agentic_python_isolation,
-    agentic_cache_path, agentic_cache_mode, agentic_cache_tools.
+    agentic_python_min_isolation, agentic_cache_path, agentic_cache_mode, agentic_cache_tools.
     Without a tool config the tools are `python` and `search`. The run arguments are defaults: a tool config entry's
     own `timeout`, `retries` and `params` win over them; its `cache` section is used where the arguments leave
-    the cache unset.
+    the cache unset. The keys and the tool config are validated first (`validate_tool_args`,
+    `registry.load_tool_config`). The cache is opened with `degrade=True`: a locked database or an unreachable Redis
+    server is warned about and then behaves as a miss. With `agentic_python_min_isolation` set, every local python
+    tool's sandbox is measured (`python_tool.measure_isolation`) and a lower level stops the run.
 
     Args:
-        finetuning_args: any object with those attributes (missing ones take the hparams defaults).
+        finetuning_args: the run's `ToolsConfig` (`train/arpo/config.py`), or any object with those attributes
+            (missing ones take their defaults, see `validate_tool_args`).
         **overrides: extra `ToolExecutor` keyword arguments (e.g. `grace_s`).
 
     Raises:
-        FileNotFoundError, ValueError, KeyError: bad tool config (see `registry.load_tool_config`).
-        CacheError: the cache cannot be opened.
+        FileNotFoundError: the tool config does not exist.
+        ValueError: a bad `agentic_*` key, or a bad tool config (`registry.ToolConfigError`, naming the file, the
+            entry and the fix).
+        KeyError: an environment variable the tool config needs is unset.
+        CacheError: the cache cannot be opened (bad mode, missing file in a read-only mode, corrupt with
+            `on_corrupt="raise"`).
+        IsolationError: the python tool's measured isolation is below `agentic_python_min_isolation`.
     """
+    from .python_tool import PythonTool, check_min_isolation
     from .registry import ToolSpec, build_tool, load_tool_config
 
     a = finetuning_args
-    retries = _resolve(getattr(a, "agentic_tool_retries", None), DEFAULT_RETRIES)
-    workers = _resolve(getattr(a, "agentic_tool_workers", None), DEFAULT_WORKERS)
+    keys = validate_tool_args(a)
+    retries, workers = keys["retries"], keys["workers"]
     config_path = getattr(a, "agentic_tool_config", None)
     config = load_tool_config(config_path) if config_path else None
     cache_cfg = dict(config.cache) if config else {}
     cache_path = getattr(a, "agentic_cache_path", None) or cache_cfg.get("path")
-    cache_mode = getattr(a, "agentic_cache_mode", None) or cache_cfg.get("mode") or "read_write"
-    cache_tools = getattr(a, "agentic_cache_tools", None) or cache_cfg.get("tools") or "search"
+    cache_mode = keys["cache_mode"] or cache_cfg.get("mode") or CACHE_MODE
+    cache_tools = getattr(a, "agentic_cache_tools", None) or cache_cfg.get("tools") or CACHE_TOOLS
     cache = open_cache(os.path.expanduser(str(cache_path)) if cache_path and "://" not in str(cache_path)
-                       else cache_path, mode=cache_mode, ttl_s=cache_cfg.get("ttl_s"))  # fmt: skip
+                       else cache_path, mode=cache_mode, ttl_s=cache_cfg.get("ttl_s"), degrade=True)  # fmt: skip
     defaults = {
         "python": {
-            "timeout_s": float(_resolve(getattr(a, "agentic_python_timeout", None), 120.0)),
-            "max_output_chars": int(_resolve(getattr(a, "agentic_python_max_output_chars", None), 4000)),
+            "timeout_s": keys["python_timeout"],
+            "max_output_chars": keys["python_max_output_chars"],
             "retries": retries,
         },
         "search": {
-            "backend": _resolve(getattr(a, "agentic_search_backend", None), "local"),
-            "topk": int(_resolve(getattr(a, "agentic_search_topk", None), 10)),
-            "snippet_chars": int(_resolve(getattr(a, "agentic_search_snippet_chars", None), 1000)),
+            "backend": keys["search_backend"],
+            "topk": keys["search_topk"],
+            "snippet_chars": keys["search_snippet_chars"],
             "retries": retries,
             "cache": cache,
         },
     }
-    isolation = getattr(a, "agentic_python_isolation", None)
-    if isolation:
-        defaults["python"]["isolation"] = isolation
+    defaults["python"]["isolation"] = keys["python_isolation"]
     search_index = getattr(a, "agentic_search_index", None)
     if search_index and defaults["search"]["backend"] == "local":
         defaults["search"]["index_dir"] = os.path.expanduser(str(search_index))
-    specs = config.tools if config else [ToolSpec(name="python"), ToolSpec(name="search")]
+    specs = config.tools if config else [
+        ToolSpec(name="python", where="the python tool (recipe keys agentic_python_*)"),
+        ToolSpec(name="search", where="the search tool (recipe keys agentic_search_*)"),
+    ]  # fmt: skip
     tools = []
     try:
         for spec in specs:
@@ -455,7 +546,14 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
             if spec.name == "search" and "backend" in spec.params:
                 tool_defaults.pop("backend")
             tools.append(build_tool(spec, tool_defaults))
-    except Exception:
+        minimum = keys["python_min_isolation"]
+        if minimum:
+            for tool in tools:
+                if isinstance(tool, PythonTool):
+                    check_min_isolation(tool.isolation_report(), minimum, executable=tool.executable)
+    except BaseException:
+        for tool in tools:
+            tool.close()
         if cache is not None:
             cache.close()
         raise
@@ -464,4 +562,4 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
     return ToolExecutor(tools, cache=cache, cache_tools=cache_tools, workers=workers, **kwargs)
 
 
-__all__ = ["ToolExecutor", "build_executor_from_args", "empty_call_text"]
+__all__ = ["ToolExecutor", "build_executor_from_args", "empty_call_text", "validate_tool_args"]

@@ -21,16 +21,16 @@ when the corpus file is newer), so the offline default answers real queries with
 """
 
 import json
-import logging
 import os
 import re
 import threading
 from pathlib import Path
 
+from ..integration.log import get_logger
 from .base import NO_SEARCH_RESULTS_TEXT, ToolError
 
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 CORPUS_FILE = "corpus.jsonl"
 INDEX_DIR = "bm25s"

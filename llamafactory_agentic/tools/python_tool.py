@@ -14,62 +14,99 @@
 
 """Python interpreter tool: one fresh, sandboxed interpreter process per call.
 
-Behaviour (spec section 7; RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/workers/rollout/tools/python_tool.py:45-91`):
+Behaviour (docs/algorithms.md §7.2; `ARPO/verl_arpo_entropy/verl/workers/rollout/tools/python_tool.py:45-91`):
 a last top-level bare expression that is not a `print(...)` call is printed; exit 0 -> stripped stdout; otherwise the
 stripped stderr (traceback); empty successful output -> `Tool(python) returned empty output.` (never retried);
-timeout -> `Execution timed out after N seconds.`. Fixes of spec section 12: output capped at `max_output_chars`
+timeout -> `Execution timed out after N seconds.`. Fixes of docs/algorithms.md §12: output capped at `max_output_chars`
 (first and last halves around an omission line, pipes read incrementally), own session and process group, temporary
 working directory, scrubbed environment, CPU/memory/process/file-size limits, the whole process tree killed on timeout.
 
-Isolation, probed once per interpreter at first use (`isolation_level()`):
+Isolation is measured, not assumed. At first use, for each candidate sandbox, a probe program runs in that sandbox
+exactly as model code would (same command, same limits, same interpreter) and the trainer checks from outside what it
+could do (`measure_isolation`, `IsolationReport`):
 
-* `bwrap`: bubblewrap sandbox: read-only root file system, private /tmp, no network, own pid/ipc/uts namespaces;
-  the sandbox dies with its parent, so killing it kills every process the code started. Folders of the interpreter
-  that lie under /tmp (e.g. a CI clone under /tmp: the venv prefix, `sys.path` entries and editable-install sources)
-  are bound read-only into the private /tmp; otherwise the interpreter could not start there and a weaker level
-  would be chosen.
-* `unshare`: `unshare --user --map-root-user --net --pid --mount --mount-proc --fork --kill-child`: no network,
-  own pid namespace; the file system is only protected by ordinary permissions. A silent `/bin/sh` is the init
-  (pid 1) of the namespace, so that the code is an ordinary process: pid 1 ignores signals it has no handler for
-  (SIGXCPU would not end it), and `unshare` cannot pass a SIGKILL death on to itself (it fails with
-  `unshare: sigprocmask unblock failed`); the shell turns the death into the exit status 128 + signal.
-* `rlimits-only`: resource limits and a process group; the code runs under the same silent `/bin/sh` so that
-  `os.kill(os.getppid(), 9)` does not reach the trainer. No network or file-system isolation.
+* uid: the owner, on the host, of a file the code created (and the uid the code sees);
+* capabilities: `CapEff` of the code's process;
+* root-only read: whether it can read `/etc/shadow` and a 0600 file the trainer placed in its working directory;
+* host write: whether a file it tried to create in a host folder outside its working directory (a world-writable
+  folder under `/var/tmp`) appeared on the host;
+* network: whether it can connect to a socket the trainer listens on at 127.0.0.1, or sees any interface but `lo`;
+* process limit: whether `fork` stops at the RLIMIT_NPROC the sandbox set (root and capabilities ignore it);
+* and that the sandbox ran the same interpreter (version and prefix) as the trainer asked for.
 
-When running as root and the interpreter is usable by uid 65534 (`nobody`), the code runs as `nobody` so that
-RLIMIT_NPROC (fork bombs) applies and host processes cannot be signalled. As root with an interpreter `nobody` cannot
-read (e.g. a venv under /root), RLIMIT_NPROC does not bind root; fork bombs are then only ended by the timeout (pid
-namespace teardown with bwrap/unshare, process-group kill otherwise).
+Levels, weakest first (`ISOLATION_LEVELS`); each includes the guarantees of the ones before it:
+
+* `none`: the code runs as root or with capabilities, or reads root-only files: it can do what the trainer can.
+* `unprivileged`: unprivileged uid, empty capability set, no root-only file readable, process limit binding. It can
+  still use the network and write wherever its uid may write (the trainer's own files when the trainer is not root).
+* `confined`: also no network and no write to any host path outside its working directory.
+* `full`: also cannot read the trainer's private (0600) files: it reads only what uid 65534 (`nobody`) may read.
+
+Sandboxes (`SANDBOXES`), tried strongest first; `auto` takes the one with the highest measured level:
+
+* `bwrap`: bubblewrap: read-only view of `/`, private `/tmp` and `/dev`, fresh `/proc`, no network, own pid, ipc
+  and uts namespaces; the sandbox dies with its parent. As root, the code is started by util-linux `setpriv` as
+  uid/gid 65534 with no supplementary groups, an empty capability set (bounding, inheritable and ambient sets
+  cleared) and `no_new_privs`. As another user, bubblewrap's user namespace keeps that user's uid, without
+  capabilities (the code can then read that user's files: `confined`).
+* `unshare`: util-linux `unshare`. As root: new mount, pid, network, ipc and uts namespaces; a small `/bin/sh`
+  script binds `/` recursively read-only into a new root, mounts a fresh `/proc`, `/sys` (read-only), a minimal
+  `/dev`, private `/tmp` and `/dev/shm`, then `chroot` and `setpriv` as above: the same guarantees as `bwrap` for
+  machines without bubblewrap. As another user: a user namespace mapping that user to itself, no network, own pid
+  namespace, files protected by ordinary permissions only.
+* `rlimits-only`: resource limits and a process group; as root the code runs as uid 65534 (via `setpriv`, or
+  Popen's `user=` where `setpriv` is missing). No network or file-system isolation.
+
+As root, uid 65534 must be able to read the interpreter. Folders on the interpreter's paths that `nobody` cannot
+enter (e.g. `/root` holding a pyenv, a venv or editable sources) are hidden behind an empty tmpfs in the sandbox and
+exactly the interpreter's folders (prefix, base prefix, `sys.path`, editable-install sources, the executable's
+folders) are bound back read-only at their own paths, so symlinks and `pyvenv.cfg` keep working and nothing else of
+those folders is visible. Folders under `/tmp` (e.g. a CI clone's venv) are bound into the private `/tmp` the same way.
+Without a mount namespace (`rlimits-only`) this is impossible: such an interpreter then runs as root (`none`).
 
 Resource limits are set by util-linux `prlimit`, exec'd between the sandbox and the interpreter (no Python code runs
 between fork and exec, which `preexec_fn` would do and which is unsafe in a threaded trainer); `preexec_fn` is only
 the fallback when `prlimit` is missing. The CPU-time limit is soft N s / hard N + 1 s: SIGXCPU at N s, SIGKILL one
 second later if the code handles SIGXCPU; either death is reported as an error observation naming the signal and
-the limit. The program is sent on stdin (`python -`), so tracebacks read
-`File "<stdin>", line N` on every call, and `input()` sees an immediate EOF.
+the limit. RLIMIT_NPROC counts every process of uid 65534 on the machine, so concurrent calls share it. A silent
+`/bin/sh` stands between the sandbox and the code, so that the code is never pid 1 of a namespace (pid 1 ignores
+signals it has no handler for) and its death by a signal becomes the exit status 128 + signal. The `bwrap` and
+`unshare` sandboxes end with the thread that started them (`--die-with-parent`, `setpriv --pdeathsig`), taking their
+pid namespace along, so a killed trainer leaves no code running; under `rlimits-only` the code runs on until its CPU
+limit. The program is sent on stdin (`python -`), so tracebacks read `File "<stdin>", line N`
+on every call, and `input()` sees an immediate EOF.
 
-Stronger isolation for clusters: install bubblewrap (`apt-get install bubblewrap`) and allow unprivileged user
-namespaces (`kernel.unprivileged_userns_clone=1`, Ubuntu 24.04: an AppArmor profile for bwrap); better still run the
-code in a separate sandbox service (`backend: sandbox_fusion`, SandboxFusion in its own container or VM) and cap
-processes per sandbox with cgroups (e.g. `systemd-run --user --scope -p TasksMax=64 -p MemoryMax=4G`).
+Getting `full` (check with `llamafactory-agentic doctor`): install bubblewrap (`apt-get install bubblewrap`); as a
+non-root user also allow unprivileged user namespaces (`kernel.unprivileged_userns_clone=1`; Ubuntu 24.04: an
+AppArmor profile for bwrap). As root without bubblewrap, `unshare` needs the right to create mount namespaces (in a
+container: CAP_SYS_ADMIN and a seccomp profile that allows `unshare`/`mount`, e.g. `docker run --cap-add SYS_ADMIN
+--security-opt seccomp=unconfined`, or install bubblewrap in the image). Stronger still: run the code in a separate
+sandbox service (`backend: sandbox_fusion`, SandboxFusion in its own container or VM). `agentic_python_min_isolation`
+makes `arpo`/`aepo` refuse to start below a level.
 """
 
 import ast
+import atexit
 import json
-import logging
 import math
 import os
 import resource
 import selectors
 import shutil
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from ..hparams import PYTHON_ISOLATION, PYTHON_MAX_OUTPUT_CHARS, PYTHON_MIN_ISOLATION, PYTHON_TIMEOUT_S, TOOL_RETRIES
+from ..integration.log import get_logger
 from .base import (
     STATUS_EMPTY,
     STATUS_ERROR,
@@ -80,29 +117,88 @@ from .base import (
     ToolError,
     ToolOutput,
     TransientToolError,
+    check_number,
     empty_output_text,
     truncate_middle,
 )
 from .registry import register_tool
 
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
-ISOLATION_LEVELS = ("bwrap", "unshare", "rlimits-only")
+SANDBOXES = ("bwrap", "unshare", "rlimits-only")
+ISOLATION_LEVELS = ("none", "unprivileged", "confined", "full")  # weakest first
+DEFAULT_MIN_ISOLATION = PYTHON_MIN_ISOLATION  # agentic_python_min_isolation's default
+RUN_AS = ("auto", "self")
 NOBODY_ID = 65534
-_PROBE_LOCK = threading.Lock()
-_PROBED: dict[tuple[str, str, bool], bool] = {}
-_NOBODY_OK: dict[str, bool] = {}
-_PATHS_LOCK = threading.Lock()
-_BWRAP_BINDS: dict[str, list[str]] = {}
-BWRAP_PRIVATE_DIRS = ("/tmp",)  # hidden by bwrap's `--tmpfs /tmp`
-# Silent intermediate shell (`sh -c SCRIPT sh CMD...`): the shell's own stderr goes to /dev/null (no "Killed" or
-# "CPU time limit exceeded" job messages, which dash/bash print for a child killed by a signal), the command keeps
-# the original stderr (fd 3); the subshell execs the command, the shell exits with its status (128 + signal).
-SILENT_SHELL = ["/bin/sh", "-c", 'exec 3>&2 2>/dev/null; ("$@") 2>&3 3>&-; exit $?', "sh"]
-# Run by the interpreter itself: its prefixes, `sys.path`, and the source folders of editable installs (PEP 610
-# `direct_url.json`; setuptools' editable finders import them from there without a `sys.path` entry).
-_QUERY_PATHS = """
+PRIVATE_DIRS = ("/tmp",)  # replaced by an empty tmpfs inside the bwrap/unshare sandboxes
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Silent intermediate shell (`sh -c SCRIPT sh WORKDIR CMD...`): changes to the working directory (the `unshare`
+# sandbox starts in the new root), sends the shell's own stderr to /dev/null (no "Killed" or "CPU time limit
+# exceeded" job messages, which dash/bash print for a child killed by a signal) while the command keeps the original
+# stderr (fd 3); the subshell execs the command, the shell exits with its status (128 + signal).
+SILENT_SHELL = ["/bin/sh", "-c", 'cd "$1" || exit 125; shift; exec 3>&2 2>/dev/null; ("$@") 2>&3 3>&-; exit $?', "sh"]
+# Root `unshare` sandbox: run as pid 1 of new mount/pid/net/ipc/uts namespaces with
+# `R W DEV [--mask D | --ro P]... -- CMD...`: builds the new root R (a recursive, read-only bind of /), mounts fresh
+# /proc and read-only /sys, binds the prepared device folder DEV read-only on /dev (or, when DEV is empty, binds the
+# few device nodes into a tmpfs), mounts private /tmp and /dev/shm, hides each D behind an empty tmpfs, binds each P
+# back read-only, binds the working directory W read-write, then runs CMD (`chroot R setpriv ...`) as its child and
+# exits with its status. The script stays pid 1 and root: `unshare --kill-child` kills it when unshare dies (a parent-
+# death signal survives only while the credentials do not change, so pid 1 must not become uid 65534), and the pid
+# namespace dies with it. Every step is one `mount` (util-linux creates missing folders with X-mount.mkdir); any
+# failure exits non-zero (the probe says so).
+UNSHARE_SETUP = r"""
+set -eu
+umask 022
+R=$1
+W=$2
+DEV=$3
+shift 3
+mount --rbind / "$R"
+while read -r _ _ _ _ mp opts _; do
+  case $mp in *\\*) mp=$(printf '%b' "$mp") ;; esac
+  case $mp in
+    "$R"/proc|"$R"/proc/*|"$R"/sys|"$R"/sys/*|"$R"/dev|"$R"/dev/*|"$R"/tmp|"$R"/tmp/*) ;;
+    "$R"|"$R"/*) case ,$opts, in *,ro,*) ;; *) mount -o remount,bind,ro "$mp" ;; esac ;;
+  esac
+done < /proc/self/mountinfo
+mount -t proc -o nosuid,nodev,noexec proc "$R/proc"
+mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$R/sys"
+if [ -n "$DEV" ]; then
+  mount --bind -o ro "$DEV" "$R/dev"
+else
+  mount -t tmpfs -o mode=0755,nosuid,size=1m lfa-dev "$R/dev"
+  for d in null zero full random urandom tty; do
+    [ -e "/dev/$d" ] || continue
+    : > "$R/dev/$d"
+    mount --bind "/dev/$d" "$R/dev/$d"
+  done
+  ln -s /proc/self/fd "$R/dev/fd"
+  mkdir "$R/dev/shm"
+fi
+mount -t tmpfs -o mode=1777,nosuid,nodev lfa-shm "$R/dev/shm"
+mount -t tmpfs -o mode=1777,nosuid,nodev lfa-tmp "$R/tmp"
+while [ "$1" != -- ]; do
+  case $1 in
+    --mask) mount -t tmpfs -o mode=0755,nosuid,nodev lfa-mask "$R$2" ;;
+    --ro)
+      if [ -d "$2" ]; then
+        mount --bind -o ro,X-mount.mkdir "$2" "$R$2"
+      else
+        mkdir -p "$R${2%/*}"
+        : > "$R$2"
+        mount --bind -o ro "$2" "$R$2"
+      fi ;;
+  esac
+  shift 2
+done
+shift
+mount --bind -o X-mount.mkdir "$W" "$R$W"
+"$@"
+"""
+# Run by the interpreter itself (outside any sandbox): its identity, prefixes, `sys.path`, and the source folders of
+# editable installs (PEP 610 `direct_url.json`; setuptools' editable finders import them without a `sys.path` entry).
+_QUERY_INTERPRETER = """
 import json, sys, urllib.parse
 from importlib import metadata
 paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix] + [p for p in sys.path if p]
@@ -114,12 +210,739 @@ for dist in metadata.distributions():
     url = info.get("url") if isinstance(info, dict) else None
     if isinstance(url, str) and url.startswith("file:") and (info.get("dir_info") or {}).get("editable"):
         paths.append(urllib.parse.unquote(urllib.parse.urlparse(url).path))
-print(json.dumps(paths))
+print(json.dumps({"identity": [sys.version, sys.prefix], "paths": paths}))
 """
+# The probe: run in the sandbox like model code. Placeholders are filled with JSON literals.
+_PROBE_CODE = """
+import json, os, socket, sys
+out = {"uid": os.getuid(), "identity": [sys.version, sys.prefix]}
+with open("/proc/self/status") as f:
+    for line in f:
+        name, _, value = line.partition(":")
+        if name in ("CapEff", "CapPrm", "CapBnd", "NoNewPrivs"):
+            out[name] = value.strip()
+def readable(path):
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+        return True
+    except OSError:
+        return False
+out["private_read"] = readable("secret")
+out["shadow_read"] = readable("/etc/shadow")
+for folder in __TARGETS__:
+    try:
+        with open(os.path.join(folder, "written-by-sandbox"), "w") as f:
+            f.write("x")
+    except OSError:
+        pass
+try:
+    socket.create_connection(("127.0.0.1", __PORT__), timeout=2).close()
+    out["connected"] = True
+except OSError:
+    out["connected"] = False
+try:
+    out["interfaces"] = sorted(name for _, name in socket.if_nameindex())
+except OSError:
+    out["interfaces"] = []
+r, w = os.pipe()
+forks = 0
+for _ in range(__FORKS__):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.close(w)
+        os.read(r, 1)
+        os._exit(0)
+    forks += 1
+os.close(w)
+for _ in range(forks):
+    os.wait()
+out["forks"] = forks
+open("owner-probe", "w").close()
+print(json.dumps(out))
+"""
+_PROBE_NPROC = 16  # RLIMIT_NPROC of the probe; it tries 4x as many forks
+
+_LOCK = threading.RLock()  # guards the caches below (held briefly)
+_PROBE_LOCK = threading.Lock()  # one probe at a time
+_MEASURE_LOCK = threading.Lock()  # one sandbox choice at a time
+_INFO: dict[str, dict] = {}
+_REPORTS: dict[tuple[str, str, bool], "IsolationReport"] = {}
+_CHOSEN: dict[tuple[str, str, str], "IsolationReport"] = {}
+_HIDDEN: dict[str, str | None] = {}
+_PLANS: dict[tuple[str, str, bool], tuple[list[str], list[str]]] = {}
+_SANDBOX_BASE: list[tuple[str, str]] = []
+
+
+class IsolationError(RuntimeError):
+    r"""The measured isolation of the python tool is below the required minimum (`agentic_python_min_isolation`)."""
+
+
+@dataclass(frozen=True)
+class IsolationReport:
+    r"""What the probe measured inside one sandbox (see the module docstring for the levels).
+
+    Attributes:
+        sandbox: "bwrap", "unshare", "rlimits-only" or "remote" (SandboxFusion backend: not measured here).
+        level: one of `ISOLATION_LEVELS`, or "remote".
+        as_nobody: whether the sandbox switches a root trainer's code to uid 65534.
+        uid: uid seen by the code; host_uid: owner on the host of a file the code created.
+        cap_eff: the code's effective capability set (hex, from /proc/self/status).
+        root_file_read: the code read /etc/shadow, or (root trainer) the trainer's 0600 file.
+        private_file_read: the code read a 0600 file owned by the trainer.
+        host_write: a file the code wrote outside its working directory appeared on the host.
+        network: the code reached a socket on the host's 127.0.0.1, or saw a network interface other than `lo`.
+        process_limit: `fork` stopped at the RLIMIT_NPROC the sandbox set.
+        error: why the sandbox cannot be used here (then the other fields are None and level is "none").
+    """
+
+    sandbox: str
+    level: str
+    as_nobody: bool = False
+    uid: int | None = None
+    host_uid: int | None = None
+    cap_eff: str | None = None
+    root_file_read: bool | None = None
+    private_file_read: bool | None = None
+    host_write: bool | None = None
+    network: bool | None = None
+    process_limit: bool | None = None
+    error: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        r"""Whether the sandbox ran the probe (with the expected interpreter)."""
+        return self.error is None
+
+    @property
+    def rank(self) -> int:
+        r"""Index in `ISOLATION_LEVELS` (-1 for "remote")."""
+        return ISOLATION_LEVELS.index(self.level) if self.level in ISOLATION_LEVELS else -1
+
+    def describe(self) -> str:
+        r"""One line: level, sandbox and every measured property, e.g. for `doctor` and error messages."""
+        if self.sandbox == "remote":
+            return "remote (SandboxFusion service: isolation is the service's, not measured here)"
+        if self.error:
+            return f"unavailable ({self.sandbox}): {self.error}"
+
+        def _yes(flag: bool | None, yes: str, no: str) -> str:
+            return "unknown" if flag is None else (yes if flag else no)
+
+        parts = [
+            f"uid {self.uid} (host uid {self.host_uid})",
+            f"CapEff {self.cap_eff}",
+            "root-only file " + _yes(self.root_file_read, "READABLE", "unreadable"),
+            "trainer's private file " + _yes(self.private_file_read, "READABLE", "unreadable"),
+            "host write " + _yes(self.host_write, "POSSIBLE", "blocked"),
+            "network " + _yes(self.network, "REACHABLE", "blocked"),
+            "process limit " + _yes(self.process_limit, "holds", "DOES NOT HOLD"),
+        ]
+        return f"{self.level} ({self.sandbox}): " + ", ".join(parts)
+
+
+def level_rank(level: str) -> int:
+    r"""Index of `level` in `ISOLATION_LEVELS`.
+
+    Raises:
+        ValueError: unknown level.
+    """
+    if level not in ISOLATION_LEVELS:
+        raise ValueError(f"unknown isolation level {level!r}; use one of {', '.join(ISOLATION_LEVELS)}")
+    return ISOLATION_LEVELS.index(level)
+
+
+def _is_under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _outermost(paths: list[str]) -> list[str]:
+    kept: list[str] = []
+    for path in sorted(set(paths), key=len):
+        if not any(_is_under(path, k) for k in kept):
+            kept.append(path)
+    return kept
+
+
+def _interpreter_info(executable: str) -> dict:
+    r"""Identity (`[sys.version, sys.prefix]`) and folders of `executable`, asked once outside any sandbox.
+
+    The interpreter runs with a scrubbed environment like the code's; its folders are its prefixes, `sys.path`, the
+    source folders of its editable installs and the folders of the executable (literal and resolved).
+    """
+    with _LOCK:
+        if executable in _INFO:
+            return _INFO[executable]
+    info: dict = {
+        "identity": None,
+        "paths": [os.path.dirname(executable), os.path.dirname(os.path.realpath(executable))],
+    }
+    try:
+        proc = subprocess.run(
+            [executable, "-s", "-c", _QUERY_INTERPRETER],
+            cwd="/",
+            env={"PATH": SYSTEM_PATH, "LC_ALL": "C.UTF-8"},
+            capture_output=True,
+            timeout=60,
+        )
+        if proc.returncode == 0:
+            data = json.loads(proc.stdout.decode("utf-8").strip().splitlines()[-1])
+            info["identity"] = data["identity"]
+            info["paths"] += [p for p in data["paths"] if isinstance(p, str) and p]
+        else:
+            logger.info("[agentic-tools] %s failed: %s", executable, proc.stderr.decode(errors="replace")[-300:])
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError, IndexError) as exc:
+        logger.info("[agentic-tools] could not ask %s for its paths: %s", executable, exc)
+    with _LOCK:
+        return _INFO.setdefault(executable, info)
+
+
+def _nobody_can_enter(st: os.stat_result) -> bool:
+    if st.st_uid == NOBODY_ID:
+        return bool(st.st_mode & stat.S_IXUSR)
+    if st.st_gid == NOBODY_ID:
+        return bool(st.st_mode & stat.S_IXGRP)
+    return bool(st.st_mode & stat.S_IXOTH)
+
+
+def _hidden_ancestor(path: str) -> str | None:
+    r"""Topmost proper ancestor folder of the resolved `path` that uid 65534 cannot enter (None: all enterable)."""
+    folder = os.path.dirname(os.path.realpath(path))
+    with _LOCK:
+        if folder in _HIDDEN:
+            return _HIDDEN[folder]
+    found = None
+    current = "/"
+    for part in [p for p in folder.split("/") if p]:
+        current = os.path.join(current, part)
+        try:
+            if not _nobody_can_enter(os.stat(current)):
+                found = current
+                break
+        except OSError:
+            break
+    with _LOCK:
+        _HIDDEN[folder] = found
+    return found
+
+
+def _mount_plan(executable: str, workdir: str, as_nobody: bool) -> tuple[list[str], list[str]]:
+    r"""(masks, read-only binds) that make the interpreter usable inside a sandbox with a private /tmp.
+
+    Masks (root trainer only): topmost folders on the way to the interpreter's folders or the working directory that
+    uid 65534 cannot enter; they become empty tmpfs. Binds: the interpreter's existing folders under a mask or a
+    private dir, outermost only, bound back read-only at their own path. Cached per interpreter and folder of the
+    working directories.
+    """
+    key = (executable, os.path.dirname(workdir), as_nobody)
+    with _LOCK:
+        if key in _PLANS:
+            return _PLANS[key]
+    paths = _interpreter_info(executable)["paths"]
+    masks: list[str] = []
+    if as_nobody:
+        for path in paths + [workdir]:
+            hidden = _hidden_ancestor(path)
+            if hidden and not any(_is_under(hidden, d) for d in PRIVATE_DIRS):
+                masks.append(hidden)
+        masks = _outermost(masks)
+    covers = list(PRIVATE_DIRS) + masks
+    binds = []
+    for path in paths:
+        for candidate in (os.path.normpath(os.path.abspath(path)), os.path.realpath(path)):
+            if candidate in covers or not os.path.exists(candidate):
+                continue
+            if any(_is_under(candidate, c) for c in covers):
+                binds.append(candidate)
+    plan = (masks, _outermost(binds))
+    with _LOCK:
+        return _PLANS.setdefault(key, plan)
+
+
+def _remove_own(folder: str, pid: int) -> None:
+    r"""At exit, remove `folder` if this process made it (a forked child exiting must not remove its parent's)."""
+    if os.getpid() == pid:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _sandbox_base() -> tuple[str, str]:
+    r"""(new-root mount point, prepared /dev folder or "") of the root `unshare` sandbox, made once per process.
+
+    The /dev folder holds device nodes made with `mknod` (null, zero, full, random, urandom, tty), the `fd`, `stdin`,
+    `stdout`, `stderr` links and an empty `shm`, in a 0700 folder of a file system that allows device nodes; where
+    that fails ("" is returned) the sandbox binds the nodes one by one.
+    """
+    with _LOCK:
+        if _SANDBOX_BASE:
+            return _SANDBOX_BASE[0]
+        parents = [tempfile.gettempdir(), "/var/tmp"]
+        parent = next((p for p in parents if os.path.isdir(p) and not os.statvfs(p).f_flag & os.ST_NODEV), None)
+        base = tempfile.mkdtemp(prefix="lfa-sandbox-", dir=parent)
+        atexit.register(_remove_own, base, os.getpid())
+        os.mkdir(os.path.join(base, "root"))
+        dev = os.path.join(base, "dev")
+        try:
+            os.mkdir(dev, 0o755)
+            os.chmod(dev, 0o755)
+            for name in ("null", "zero", "full", "random", "urandom", "tty"):
+                st = os.stat(f"/dev/{name}")
+                os.mknod(os.path.join(dev, name), stat.S_IFCHR | 0o666, st.st_rdev)
+                os.chmod(os.path.join(dev, name), 0o666)
+            for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                                 ("stderr", "/proc/self/fd/2")):  # fmt: skip
+                os.symlink(target, os.path.join(dev, name))
+            os.mkdir(os.path.join(dev, "shm"), 0o755)
+            os.chmod(os.path.join(dev, "shm"), 0o755)
+        except OSError as exc:
+            logger.info("[agentic-tools] no prepared /dev for the unshare sandbox (%s): binding device nodes", exc)
+            shutil.rmtree(dev, ignore_errors=True)
+            dev = ""
+        _SANDBOX_BASE.append((os.path.join(base, "root"), dev))
+        return _SANDBOX_BASE[0]
+
+
+def _setpriv_prefix() -> list[str] | None:
+    setpriv = shutil.which("setpriv", path=SYSTEM_PATH)
+    if setpriv is None:
+        return None
+    return [
+        setpriv, f"--reuid={NOBODY_ID}", f"--regid={NOBODY_ID}", "--clear-groups", "--inh-caps=-all",
+        "--bounding-set=-all", "--no-new-privs", "--",
+    ]  # fmt: skip
+
+
+def _bwrap_dirs(path: str, covers: list[str], seen: set[str]) -> list[str]:
+    r"""`--perms 0755 --dir D` for every folder between the cover (mask or private dir) of `path` and `path`."""
+    cover = next((c for c in sorted(covers, key=len, reverse=True) if _is_under(path, c)), None)
+    if cover is None:
+        return []
+    args = []
+    current = cover.rstrip("/")
+    for part in [p for p in path[len(cover) :].split("/") if p][:-1]:
+        current = f"{current}/{part}"
+        if current not in seen:
+            seen.add(current)
+            args += ["--perms", "0755", "--dir", current]
+    return args
+
+
+def _sandbox_command(
+    sandbox: str, as_nobody: bool, workdir: str, executable: str, inner: list[str]
+) -> tuple[list[str], dict[str, Any]]:
+    r"""(command, extra Popen keyword arguments) that run `inner` (prlimit + interpreter) in `sandbox`.
+
+    Raises:
+        FileNotFoundError: a helper program (bwrap, unshare, setpriv, chroot) is missing.
+    """
+    shell = SILENT_SHELL + [workdir]
+    if sandbox == "bwrap":
+        bwrap = shutil.which("bwrap")
+        if bwrap is None:
+            raise FileNotFoundError("bubblewrap (bwrap) is not installed")
+        masks, binds = _mount_plan(executable, workdir, as_nobody)
+        if not as_nobody:
+            args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+            for path in binds:
+                args += ["--ro-bind", path, path]
+            args += ["--bind", workdir, workdir, "--chdir", workdir, "--unshare-all", "--die-with-parent",
+                     "--new-session", "--"]  # fmt: skip
+            return args + inner, {}
+        setpriv = _setpriv_prefix()
+        if setpriv is None:
+            raise FileNotFoundError("util-linux setpriv is not installed (needed to drop root)")
+        args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+        for mask in masks:
+            args += ["--perms", "0755", "--tmpfs", mask]
+        covers, seen = list(PRIVATE_DIRS) + masks, set()
+        for path in binds:
+            args += _bwrap_dirs(path, covers, seen) + ["--ro-bind", path, path]
+        args += _bwrap_dirs(workdir, covers, seen) + ["--bind", workdir, workdir, "--chdir", workdir]
+        args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                 "--die-with-parent", "--new-session", "--"]  # fmt: skip
+        return args + setpriv + inner, {}
+    if sandbox == "unshare":
+        unshare = shutil.which("unshare", path=SYSTEM_PATH)
+        if unshare is None:
+            raise FileNotFoundError("util-linux unshare is not installed")
+        # `unshare` itself dies with the thread that started it (as `bwrap --die-with-parent` does), and
+        # `--kill-child` then ends the namespace: a trainer killed with SIGKILL leaves no sandbox behind
+        setpriv_bin = shutil.which("setpriv", path=SYSTEM_PATH)
+        unshare = [setpriv_bin, "--pdeathsig", "KILL", "--", unshare] if setpriv_bin else [unshare]
+        if not as_nobody:
+            uid, gid = os.getuid(), os.getgid()
+            return [
+                *unshare, "--user", f"--map-user={uid}", f"--map-group={gid}", "--net", "--pid", "--mount",
+                "--mount-proc", "--fork", "--kill-child", "--", *shell, *inner,
+            ], {}  # fmt: skip
+        setpriv, chroot = _setpriv_prefix(), shutil.which("chroot", path=SYSTEM_PATH)
+        if setpriv is None or chroot is None:
+            raise FileNotFoundError("util-linux setpriv and coreutils chroot are needed to drop root")
+        masks, binds = _mount_plan(executable, workdir, as_nobody)
+        ops = [x for m in masks for x in ("--mask", m)] + [x for b in binds for x in ("--ro", b)]
+        root, dev = _sandbox_base()
+        return [
+            *unshare, "--mount", "--pid", "--net", "--ipc", "--uts", "--fork", "--kill-child", "--", "/bin/sh", "-c",
+            UNSHARE_SETUP, "sh", root, workdir, dev, *ops, "--", chroot, root, *setpriv, *shell, *inner,
+        ], {}  # fmt: skip
+    if sandbox == "rlimits-only":
+        if not as_nobody:
+            return shell + inner, {}
+        setpriv = _setpriv_prefix()
+        if setpriv is not None:
+            return setpriv + shell + inner, {}
+        # Popen switches uid in C between fork and exec (no Python code runs there); no `no_new_privs` then
+        return shell + inner, {"user": NOBODY_ID, "group": NOBODY_ID, "extra_groups": []}
+    raise ValueError(f"unknown sandbox {sandbox!r}; use auto, {', '.join(SANDBOXES)}")
+
+
+def _limits(
+    timeout_s: float,
+    memory_mb: int | None,
+    cpu_time_s: float | None,
+    max_processes: int | None,
+    max_file_mb: int | None,
+) -> tuple[list[tuple[int, int, int]], int]:
+    r"""(resource, soft, hard) limits and the CPU-time limit in seconds."""
+    cpu = max(1, math.ceil(cpu_time_s if cpu_time_s is not None else math.ceil(timeout_s) + 1))
+    # SIGXCPU at the soft CPU limit; SIGKILL at the hard one if the code handles SIGXCPU
+    limits: list[tuple[int, int, int]] = [(resource.RLIMIT_CPU, cpu, cpu + 1), (resource.RLIMIT_CORE, 0, 0)]
+    if memory_mb:
+        limits.append((resource.RLIMIT_AS, int(memory_mb) * 1024 * 1024, int(memory_mb) * 1024 * 1024))
+    if max_processes:
+        limits.append((resource.RLIMIT_NPROC, int(max_processes), int(max_processes)))
+    if max_file_mb:
+        limits.append((resource.RLIMIT_FSIZE, int(max_file_mb) * 1024 * 1024, int(max_file_mb) * 1024 * 1024))
+    return limits, cpu
+
+
+def _limits_preexec(limits: list[tuple[int, int, int]]):
+    def _apply() -> None:
+        for res, soft, hard in limits:
+            try:
+                resource.setrlimit(res, (soft, hard))
+            except (ValueError, OSError):
+                pass
+
+    return _apply
+
+
+_RLIMIT_NAMES = {
+    resource.RLIMIT_CPU: "cpu",
+    resource.RLIMIT_CORE: "core",
+    resource.RLIMIT_AS: "as",
+    resource.RLIMIT_NPROC: "nproc",
+    resource.RLIMIT_FSIZE: "fsize",
+}
+
+
+def _code_env(executable: str, workdir: str) -> dict[str, str]:
+    return {
+        "PATH": f"{os.path.dirname(executable)}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": workdir,
+        "TMPDIR": workdir,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONHASHSEED": "0",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "MPLBACKEND": "Agg",
+    }
+
+
+def _execute(
+    code: str,
+    sandbox: str,
+    as_nobody: bool,
+    executable: str,
+    timeout_s: float,
+    max_output_chars: int,
+    memory_mb: int | None,
+    cpu_time_s: float | None,
+    max_processes: int | None,
+    max_file_mb: int | None,
+    workdir_root: str | None,
+    prepare: Callable[[str], None] | None = None,
+    inspect: Callable[[str], None] | None = None,
+) -> tuple[str, str]:
+    r"""Run `code` in `sandbox` (no level selection); `prepare`/`inspect` see the working directory before/after."""
+    limits, cpu = _limits(timeout_s, memory_mb, cpu_time_s, max_processes, max_file_mb)
+    workdir = tempfile.mkdtemp(prefix="lfa-py-", dir=workdir_root)
+    try:
+        if as_nobody:
+            os.chown(workdir, NOBODY_ID, NOBODY_ID)
+        if prepare is not None:
+            prepare(workdir)
+        source = rewrite_last_expression(code).encode("utf-8", errors="replace")
+        inner = [executable, "-"]  # program read from stdin: tracebacks say `File "<stdin>"`, stable across calls
+        preexec = None
+        prlimit = shutil.which("prlimit", path=SYSTEM_PATH)
+        if prlimit:  # limits set by a tiny exec'd helper: no Python code between fork and exec (thread-safe)
+            inner = [prlimit] + [f"--{_RLIMIT_NAMES[r]}={soft}:{hard}" for r, soft, hard in limits] + ["--"] + inner
+        else:  # documented as unsafe with threads, used only when util-linux's prlimit is missing
+            preexec = _limits_preexec(limits)
+        try:
+            cmd, popen_kwargs = _sandbox_command(sandbox, as_nobody, workdir, executable, inner)
+        except FileNotFoundError as exc:
+            raise TransientToolError(str(exc)) from exc
+        env = _code_env(executable, workdir)
+        result = _run_and_collect(cmd, workdir, env, source, timeout_s, max_output_chars, preexec, popen_kwargs, cpu)
+        if inspect is not None:
+            inspect(workdir)
+        return result
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _probe_folder() -> str:
+    r"""Host folder (0755, with a world-writable `open/` inside) for the probe's write attempts, outside /tmp."""
+    parent = "/var/tmp" if os.path.isdir("/var/tmp") and os.access("/var/tmp", os.W_OK) else None
+    base = tempfile.mkdtemp(prefix="lfa-probe-", dir=parent)
+    os.chmod(base, 0o755)
+    os.mkdir(os.path.join(base, "open"))
+    os.chmod(os.path.join(base, "open"), 0o777)
+    return base
+
+
+def _classify(data: dict, host_uid: int | None, host_write: bool, as_root: bool) -> dict[str, Any]:
+    cap_eff = str(data.get("CapEff", "unknown"))
+    try:
+        caps = int(cap_eff, 16)
+    except ValueError:
+        caps = -1
+    private_read = bool(data.get("private_read"))
+    root_file_read = bool(data.get("shadow_read")) or (as_root and private_read)
+    network = bool(data.get("connected")) or any(name != "lo" for name in data.get("interfaces", []))
+    process_limit = int(data.get("forks", 0)) <= _PROBE_NPROC
+    uid = data.get("uid")
+    if host_uid in (0, None) or uid == 0 or caps != 0 or root_file_read or not process_limit:
+        level = "none"
+    elif network or host_write:
+        level = "unprivileged"
+    elif private_read:
+        level = "confined"
+    else:
+        level = "full"
+    return {
+        "level": level,
+        "uid": uid,
+        "host_uid": host_uid,
+        "cap_eff": cap_eff,
+        "root_file_read": root_file_read,
+        "private_file_read": private_read,
+        "host_write": host_write,
+        "network": network,
+        "process_limit": process_limit,
+    }
+
+
+def probe_sandbox(sandbox: str, executable: str | None = None, as_nobody: bool | None = None) -> IsolationReport:
+    r"""Measure what code can do inside `sandbox` (cached per process; see the module docstring).
+
+    Args:
+        sandbox: one of `SANDBOXES`.
+        executable: interpreter (default `sys.executable`).
+        as_nobody: switch a root trainer's code to uid 65534 (default: whether the trainer is root).
+
+    Returns:
+        An `IsolationReport`; `error` says why the sandbox cannot be used (it then has level "none").
+    """
+    executable = executable or sys.executable
+    as_nobody = (os.geteuid() == 0) if as_nobody is None else bool(as_nobody and os.geteuid() == 0)
+    key = (sandbox, executable, as_nobody)
+    with _LOCK:
+        if key in _REPORTS:
+            return _REPORTS[key]
+    with _PROBE_LOCK:  # one probe at a time (many worker threads may ask at once)
+        with _LOCK:
+            if key in _REPORTS:
+                return _REPORTS[key]
+        report = _probe(sandbox, executable, as_nobody)
+        if report.error:
+            logger.info("[agentic-tools] python sandbox %s unavailable: %s", sandbox, report.error)
+        with _LOCK:
+            _REPORTS[key] = report
+        return report
+
+
+def _probe(sandbox: str, executable: str, as_nobody: bool) -> IsolationReport:
+    identity = _interpreter_info(executable)["identity"]
+    if identity is None:
+        return IsolationReport(sandbox, "none", as_nobody, error=f"{executable} does not run")
+    base = _probe_folder()
+    listener = socket.socket()
+    found: dict[str, Any] = {}
+    try:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        targets = [base, os.path.join(base, "open")]
+        code = (
+            _PROBE_CODE.replace("__TARGETS__", json.dumps(targets))
+            .replace("__PORT__", str(listener.getsockname()[1]))
+            .replace("__FORKS__", str(4 * _PROBE_NPROC))
+        )
+
+        def _prepare(workdir: str) -> None:
+            secret = os.path.join(workdir, "secret")
+            with open(secret, "w") as f:
+                f.write("trainer only")
+            os.chmod(secret, 0o600)
+
+        def _inspect(workdir: str) -> None:
+            try:
+                found["host_uid"] = os.stat(os.path.join(workdir, "owner-probe")).st_uid
+            except OSError:
+                found["host_uid"] = None
+
+        try:
+            status, text = _execute(code, sandbox, as_nobody, executable, 30.0, 20_000, 4096, None, _PROBE_NPROC,
+                                    16, None, _prepare, _inspect)  # fmt: skip
+        except (ToolError, OSError) as exc:
+            return IsolationReport(sandbox, "none", as_nobody, error=str(exc))
+        if status != STATUS_OK:
+            return IsolationReport(sandbox, "none", as_nobody, error=f"probe {status}: {text[-400:]}")
+        try:
+            data = json.loads(text.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return IsolationReport(sandbox, "none", as_nobody, error=f"unreadable probe output: {text[-400:]}")
+        if data.get("identity") != identity:
+            return IsolationReport(sandbox, "none", as_nobody, error=(
+                f"the sandbox ran another interpreter ({data.get('identity')}) than {executable} ({identity}): "
+                "it cannot read the requested one"))  # fmt: skip
+        host_write = any(os.path.exists(os.path.join(t, "written-by-sandbox")) for t in targets)
+        fields = _classify(data, found.get("host_uid"), host_write, as_root=os.geteuid() == 0)
+        return IsolationReport(sandbox=sandbox, as_nobody=as_nobody, **fields)
+    finally:
+        listener.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def measure_isolation(preferred: str = "auto", executable: str | None = None, run_as: str = "auto") -> IsolationReport:
+    r"""The sandbox the python tool uses on this machine and what it measured (cached per process).
+
+    `auto` probes the sandboxes strongest first (as root: each switching the code to uid 65534, then, as a last
+    resort, each keeping root) and takes the highest measured level, stopping at the first `full`. A named sandbox
+    is used when it works (as uid 65534 first when root), else `auto` decides.
+
+    Args:
+        preferred: "auto" or one of `SANDBOXES`; the environment variable `AGENTIC_PYTHON_ISOLATION` overrides "auto".
+        executable: interpreter (default `sys.executable`).
+        run_as: "auto" (root: run the code as uid 65534 where the sandbox allows) or "self" (keep the trainer's uid).
+
+    Raises:
+        ValueError: unknown `preferred` or `run_as`.
+    """
+    executable = executable or sys.executable
+    if preferred == "auto":
+        preferred = os.environ.get("AGENTIC_PYTHON_ISOLATION", "auto") or "auto"
+    if preferred != "auto" and preferred not in SANDBOXES:
+        raise ValueError(f"unknown python isolation {preferred!r}; use auto, {', '.join(SANDBOXES)}")
+    if run_as not in RUN_AS:
+        raise ValueError(f"unknown run_as {run_as!r}; use {' or '.join(RUN_AS)}")
+    key = (preferred, executable, run_as)
+    with _LOCK:
+        if key in _CHOSEN:
+            return _CHOSEN[key]
+    with _MEASURE_LOCK:
+        with _LOCK:
+            if key in _CHOSEN:
+                return _CHOSEN[key]
+        chosen = _choose(preferred, executable, run_as)
+        logger.info("[agentic-tools] python tool isolation: %s", chosen.describe())
+        with _LOCK:
+            _CHOSEN[key] = chosen
+        return chosen
+
+
+def _choose(preferred: str, executable: str, run_as: str) -> IsolationReport:
+    drops = [True, False] if run_as == "auto" and os.geteuid() == 0 else [False]
+    chosen = None
+    if preferred != "auto":
+        chosen = next((r for d in drops if (r := probe_sandbox(preferred, executable, d)).usable), None)
+    if chosen is None:
+        for as_nobody in drops:
+            for sandbox in SANDBOXES:
+                report = probe_sandbox(sandbox, executable, as_nobody)
+                if report.usable and (chosen is None or report.rank > chosen.rank):
+                    chosen = report
+                if chosen is not None and chosen.level == ISOLATION_LEVELS[-1]:
+                    break
+            if chosen is not None and chosen.level == ISOLATION_LEVELS[-1]:
+                break
+    if chosen is None:  # nothing ran the probe: the interpreter itself is broken; calls will show why
+        chosen = probe_sandbox("rlimits-only", executable, False)
+    return chosen
+
+
+def isolation_level(preferred: str = "auto", executable: str | None = None, run_as: str = "auto") -> str:
+    r"""Measured isolation level (one of `ISOLATION_LEVELS`) of the python tool here; see `measure_isolation`."""
+    return measure_isolation(preferred, executable, run_as).level
+
+
+def available_sandboxes(executable: str | None = None) -> list[str]:
+    r"""Sandboxes that run code on this machine (as uid 65534 where possible), i.e. that `isolation=` can force."""
+    return [s for s in SANDBOXES if measure_isolation(s, executable).sandbox == s]
+
+
+def min_isolation_hint(report: IsolationReport, executable: str | None = None) -> str:
+    r"""How to get a stronger level than `report` (measured with `executable`) on this machine (one paragraph)."""
+    hints = []
+    if report.level == "none" and os.geteuid() == 0:
+        hints.append(
+            "the code would run as root: install bubblewrap (`apt-get install bubblewrap`) or give the trainer the "
+            "right to create mount namespaces (`unshare`, in a container CAP_SYS_ADMIN with a seccomp profile "
+            "allowing unshare/mount), and keep util-linux `setpriv` installed; or make the interpreter readable by "
+            "uid 65534 (e.g. a Python outside /root)"
+        )
+    if report.network or report.host_write:
+        hints.append(
+            "network and host writes are blocked by the `bwrap` sandbox (install bubblewrap; as a non-root user "
+            "also allow unprivileged user namespaces) or, as root, by `unshare`"
+        )
+    if report.private_file_read and os.geteuid() != 0:
+        hints.append("the code runs as the trainer's own user: only a root trainer can switch it to uid 65534")
+    hints.append("or run the code in a separate service (python tool param `backend: sandbox_fusion`)")
+    better = [
+        f"`agentic_python_isolation: {s}` measures {r.level}"
+        for s in SANDBOXES
+        if (r := probe_sandbox(s, executable)).usable and r.rank > report.rank
+    ]
+    if better:
+        hints.insert(0, "on this machine " + " and ".join(better))
+    return "; ".join(hints) + "."
+
+
+def check_min_isolation(
+    report: IsolationReport,
+    minimum: str,
+    key: str = "agentic_python_min_isolation",
+    executable: str | None = None,
+) -> None:
+    r"""Raise `IsolationError` when `report` (measured with `executable`) is below `minimum` ("remote" always passes).
+
+    Raises:
+        IsolationError: with the measured properties, how to get a stronger level and how to accept this one.
+        ValueError: unknown `minimum`.
+    """
+    need = level_rank(minimum)
+    if report.sandbox == "remote" or report.rank >= need:
+        return
+    raise IsolationError(
+        f"The python tool's sandbox is below `{key}: {minimum}` on this machine. Measured inside the sandbox: "
+        f"{report.describe()}. To get a stronger level: {min_isolation_hint(report, executable)} To accept this machine's "
+        f"isolation, set `{key}: {report.level}` in the recipe (levels, weakest first: {', '.join(ISOLATION_LEVELS)}; "
+        "`llamafactory-agentic doctor` shows the measurement)."
+    )
 
 
 def timeout_text(timeout_s: float) -> str:
-    r"""`Execution timed out after N seconds.` (English; spec section 12)."""
+    r"""`Execution timed out after N seconds.` (English; docs/algorithms.md §12)."""
     return f"Execution timed out after {timeout_s:g} seconds."
 
 
@@ -153,169 +976,15 @@ def rewrite_last_expression(code: str) -> str:
     return prefix.decode("utf-8") + "print(" + segment + ")" + suffix.decode("utf-8")
 
 
-def _is_under(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def _bwrap_interpreter_binds(executable: str) -> list[str]:
-    r"""Folders `executable` needs that bwrap's private /tmp would hide, outermost only (cached per interpreter).
-
-    The interpreter is asked (outside the sandbox, with a scrubbed environment like the code's) for its prefixes,
-    `sys.path` and the source folders of its editable installs (whose start-up `.pth` hooks must stay importable);
-    the folder of the executable and of its resolved path are added. Entries that lie (literally or
-    after resolving symlinks) under a folder of `BWRAP_PRIVATE_DIRS` and exist are returned, to be bound read-only.
-    """
-    with _PATHS_LOCK:
-        if executable in _BWRAP_BINDS:
-            return _BWRAP_BINDS[executable]
-        paths = [os.path.dirname(executable), os.path.dirname(os.path.realpath(executable))]
-        try:
-            proc = subprocess.run(
-                [executable, "-s", "-c", _QUERY_PATHS],
-                cwd="/",
-                env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
-                capture_output=True,
-                timeout=30,
-            )
-            if proc.returncode == 0:
-                paths += [p for p in json.loads(proc.stdout.decode("utf-8")) if isinstance(p, str) and p]
-        except (OSError, subprocess.SubprocessError, ValueError) as exc:
-            logger.info("[agentic-tools] could not ask %s for its paths: %s", executable, exc)
-        hidden = set()
-        for path in paths:
-            for candidate in (os.path.normpath(os.path.abspath(path)), os.path.realpath(path)):
-                if any(_is_under(candidate, d) for d in BWRAP_PRIVATE_DIRS) and os.path.exists(candidate):
-                    hidden.add(candidate)
-        outermost = []
-        for path in sorted(hidden, key=len):
-            if path not in BWRAP_PRIVATE_DIRS and not any(_is_under(path, kept) for kept in outermost):
-                outermost.append(path)
-        _BWRAP_BINDS[executable] = outermost
-        return outermost
-
-
-def _sandbox_prefix(level: str, workdir: str, executable: str) -> list[str]:
-    if level == "bwrap":
-        binds = []
-        for path in _bwrap_interpreter_binds(executable):
-            binds += ["--ro-bind", path, path]
-        return [
-            "bwrap",
-            "--ro-bind", "/", "/",
-            "--dev", "/dev",
-            "--proc", "/proc",
-            "--tmpfs", "/tmp",
-            *binds,
-            "--bind", workdir, workdir,
-            "--chdir", workdir,
-            "--unshare-all",
-            "--die-with-parent",
-            "--new-session",
-            "--",
-        ]  # fmt: skip
-    if level == "unshare":
-        return [
-            "unshare", "--user", "--map-root-user", "--net", "--pid", "--mount", "--mount-proc", "--fork",
-            "--kill-child", "--", *SILENT_SHELL,
-        ]  # fmt: skip
-    return list(SILENT_SHELL)
-
-
-def _drop_kwargs(drop: bool) -> dict[str, Any]:
-    return {"user": NOBODY_ID, "group": NOBODY_ID, "extra_groups": []} if drop else {}
-
-
-def _can_drop_privileges(executable: str) -> bool:
-    r"""Root only: whether `executable` runs as uid 65534 (it must be readable by `nobody`)."""
-    if os.geteuid() != 0:
-        return False
-    with _PROBE_LOCK:
-        if executable not in _NOBODY_OK:
-            try:
-                proc = subprocess.run(
-                    [executable, "-c", "pass"], cwd="/", capture_output=True, timeout=30, **_drop_kwargs(True)
-                )
-                _NOBODY_OK[executable] = proc.returncode == 0
-            except (OSError, subprocess.SubprocessError):
-                _NOBODY_OK[executable] = False
-        return _NOBODY_OK[executable]
-
-
-def _probe_level(level: str, executable: str, drop: bool) -> bool:
-    key = (level, executable, drop)
-    with _PROBE_LOCK:
-        if key in _PROBED:
-            return _PROBED[key]
-        ok = False
-        if level == "rlimits-only":
-            ok = True
-        elif shutil.which(level):
-            workdir = tempfile.mkdtemp(prefix="lfa-probe-")
-            try:
-                if drop:
-                    os.chown(workdir, NOBODY_ID, NOBODY_ID)
-                cmd = _sandbox_prefix(level, workdir, executable) + [executable, "-c", "import socket"]
-                proc = subprocess.run(cmd, cwd=workdir, capture_output=True, timeout=30, **_drop_kwargs(drop))
-                ok = proc.returncode == 0
-                if not ok:
-                    logger.info(
-                        "[agentic-tools] %s unavailable: %s", level, proc.stderr.decode(errors="replace")[-300:]
-                    )
-            except (OSError, subprocess.SubprocessError) as exc:
-                logger.info("[agentic-tools] %s unavailable: %s", level, exc)
-            finally:
-                shutil.rmtree(workdir, ignore_errors=True)
-        _PROBED[key] = ok
-        return ok
-
-
-def isolation_level(preferred: str = "auto", executable: str | None = None, run_as: str = "auto") -> str:
-    r"""The isolation level code execution gets on this machine: "bwrap", "unshare" or "rlimits-only".
-
-    Probed once per (level, interpreter) at first use: the sandbox is started with the interpreter and must exit 0.
-
-    Args:
-        preferred: "auto" (the strongest that works), or one level to try first (falls back if it fails);
-            the environment variable `AGENTIC_PYTHON_ISOLATION` overrides "auto".
-        executable: interpreter to probe with (default `sys.executable`).
-        run_as: "auto" (root: run as `nobody` if the interpreter allows) or "self".
-    """
-    executable = executable or sys.executable
-    drop = run_as == "auto" and _can_drop_privileges(executable)
-    if preferred == "auto":
-        preferred = os.environ.get("AGENTIC_PYTHON_ISOLATION", "auto")
-    order = list(ISOLATION_LEVELS)
-    if preferred in ISOLATION_LEVELS:
-        order.remove(preferred)
-        order.insert(0, preferred)
-    elif preferred != "auto":
-        raise ValueError(f"unknown isolation {preferred!r}; use auto, {', '.join(ISOLATION_LEVELS)}")
-    for level in order:
-        if _probe_level(level, executable, drop):
-            return level
-    return "rlimits-only"
-
-
-def _limits_preexec(limits: list[tuple[int, int, int]]):
-    def _apply() -> None:
-        for res, soft, hard in limits:
-            try:
-                resource.setrlimit(res, (soft, hard))
-            except (ValueError, OSError):
-                pass
-
-    return _apply
-
-
 def run_python_code(
     code: str,
-    timeout_s: float = 120.0,
-    max_output_chars: int = 4000,
+    timeout_s: float = PYTHON_TIMEOUT_S,
+    max_output_chars: int = PYTHON_MAX_OUTPUT_CHARS,
     memory_mb: int | None = 4096,
     cpu_time_s: float | None = None,
     max_processes: int | None = 256,
     max_file_mb: int | None = 256,
-    isolation: str = "auto",
+    isolation: str = PYTHON_ISOLATION,
     executable: str | None = None,
     run_as: str = "auto",
     workdir_root: str | None = None,
@@ -324,74 +993,29 @@ def run_python_code(
 
     Args:
         code: Python source (the last bare expression is printed, see `rewrite_last_expression`).
-        timeout_s: wall-clock limit in seconds; the whole sandbox / process group is SIGKILLed when it passes.
-        max_output_chars: cap of the returned text (first and last halves around an omission line).
+        timeout_s: wall-clock limit in seconds; the whole process tree is killed when it passes.
+        max_output_chars: cap on the observation (first and last halves kept around an omission line).
         memory_mb: RLIMIT_AS in MiB (None: unlimited).
-        cpu_time_s: RLIMIT_CPU in seconds (default `ceil(timeout_s) + 1`): SIGXCPU when it is reached, SIGKILL one
-            second later; reported as an error observation naming the signal and the limit.
-        max_processes: RLIMIT_NPROC (binding for non-root users, or for root when the code runs as `nobody`).
+        cpu_time_s: RLIMIT_CPU in seconds (default: `ceil(timeout_s) + 1`); SIGXCPU at the limit, SIGKILL one second
+            later; reported as an error observation naming the signal and the limit.
+        max_processes: RLIMIT_NPROC (binding whenever the code runs unprivileged, i.e. at every level but `none`).
         max_file_mb: RLIMIT_FSIZE in MiB (largest file the code may write).
-        isolation: see `isolation_level`.
+        isolation: "auto" or a sandbox of `SANDBOXES` (see `measure_isolation`).
         executable: interpreter (default `sys.executable`, so the training environment's packages are importable).
-        run_as: "auto" or "self" (see `isolation_level`).
+        run_as: "auto" or "self" (see `measure_isolation`).
         workdir_root: folder in which the temporary working directory is created (default: the system temp dir).
 
     Returns:
         `("ok", stdout)`, `("empty", "Tool(python) returned empty output.")`, `("error", stderr)` or
         `("timeout", "Execution timed out after N seconds.")`.
+
+    Raises:
+        TransientToolError: the sandbox could not be started.
     """
     executable = executable or sys.executable
-    level = isolation_level(isolation, executable, run_as)
-    drop = run_as == "auto" and _can_drop_privileges(executable)
-    cpu = max(1, math.ceil(cpu_time_s if cpu_time_s is not None else math.ceil(timeout_s) + 1))
-    # (resource, soft, hard): SIGXCPU at the soft CPU limit; SIGKILL at the hard one if the code handles SIGXCPU
-    limits: list[tuple[int, int, int]] = [(resource.RLIMIT_CPU, cpu, cpu + 1), (resource.RLIMIT_CORE, 0, 0)]
-    if memory_mb:
-        limits.append((resource.RLIMIT_AS, int(memory_mb) * 1024 * 1024, int(memory_mb) * 1024 * 1024))
-    if max_processes:
-        limits.append((resource.RLIMIT_NPROC, int(max_processes), int(max_processes)))
-    if max_file_mb:
-        limits.append((resource.RLIMIT_FSIZE, int(max_file_mb) * 1024 * 1024, int(max_file_mb) * 1024 * 1024))
-
-    workdir = tempfile.mkdtemp(prefix="lfa-py-", dir=workdir_root)
-    try:
-        if drop:
-            os.chown(workdir, NOBODY_ID, NOBODY_ID)
-        source = rewrite_last_expression(code).encode("utf-8", errors="replace")
-        inner = [executable, "-"]  # program read from stdin: tracebacks say `File "<stdin>"`, stable across calls
-        preexec = None
-        prlimit = shutil.which("prlimit")
-        if prlimit:  # limits set by a tiny exec'd helper: no Python code between fork and exec (thread-safe)
-            names = {
-                resource.RLIMIT_CPU: "cpu",
-                resource.RLIMIT_CORE: "core",
-                resource.RLIMIT_AS: "as",
-                resource.RLIMIT_NPROC: "nproc",
-                resource.RLIMIT_FSIZE: "fsize",
-            }
-            inner = [prlimit] + [f"--{names[r]}={soft}:{hard}" for r, soft, hard in limits] + ["--"] + inner
-        else:  # documented as unsafe with threads, used only when util-linux's prlimit is missing
-            preexec = _limits_preexec(limits)
-        cmd = _sandbox_prefix(level, workdir, executable) + inner
-        bin_dir = os.path.dirname(executable)
-        env = {
-            "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": workdir,
-            "TMPDIR": workdir,
-            "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8",
-            "PYTHONIOENCODING": "utf-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONHASHSEED": "0",
-            "OMP_NUM_THREADS": "1",
-            "OPENBLAS_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-            "MPLBACKEND": "Agg",
-        }
-        return _run_and_collect(cmd, workdir, env, source, timeout_s, max_output_chars, preexec, drop, cpu)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    report = measure_isolation(isolation, executable, run_as)
+    return _execute(code, report.sandbox, report.as_nobody, executable, timeout_s, max_output_chars, memory_mb,
+                    cpu_time_s, max_processes, max_file_mb, workdir_root)  # fmt: skip
 
 
 def _write_program(proc: subprocess.Popen, source: bytes) -> None:
@@ -434,7 +1058,7 @@ def _signal_text(rc: int, cpu_time_s: int) -> str | None:
 
 
 def _run_and_collect(
-    cmd, workdir, env, source, timeout_s, max_output_chars, preexec, drop, cpu_time_s
+    cmd, workdir, env, source, timeout_s, max_output_chars, preexec, popen_kwargs, cpu_time_s
 ) -> tuple[str, str]:
     start = time.monotonic()
     deadline = start + timeout_s
@@ -449,7 +1073,7 @@ def _run_and_collect(
             start_new_session=True,
             close_fds=True,
             preexec_fn=preexec,
-            **_drop_kwargs(drop),
+            **popen_kwargs,
         )
     except OSError as exc:
         raise TransientToolError(f"could not start the interpreter: {exc}") from exc
@@ -558,8 +1182,8 @@ class PythonTool(BaseTool):
     r"""`<python>code</python>`: run the code in a fresh sandboxed interpreter (see the module docstring).
 
     Args:
-        timeout_s: wall-clock limit per execution in seconds (`agentic_python_timeout`, default 120).
-        max_output_chars: output cap (`agentic_python_max_output_chars`, default 4000).
+        timeout_s: wall-clock limit per execution in seconds (default `agentic_python_timeout`'s).
+        max_output_chars: output cap (default `agentic_python_max_output_chars`'s).
         memory_mb, cpu_time_s, max_processes, max_file_mb, isolation, executable, run_as: see `run_python_code`.
         backend: "local" or "sandbox_fusion" (remote HTTP service at `sandbox_url`).
         sandbox_url: base URL of the SandboxFusion-compatible service.
@@ -568,37 +1192,47 @@ class PythonTool(BaseTool):
 
     name = "python"
     default_tag = "python"
-    retry_on_empty = False  # spec section 12: empty successful output is not retried
+    retry_on_empty = False  # docs/algorithms.md §12: empty successful output is not retried
     default_dedup = False  # code may be random or stateful outside the sandbox: run every call
 
     def __init__(
         self,
-        timeout_s: float = 120.0,
-        max_output_chars: int = 4000,
+        timeout_s: float = PYTHON_TIMEOUT_S,
+        max_output_chars: int = PYTHON_MAX_OUTPUT_CHARS,
         memory_mb: int | None = 4096,
         cpu_time_s: float | None = None,
         max_processes: int | None = 256,
         max_file_mb: int | None = 256,
-        isolation: str = "auto",
+        isolation: str = PYTHON_ISOLATION,
         executable: str | None = None,
         run_as: str = "auto",
         backend: str = "local",
         sandbox_url: str | None = None,
         **kwargs: Any,
     ) -> None:
-        r"""Create the object (the arguments are described in the class docstring)."""
-        kwargs.setdefault("retries", 3)
+        r"""Create the object (the arguments are described in the class docstring).
+
+        Raises:
+            ValueError: a limit that is not a positive number, an unknown `isolation`, `run_as` or `backend`.
+        """
+        kwargs.setdefault("retries", TOOL_RETRIES)
         # the executor waits timeout + grace; retries only happen for start-up failures, never for timeouts
-        super().__init__(timeout_s=float(timeout_s), **kwargs)
+        super().__init__(timeout_s=timeout_s, **kwargs)
         if backend not in ("local", "sandbox_fusion"):
             raise ValueError(f"unknown python backend {backend!r}; use local or sandbox_fusion")
         if backend == "sandbox_fusion" and not sandbox_url:
             raise ValueError("the sandbox_fusion backend needs sandbox_url")
-        self.max_output_chars = int(max_output_chars)
-        self.memory_mb = memory_mb
-        self.cpu_time_s = cpu_time_s
-        self.max_processes = max_processes
-        self.max_file_mb = max_file_mb
+        if isolation != "auto" and isolation not in SANDBOXES:
+            raise ValueError(f"`isolation` must be auto or one of {', '.join(SANDBOXES)}, got {isolation!r}")
+        if run_as not in RUN_AS:
+            raise ValueError(f"`run_as` must be one of {', '.join(RUN_AS)}, got {run_as!r}")
+        self.max_output_chars = check_number(
+            "max_output_chars", max_output_chars, integer=True, minimum=2, inclusive=True
+        )
+        self.memory_mb = check_number("memory_mb", memory_mb, integer=True, allow_none=True)
+        self.cpu_time_s = check_number("cpu_time_s", cpu_time_s, allow_none=True)
+        self.max_processes = check_number("max_processes", max_processes, integer=True, allow_none=True)
+        self.max_file_mb = check_number("max_file_mb", max_file_mb, integer=True, allow_none=True)
         self.isolation = isolation
         self.executable = executable or sys.executable
         self.run_as = run_as
@@ -610,11 +1244,15 @@ class PythonTool(BaseTool):
         r"""The code itself, stripped; the cache key is the same string (whitespace inside code is significant)."""
         return content.strip()
 
-    def isolation_level(self) -> str:
-        r"""Isolation this tool's executions get ("remote" for the SandboxFusion backend)."""
+    def isolation_report(self) -> IsolationReport:
+        r"""Measured isolation of this tool's executions (a "remote" report for the SandboxFusion backend)."""
         if self.backend == "sandbox_fusion":
-            return "remote"
-        return isolation_level(self.isolation, self.executable, self.run_as)
+            return IsolationReport("remote", "remote")
+        return measure_isolation(self.isolation, self.executable, self.run_as)
+
+    def isolation_level(self) -> str:
+        r"""Measured isolation level of this tool's executions (one of `ISOLATION_LEVELS`, or "remote")."""
+        return self.isolation_report().level
 
     def backend_name(self) -> str:
         r"""See the base class."""
@@ -660,10 +1298,17 @@ class PythonTool(BaseTool):
 
 
 __all__ = [
+    "DEFAULT_MIN_ISOLATION",
     "ISOLATION_LEVELS",
+    "SANDBOXES",
+    "IsolationError",
+    "IsolationReport",
     "PythonTool",
-    "STATUS_OK",
+    "available_sandboxes",
+    "check_min_isolation",
     "isolation_level",
+    "measure_isolation",
+    "probe_sandbox",
     "rewrite_last_expression",
     "run_python_code",
     "run_remote_code",

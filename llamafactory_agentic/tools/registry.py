@@ -19,10 +19,10 @@ file (`agentic_tool_config`) looks like::
 
     tools:
       - name: python              # registered name or `module:Class`
-        timeout: 120              # seconds, wall clock, per call
-        retries: 3                # attempts per call
+        timeout: 30               # seconds, wall clock, per call (default: agentic_python_timeout)
+        retries: 2                # attempts per call (default: agentic_tool_retries)
         call_limit: null          # calls per trajectory for this tool (the rollout has its own overall limit)
-        params: {max_output_chars: 4000, isolation: auto}
+        params: {max_output_chars: 2000, isolation: bwrap}   # constructor arguments of the tool class
       - name: search
         params: {backend: web, provider: serper, api_key: "${SERPER_API_KEY}"}
     cache: {path: tool_cache.sqlite, mode: read_write, tools: [search], ttl_s: null}
@@ -31,8 +31,9 @@ file (`agentic_tool_config`) looks like::
 `${...}` are treated as secrets: they are registered with the tool for redaction and never logged or cached.
 """
 
+import difflib
 import importlib
-import logging
+import inspect
 import os
 import re
 from dataclasses import dataclass, field
@@ -41,13 +42,20 @@ from typing import Any
 
 import yaml
 
-from .base import BaseTool
+from ..integration.log import get_logger
+from .base import BaseTool, check_number
 
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 TOOL_REGISTRY: dict[str, type[BaseTool]] = {}
 _ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+ENTRY_KEYS = ("name", "class", "tag", "timeout", "retries", "call_limit", "dedup", "params")
+CACHE_KEYS = ("path", "mode", "tools", "ttl_s", "cache_errors")
+
+
+class ToolConfigError(ValueError):
+    r"""A tool config (file entry or recipe keys) that cannot be used; the message names where and the fix."""
 
 
 def register_tool(name: str):
@@ -70,10 +78,12 @@ def resolve_tool_class(name: str) -> type[BaseTool]:
     r"""Class of a registered tool name or an import path `module:Class` (or `module.Class`).
 
     Raises:
-        ValueError: unknown name, or the imported object is not a `BaseTool` subclass.
-        ImportError: the module cannot be imported.
+        ToolConfigError: unknown name, a module that cannot be imported, a missing attribute, or an object that is
+            not a `BaseTool` subclass; the message says how to fix it.
     """
     _ensure_builtin_tools()
+    if not isinstance(name, str) or not name.strip():
+        raise ToolConfigError(f"a tool needs a name (registered: {', '.join(sorted(TOOL_REGISTRY))}), got {name!r}")
     if name in TOOL_REGISTRY:
         return TOOL_REGISTRY[name]
     if ":" in name:
@@ -81,10 +91,29 @@ def resolve_tool_class(name: str) -> type[BaseTool]:
     elif "." in name:
         module_name, attr = name.rsplit(".", 1)
     else:
-        raise ValueError(f"unknown tool {name!r}; registered: {sorted(TOOL_REGISTRY)}; or use `module:Class`")
-    obj = getattr(importlib.import_module(module_name), attr)
+        close = difflib.get_close_matches(name, TOOL_REGISTRY, n=1)
+        hint = f"did you mean `{close[0]}`? " if close else ""
+        raise ToolConfigError(
+            f"unknown tool `{name}`: {hint}registered tools are {', '.join(sorted(TOOL_REGISTRY))}; a tool of your "
+            "own is named by its import path `package.module:Class` (a BaseTool subclass)"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or an error raised while the module runs
+        raise ToolConfigError(
+            f"cannot import module `{module_name}` of tool `{name}` ({type(exc).__name__}: {exc}): install the "
+            "package that provides it or put its folder on PYTHONPATH"
+        ) from exc
+    obj = getattr(module, attr, None)
+    if obj is None:
+        tools = sorted(k for k, v in vars(module).items() if isinstance(v, type) and issubclass(v, BaseTool))
+        raise ToolConfigError(
+            f"module `{module_name}` has no `{attr}` (tool `{name}`); its tool classes: {', '.join(tools) or 'none'}"
+        )
     if not (isinstance(obj, type) and issubclass(obj, BaseTool)):
-        raise ValueError(f"{name!r} is not a BaseTool subclass")
+        raise ToolConfigError(
+            f"`{name}` is not a BaseTool subclass: subclass llamafactory_agentic.tools.BaseTool and implement run()"
+        )
     return obj
 
 
@@ -122,7 +151,7 @@ def substitute_env(value: Any, secrets: list[str] | None = None, environ: dict[s
 
 @dataclass
 class ToolSpec:
-    r"""One entry of a tool config (see the module docstring)."""
+    r"""One entry of a tool config (see the module docstring); `where` names it in error messages."""
 
     name: str
     tag: str | None = None
@@ -132,6 +161,7 @@ class ToolSpec:
     dedup: bool | None = None
     params: dict[str, Any] = field(default_factory=dict)
     secrets: list[str] = field(default_factory=list, repr=False)
+    where: str = ""
 
 
 @dataclass
@@ -142,49 +172,161 @@ class ToolConfig:
     cache: dict[str, Any] = field(default_factory=dict)
 
 
+def accepted_params(cls: type[BaseTool], params: dict[str, Any] | None = None) -> set[str] | None:
+    r"""Names `cls(**kwargs)` accepts, following `**kwargs` up the MRO to `BaseTool` (None: cannot be known).
+
+    A class may define `accepted_params(params)` (a classmethod) to add what its own `**kwargs` forward elsewhere,
+    as `SearchTool` does for its backend's arguments.
+    """
+    own = getattr(cls, "accepted_params", None)
+    if callable(own):
+        return own(params or {})
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        sig = inspect.signature(vars(klass)["__init__"])
+        names |= {n for n, p in sig.parameters.items() if n != "self" and p.kind is not p.VAR_POSITIONAL}
+        names -= {n for n, p in sig.parameters.items() if p.kind is p.VAR_KEYWORD}
+        if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+            return names
+    return None
+
+
+def _check_entry(where: str, entry: dict[str, Any]) -> None:
+    try:  # null (or no key) means the run's value for timeout and retries, unlimited for call_limit
+        if entry.get("timeout") is not None:
+            check_number("timeout", entry["timeout"])
+        if entry.get("retries") is not None:
+            check_number("retries", entry["retries"], integer=True, minimum=1, inclusive=True)
+        check_number("call_limit", entry.get("call_limit"), integer=True, inclusive=True, allow_none=True)
+    except ValueError as exc:
+        raise ToolConfigError(f"{where}: {exc}") from None
+    if entry.get("dedup") is not None and not isinstance(entry["dedup"], bool):
+        raise ToolConfigError(f"{where}: `dedup` must be true or false, got {entry['dedup']!r}")
+    tag = entry.get("tag")
+    if tag is not None and not (isinstance(tag, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", tag)):
+        raise ToolConfigError(f"{where}: `tag` must be a word such as `search` (letters, digits, _ or -), got {tag!r}")
+    if not isinstance(entry.get("params") or {}, dict):
+        raise ToolConfigError(f"{where}: `params` must be a mapping of constructor arguments, got {entry['params']!r}")
+
+
+def _check_cache_section(path: str, cache: Any) -> dict[str, Any]:
+    from .cache import CACHE_MODES
+
+    if not isinstance(cache, dict):
+        raise ToolConfigError(f"{path}: `cache` must be a mapping with keys among {', '.join(CACHE_KEYS)}")
+    unknown = sorted(set(cache) - set(CACHE_KEYS))
+    if unknown:
+        raise ToolConfigError(f"{path}: `cache` has unknown keys {unknown}; allowed: {', '.join(CACHE_KEYS)}")
+    if cache.get("path") is not None and not isinstance(cache["path"], str):
+        raise ToolConfigError(f"{path}: cache `path` must be a SQLite file path or a redis:// URL")
+    if cache.get("mode") is not None and cache["mode"] not in CACHE_MODES:
+        raise ToolConfigError(f"{path}: cache `mode` must be one of {', '.join(CACHE_MODES)}, got {cache['mode']!r}")
+    tools = cache.get("tools")
+    if tools is not None and not (isinstance(tools, str) or all(isinstance(t, str) for t in tools or [])):
+        raise ToolConfigError(f"{path}: cache `tools` must be a list of tool names, got {tools!r}")
+    try:
+        check_number("ttl_s", cache.get("ttl_s"), allow_none=True)
+    except ValueError as exc:
+        raise ToolConfigError(f"{path}: cache {exc}") from None
+    if cache.get("cache_errors") is not None and not isinstance(cache["cache_errors"], bool):
+        raise ToolConfigError(f"{path}: cache `cache_errors` must be true or false")
+    return dict(cache)
+
+
 def load_tool_config(path: str | os.PathLike, environ: dict[str, str] | None = None) -> ToolConfig:
-    r"""Read a tool config YAML file with `${VAR}` substitution.
+    r"""Read and validate a tool config YAML file with `${VAR}` substitution.
+
+    Every entry is checked at load: keys, `timeout` (> 0), `retries` (>= 1), `call_limit` (>= 0), `dedup`, `tag`,
+    that the tool resolves (registered name or importable `module:Class`) and that its `params` are arguments the
+    tool accepts; the `cache` section's keys and values too. Values a tool's constructor checks (limits, output
+    caps, backends) are checked when the tool is built (`build_tool`), with the same kind of message.
 
     Raises:
         FileNotFoundError: `path` does not exist.
-        ValueError: malformed file (the message names the entry).
-        KeyError: a referenced environment variable is unset.
+        ToolConfigError: malformed file or entry; the message names the file, the entry and the fix.
     """
-    raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    path = str(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"tool config {path} does not exist (agentic_tool_config / --tool-config)")
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ToolConfigError(f"{path}: not valid YAML: {exc}") from None
     if isinstance(raw, list):
         raw = {"tools": raw}
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping with a `tools` list")
+    if not isinstance(raw, dict) or not isinstance(raw.get("tools") or [], list):
+        raise ToolConfigError(f"{path}: expected a mapping with a `tools` list (see recipes/tools/*.yaml)")
+    unknown_top = sorted(set(raw) - {"tools", "cache"})
+    if unknown_top:
+        raise ToolConfigError(f"{path}: unknown top-level keys {unknown_top}; allowed: tools, cache")
     specs = []
     for i, entry in enumerate(raw.get("tools") or []):
+        where = f"{path}: tools[{i}]"
         if isinstance(entry, str):
             entry = {"name": entry}
         if not isinstance(entry, dict) or not ("name" in entry or "class" in entry):
-            raise ValueError(f"{path}: tools[{i}] needs a `name` (registered name or `module:Class`)")
-        secrets: list[str] = []
-        entry = substitute_env(entry, secrets, environ)
-        unknown = set(entry) - {"name", "class", "tag", "timeout", "retries", "call_limit", "dedup", "params"}
+            raise ToolConfigError(f"{where} needs a `name` (a registered tool such as python or search, or "
+                                  f"`module:Class`), got {entry!r}")  # fmt: skip
+        name = entry.get("class") or entry.get("name")
+        where = f"{where} ({name})"
+        unknown = sorted(set(entry) - set(ENTRY_KEYS))
         if unknown:
-            raise ValueError(f"{path}: tools[{i}] has unknown keys {sorted(unknown)}")
+            raise ToolConfigError(f"{where} has unknown keys {unknown}; allowed: {', '.join(ENTRY_KEYS)} "
+                                  "(constructor arguments of the tool go under `params:`)")  # fmt: skip
+        secrets: list[str] = []
+        try:
+            entry = substitute_env(entry, secrets, environ)
+        except KeyError as exc:
+            raise ToolConfigError(f"{where}: {exc.args[0]}; export it or write `${{VAR:-default}}`") from None
+        _check_entry(where, entry)
+        try:
+            cls = resolve_tool_class(str(name))
+        except ToolConfigError as exc:
+            raise ToolConfigError(f"{where}: {exc}") from exc.__cause__
+        params = dict(entry.get("params") or {})
+        allowed = accepted_params(cls, params)
+        if allowed is not None:
+            bad = sorted(set(params) - allowed)
+            if bad:
+                close = {b: difflib.get_close_matches(b, allowed, n=1) for b in bad}
+                hints = "; ".join(f"`{b}`: did you mean `{c[0]}`?" for b, c in close.items() if c)
+                raise ToolConfigError(
+                    f"{where}: unknown params {bad}{' (' + hints + ')' if hints else ''}; {cls.__name__} accepts "
+                    f"{', '.join(sorted(allowed))}"
+                )
         specs.append(
             ToolSpec(
-                name=str(entry.get("class") or entry["name"]),
+                name=str(name),
                 tag=entry.get("tag"),
                 timeout=entry.get("timeout"),
                 retries=entry.get("retries"),
                 call_limit=entry.get("call_limit"),
                 dedup=entry.get("dedup"),
-                params=dict(entry.get("params") or {}),
+                params=params,
                 secrets=secrets,
+                where=where,
             )
         )
-    cache = substitute_env(raw.get("cache") or {}, None, environ)
-    return ToolConfig(tools=specs, cache=dict(cache))
+    try:
+        cache = substitute_env(raw.get("cache") or {}, None, environ)
+    except KeyError as exc:
+        raise ToolConfigError(f"{path}: cache: {exc.args[0]}") from None
+    return ToolConfig(tools=specs, cache=_check_cache_section(path, cache))
 
 
 def build_tool(spec: ToolSpec, defaults: dict[str, Any] | None = None) -> BaseTool:
-    r"""Instantiate one tool: `defaults` (from the run arguments) first, then the spec's own values on top."""
-    cls = resolve_tool_class(spec.name)
+    r"""Instantiate one tool: `defaults` (from the run arguments) first, then the spec's own values on top.
+
+    Raises:
+        ToolConfigError: the tool cannot be resolved or rejects its arguments (the message names `spec.where`).
+    """
+    where = spec.where or f"tool `{spec.name}`"
+    try:
+        cls = resolve_tool_class(spec.name)
+    except ToolConfigError as exc:
+        raise ToolConfigError(f"{where}: {exc}") from exc.__cause__
     kwargs: dict[str, Any] = dict(defaults or {})
     kwargs.update(spec.params)
     for key, value in (
@@ -196,7 +338,12 @@ def build_tool(spec: ToolSpec, defaults: dict[str, Any] | None = None) -> BaseTo
     ):
         if value is not None:
             kwargs[key] = value
-    tool = cls(**kwargs)
+    try:
+        tool = cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        allowed = accepted_params(cls, spec.params)
+        accepts = f" ({cls.__name__} accepts {', '.join(sorted(allowed))})" if allowed else ""
+        raise ToolConfigError(f"{where}: {exc}; fix the entry's values{accepts}") from exc
     tool.add_secrets(*spec.secrets)
     logger.info("[agentic-tools] tool %s (tag <%s>) ready: %r", spec.name, tool.tag, tool)
     return tool

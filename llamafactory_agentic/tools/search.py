@@ -14,7 +14,7 @@
 
 r"""`<search>query</search>`: one search tool with pluggable backends.
 
-Formatting (spec section 7; RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/workers/rollout/tools/search_tool.py:432-477`):
+Formatting (docs/algorithms.md §7.3; `ARPO/verl_arpo_entropy/verl/workers/rollout/tools/search_tool.py:432-477`):
 query = call content with `"` removed (we also collapse whitespace, see `cache.normalize_search_query`); take the
 snippets in rank order, skip empty and duplicate ones, keep the first `topk`, cut each to `snippet_chars` and join
 them as `Page 1: …\nPage 2: …`; no snippet -> `No search results found.`.
@@ -31,12 +31,13 @@ Backends:
 * `retriever`: a Search-R1-style retrieval server (`POST /retrieve` with `{"queries", "topk", "return_scores"}`).
 """
 
-import logging
 import re
 import threading
 import time
 from typing import Any
 
+from ..hparams import SEARCH_BACKEND, SEARCH_SNIPPET_CHARS, SEARCH_TOPK
+from ..integration.log import get_logger
 from .base import (
     NO_SEARCH_RESULTS_TEXT,
     STATUS_CACHE_MISS,
@@ -46,18 +47,19 @@ from .base import (
     ToolError,
     ToolOutput,
     TransientToolError,
+    check_number,
     redact,
 )
-from .cache import ToolCache, normalize_search_query, open_cache
+from .cache import CacheUnavailable, ToolCache, normalize_search_query, open_cache
 from .registry import register_tool
 
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
-def format_snippets(snippets: list[str], topk: int = 10, snippet_chars: int = 1000) -> str:
+def format_snippets(snippets: list[str], topk: int = SEARCH_TOPK, snippet_chars: int = SEARCH_SNIPPET_CHARS) -> str:
     r"""Format ranked snippets as `Page 1: …\nPage 2: …`.
 
     Empty and duplicate snippets are skipped, the first `topk` kept, each cut to `snippet_chars`;
@@ -81,7 +83,7 @@ def format_snippets(snippets: list[str], topk: int = 10, snippet_chars: int = 10
 
 
 def market_for(query: str) -> str:
-    r"""`zh-CN` for queries with CJK characters, else `en-US` (spec section 7)."""
+    r"""`zh-CN` for queries with CJK characters, else `en-US` (docs/algorithms.md §7.3)."""
     return "zh-CN" if _CJK.search(query) else "en-US"
 
 
@@ -164,7 +166,10 @@ class ReplayBackend(SearchBackend):
         r"""Formatted observation stored for `query` (already normalised)."""
         if self.cache is None:
             raise CacheMiss("the replay backend has no cache")
-        entry = self.cache.get("search", query)
+        try:
+            entry = self.cache.lookup("search", query)  # bounded: a locked or unreachable cache does not hang
+        except CacheUnavailable as exc:
+            raise ToolError(f"the replay cache cannot be read now ({exc})") from exc
         if entry is None:
             raise CacheMiss(f"query not in the replay cache: {query[:200]}")
         return entry.result
@@ -229,7 +234,7 @@ class WebBackend(HTTPBackend):
     """
 
     name = "web"
-    retry_on_empty = True  # spec section 7: an empty web result is retried and never cached
+    retry_on_empty = True  # docs/algorithms.md §7.3: an empty web result is retried and never cached
     _DEFAULTS = {
         "serper": ("https://google.serper.dev/search", "SERPER_API_KEY"),
         "bing": ("https://api.bing.microsoft.com/v7.0/search", "BING_API_KEY"),
@@ -361,9 +366,9 @@ class SearchTool(BaseTool):
     r"""`<search>query</search>`: top-k snippets formatted as `Page 1: …` (see the module docstring).
 
     Args:
-        backend: "local", "replay", "web" or "retriever" (`agentic_search_backend`).
-        topk: snippets per query (`agentic_search_topk`, 10).
-        snippet_chars: characters kept per snippet (`agentic_search_snippet_chars`, 1000).
+        backend: "local", "replay", "web" or "retriever" (default `agentic_search_backend`'s).
+        topk: snippets per query (default `agentic_search_topk`'s).
+        snippet_chars: characters kept per snippet (default `agentic_search_snippet_chars`'s).
         max_query_chars: queries are cut to this many characters after normalisation (protects the backends).
         cache: the tool cache (used by the replay backend; the executor does the ordinary caching).
         backend_params: constructor arguments of the backend (e.g. `index_dir`, `provider`, `api_key`, `url`).
@@ -378,9 +383,9 @@ class SearchTool(BaseTool):
 
     def __init__(
         self,
-        backend: str = "local",
-        topk: int = 10,
-        snippet_chars: int = 1000,
+        backend: str = SEARCH_BACKEND,
+        topk: int = SEARCH_TOPK,
+        snippet_chars: int = SEARCH_SNIPPET_CHARS,
         max_query_chars: int = 4096,
         cache: ToolCache | None = None,
         backend_params: dict | None = None,
@@ -392,13 +397,31 @@ class SearchTool(BaseTool):
         super().__init__(**base)
         params = dict(backend_params or {})
         params.update(kwargs)
-        self.topk = int(topk)
-        self.snippet_chars = int(snippet_chars)
-        self.max_query_chars = int(max_query_chars)
+        self.topk = check_number("topk", topk, integer=True)
+        self.snippet_chars = check_number("snippet_chars", snippet_chars, integer=True)
+        self.max_query_chars = check_number("max_query_chars", max_query_chars, integer=True)
         self.backend = build_backend(backend, cache=cache, **params)
         self.retry_on_empty = self.backend.retry_on_empty
         if params.get("api_key"):
             self.add_secrets(params["api_key"])
+
+    @classmethod
+    def accepted_params(cls, params: dict[str, Any]) -> set[str]:
+        r"""Arguments a tool config may give: this class's, `BaseTool`'s and those of the backend in `params`.
+
+        Without a `backend` in `params` (the recipe's `agentic_search_backend` decides) every backend's are allowed.
+        """
+        import inspect
+
+        names = set(cls._BASE_KEYS) | set(inspect.signature(cls.__init__).parameters) - {"self", "kwargs"}
+        backends = {"local": LocalBackend, "web": WebBackend, "retriever": RetrieverBackend}
+        chosen = params.get("backend")
+        for name, backend in backends.items():
+            if chosen in (None, name):
+                names |= set(inspect.signature(backend.__init__).parameters) - {"self"}
+        if chosen in (None, "replay"):
+            names.add("cache_path")
+        return names
 
     def parse(self, content: str) -> str:
         r"""Normalised query (`normalize_search_query`), cut to `max_query_chars`.

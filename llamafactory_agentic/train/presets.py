@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Presets of the `arpo` and `aepo` stages (spec section 5.5) and their resolution against a recipe.
+"""Presets of the `arpo` and `aepo` stages (docs/algorithms.md §5.5) and their resolution against a recipe.
 
 `stage: arpo` applies the `arpo` preset (`grpo` with `arpo_variant: grpo`: the GRPO baseline, N = M trajectories per
 prompt, no branching); `stage: aepo` applies `aepo` (the released scripts, RUC-NLPIR/ARPO
@@ -21,13 +21,18 @@ Every preset key defaults to `None` in `llamafactory_agentic.hparams.AgenticArgu
 (explicit) always wins over the preset. The trainer and the rollout read only the resolved keys, never the stage name:
 an `aepo` run whose AEPO keys are set to the `arpo` values behaves exactly like an `arpo` run.
 
-Keys that a preset marks "—" in the spec (e.g. `aepo_premonitor_beta` under `arpo`) are inert there; they still get a
-value (the one documented in the spec) so that downstream code never sees `None`.
+The consecutive-branch penalty counts per trajectory lineage in every preset; the released code's per-question count
+stays available as the explicit key `aepo_branch_penalty_scope: question` (bit-for-bit comparisons with the release).
+
+Keys that are inert in a preset (docs/algorithms.md §5.5; e.g. `aepo_premonitor_beta` under `arpo`) still get a
+value (the one documented in docs/algorithms.md §5.5) so that downstream code never sees `None`.
 """
 
 import json
 import os
 from typing import Any
+
+from ..hparams import TOOL_RETRIES, TOOL_WORKERS
 
 
 AGENTIC_CONFIG_NAME = "agentic_config.json"
@@ -57,21 +62,23 @@ PRESETS: dict[str, dict[str, Any]] = {
         "aepo_balanced_clip_scope": "all",  # inert: no balanced clip
         "aepo_entropy_advantage": False,
         "aepo_entropy_advantage_coef": 0.2,  # inert
-        "agentic_max_tool_calls": 3,  # reasoning setting; deep-search recipes set 6 (spec section 10)
-        "agentic_tool_retries": 3,
-        "agentic_tool_workers": 64,
+        "agentic_max_tool_calls": 3,  # reasoning setting; deep-search recipes set 6 (docs/algorithms.md §10)
+        "agentic_tool_retries": TOOL_RETRIES,  # also what the tools layer uses where no preset was resolved
+        "agentic_tool_workers": TOOL_WORKERS,
     },
     "aepo": {
         **_COMMON,
         "aepo_branch_penalty": 0.05,
-        "aepo_branch_penalty_scope": "question",
+        # lineage in every preset: the release counts per question (`question`), which makes branching depend on
+        # which prompts share a batch; `aepo_branch_penalty_scope: question` reproduces it bit for bit
+        "aepo_branch_penalty_scope": "lineage",
         "aepo_dynamic_rollouts": False,  # the released scripts set it off
         "aepo_premonitor_beta": 0.5,  # inert
         "aepo_premonitor_tokens": 50,  # inert
         "aepo_premonitor_rounds": "all",  # inert
         "aepo_balanced_clip": True,
         "aepo_balanced_clip_scope": "all",
-        "aepo_entropy_advantage": False,  # the released switch is inert (spec section 5.4)
+        "aepo_entropy_advantage": False,  # the released switch is inert (docs/algorithms.md §5.4)
         "aepo_entropy_advantage_coef": 0.2,  # inert
         "agentic_max_tool_calls": 6,
         "agentic_tool_retries": 4,
@@ -110,10 +117,12 @@ _REPORTED_KEYS = (
     "arpo_branch_alpha",
     "arpo_hard_dedup",
     "arpo_max_prompt_length",
+    "arpo_overlong_prompt",
     "arpo_max_response_length",
     "arpo_rollout_backend",
     "arpo_rollout_batch_size",
     "aepo_high_entropy_z",
+    "rl_policy_loss",
     "rl_epsilon",
     "rl_epsilon_high",
     "rl_dual_clip",
@@ -159,7 +168,7 @@ def preset_name(finetuning_args: Any) -> str:
 
 
 def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose: bool = True) -> dict[str, Any]:
-    r"""Fill every `None`-valued preset key of `finetuning_args` in place from the stage's preset (spec section 5.5).
+    r"""Fill every `None`-valued preset key of `finetuning_args` in place from the preset (docs/algorithms.md §5.5).
 
     Explicit keys (not `None`) are kept. `rl_epsilon_high` left at `None` becomes `rl_epsilon` (its documented meaning).
     The `grpo` preset fills `arpo_initial_rollouts` with M (`arpo_rollout_n`).

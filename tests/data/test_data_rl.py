@@ -25,6 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from llamafactory_agentic.integration.log import get_logger
+
 
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"
 SYSTEM = "Answer with tools. Put the final answer in \x08oxed{}."
@@ -55,7 +57,7 @@ def _load(tmp_path, dataset, dataset_dir, cache_dir, skip=False, repair=True, **
     model_args, data_args, training_args = _args(tmp_path, dataset, dataset_dir, cache_dir, **data_kwargs)
     finetuning_args = SimpleNamespace(agentic_skip_bad_rows=skip, agentic_repair_boxed=repair)
     records = _Records()
-    logger = logging.getLogger("llamafactory_agentic")
+    logger = get_logger("llamafactory_agentic")
     logger.addHandler(records)
     try:
         module = load_rl_dataset(model_args, data_args, training_args, finetuning_args)
@@ -280,6 +282,8 @@ BAD_ROWS = [
     ("gt_missing", {"reward_model": {"style": "rule"}}, "field reward_model.ground_truth is missing"),
     ("gt_type", {"reward_model": {"ground_truth": {"a": 1}}}, "field reward_model.ground_truth must be a string"),
     ("rm_type", {"reward_model": [1, 2]}, "field reward_model must be a {ground_truth, style} dict, got list"),
+    ("gt_nan", {"reward_model": {"ground_truth": float("nan")}}, "field reward_model.ground_truth is NaN"),
+    ("gt_inf", {"reward_model": {"ground_truth": ["a", float("-inf")]}}, "field reward_model.ground_truth[1] is -inf"),
     ("ability_type", {"ability": 3}, "field ability must be a string or null, got int"),
 ]
 
@@ -318,7 +322,7 @@ def test_skip_bad_rows_counts_and_keeps_the_good_ones(tmp_path, cache_dir):
         rows.append(_row(**override))
     (root / "mixed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
-    with pytest.raises(RLDataError, match=r"mixed\.jsonl row 1: field prompt is missing; .* \(11 more malformed rows"):
+    with pytest.raises(RLDataError, match=r"mixed\.jsonl row 1: field prompt is missing; .* \(13 more malformed rows"):
         _load(tmp_path, "mixed", root, cache_dir)
 
     module, messages = _load(tmp_path, "mixed", root, cache_dir, skip=True)
@@ -344,7 +348,8 @@ def test_non_rl_formatting_and_streaming_are_refused(tmp_path, cache_dir):
 def test_converter_registration_is_idempotent():
     from llamafactory.data.converter import DATASET_CONVERTERS
 
-    from llamafactory_agentic.data import ArpoRLDatasetConverter, ArpoSFTDatasetConverter, register_data_extensions
+    from llamafactory_agentic.data import ArpoRLDatasetConverter, ArpoSFTDatasetConverter
+    from llamafactory_agentic.integration.data_registration import register_data_extensions
 
     register_data_extensions()
     register_data_extensions()
@@ -352,7 +357,7 @@ def test_converter_registration_is_idempotent():
     assert DATASET_CONVERTERS["arpo_sft"] is ArpoSFTDatasetConverter
 
 
-def test_encode_rl_prompts_renders_with_the_template_and_truncates_left(tmp_path, cache_dir, tiny_model_dir):
+def test_encode_rl_prompts_renders_with_the_template(tmp_path, cache_dir, tiny_model_dir):
     from llamafactory.data import get_template_and_fix_tokenizer
     from llamafactory.hparams import DataArguments
     from transformers import AutoTokenizer
@@ -384,15 +389,100 @@ def test_encode_rl_prompts_renders_with_the_template_and_truncates_left(tmp_path
         )
         header = tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False)
         assert ids[-len(header) :] == header
+    assert encoded["_source"] == ["enc.jsonl", "enc.jsonl"] and encoded["_row"] == [0, 1]
 
-    full = encoded["prompt_ids"]
+
+def test_overlong_prompts_are_skipped_by_name_or_stop_the_run(tmp_path, cache_dir, tiny_model_dir):
+    """Issue 8 item 4: an over-long prompt was cut from the left, losing the system prompt, with only a count."""
+    from llamafactory.data import get_template_and_fix_tokenizer
+    from llamafactory.hparams import DataArguments
+    from transformers import AutoTokenizer
+
+    from llamafactory_agentic.data import RLDataError, encode_rl_prompts
+
+    system = "Use <search> tools."
+    long_system = system + " Think step by step." * 40
+
+    def row(content, truth, sys_prompt=system):
+        messages = [{"role": "system", "content": sys_prompt}, {"role": "user", "content": content}]
+        return {"prompt": messages, "reward_model": {"ground_truth": truth}}
+
+    # row 0 is malformed (skipped on load), rows 2 and 4 are too long: row numbers must still be the file's
+    rows = [row("Q?", ""), row("Q one?", "a"), row("Q two?", "b", long_system), row("Q three?", "c")]
+    rows.append(row("Q four?" * 60, "d"))
+    root = tmp_path / "long"
+    _write_info(root, {"long": {"file_name": "long.jsonl", "formatting": "arpo_rl"}})
+    (root / "long.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    dataset = _load(tmp_path, "long", root, cache_dir, skip=True)[0]["train_dataset"]
+    assert dataset["_row"] == [1, 2, 3, 4]
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    template = get_template_and_fix_tokenizer(tokenizer, DataArguments(template="qwen"))
+    lengths = [len(ids) for ids in encode_rl_prompts(dataset, template, tokenizer, 100_000)["prompt_ids"]]
+    limit = max(lengths[0], lengths[2]) + 1
+    assert lengths[1] > limit and lengths[3] > limit
+
     records = _Records()
-    logging.getLogger("llamafactory_agentic").addHandler(records)
+    get_logger("llamafactory_agentic").addHandler(records)
     try:
-        short = encode_rl_prompts(dataset, template, tokenizer, max_prompt_length=10)["prompt_ids"]
+        kept = encode_rl_prompts(dataset, template, tokenizer, max_prompt_length=limit)  # default: skip
     finally:
-        logging.getLogger("llamafactory_agentic").removeHandler(records)
-    assert short == [ids[-10:] for ids in full]
-    assert any(
-        m.startswith("[agentic-data] 2/2 prompts are longer than max_prompt_length=10") for m in records.messages
+        get_logger("llamafactory_agentic").removeHandler(records)
+    assert kept["_ground_truth"] == ["a", "c"]
+    for ids in kept["prompt_ids"]:  # nothing is cut: every kept prompt still starts with its system prompt
+        assert tokenizer.decode(ids).startswith(f"<|im_start|>system\n{system}<|im_end|>")
+    assert (
+        f"[agentic-data] skipped 2/4 prompts longer than arpo_max_prompt_length={limit} tokens "
+        f"(longest {max(lengths)}): long.jsonl row 2 ({lengths[1]} tokens), long.jsonl row 4 ({lengths[3]} tokens); "
+        "raise arpo_max_prompt_length to keep them, or set arpo_overlong_prompt: error to stop instead"
+    ) in records.messages
+
+    with pytest.raises(RLDataError) as info:
+        encode_rl_prompts(dataset, template, tokenizer, max_prompt_length=limit, overlong="error")
+    assert str(info.value) == (
+        f"long.jsonl row 2: the prompt is {lengths[1]} tokens, longer than arpo_max_prompt_length={limit} (1 more "
+        "such prompt: long.jsonl row 4); raise arpo_max_prompt_length, shorten the prompt, or set "
+        "arpo_overlong_prompt: skip to drop such rows"
     )
+    with pytest.raises(RLDataError, match="every prompt is longer than arpo_max_prompt_length=5"):
+        encode_rl_prompts(dataset, template, tokenizer, max_prompt_length=5)
+    with pytest.raises(ValueError, match="arpo_overlong_prompt must be skip or error"):
+        encode_rl_prompts(dataset, template, tokenizer, max_prompt_length=limit, overlong="truncate")
+
+
+def test_numeric_ground_truths_are_stored_in_canonical_form(tmp_path, cache_dir):
+    """Issue 8 item 3: a float column stored 10.0 as "10.0" (F1 then matched "100" and not "10"); NaN was "nan"."""
+    from llamafactory_agentic.data import RLDataError
+    from llamafactory_agentic.rewards import get_reward_function
+
+    prompt = [{"role": "user", "content": "How many?"}]
+    truths = [10.0, 10.5, 1000.0, 7.0, 0.1 + 0.2, 1e-7]
+    table = pa.table({"prompt": [prompt] * len(truths), "reward_model": [{"ground_truth": t} for t in truths]})
+    assert table.schema.field("reward_model").type.field("ground_truth").type == pa.float64()
+    root = tmp_path / "floats"
+    _write_info(root, {"floats": {"file_name": "floats.parquet", "formatting": "arpo_rl"}})
+    pq.write_table(table, root / "floats.parquet")
+    stored = _load(tmp_path, "floats", root, cache_dir)[0]["train_dataset"]["_ground_truth"]
+    assert stored == ["10", "10.5", "1000", "7", "0.30000000000000004", "0.0000001"]
+    reward = get_reward_function("f1")
+    answer = "<think> x </think><answer> \\boxed{%s} </answer>"
+    assert reward(answer % "10", stored[0], {}) == 1.0 and reward(answer % "100", stored[0], {}) == 0.0
+
+    aliases = pa.table({"prompt": [prompt], "reward_model": [{"ground_truth": [10.0, 2.5]}]})
+    root = tmp_path / "aliases"
+    _write_info(root, {"aliases": {"file_name": "aliases.parquet", "formatting": "arpo_rl"}})
+    pq.write_table(aliases, root / "aliases.parquet")
+    assert _load(tmp_path, "aliases", root, cache_dir)[0]["train_dataset"]["_ground_truth"] == ['["10", "2.5"]']
+
+    bad = pa.table(
+        {"prompt": [prompt] * 3, "reward_model": [{"ground_truth": t} for t in (1.0, float("nan"), float("inf"))]}
+    )
+    root = tmp_path / "nan"
+    _write_info(root, {"nan": {"file_name": "nan.parquet", "formatting": "arpo_rl"}})
+    pq.write_table(bad, root / "nan.parquet")
+    with pytest.raises(RLDataError) as info:
+        _load(tmp_path, "nan", root, cache_dir)
+    assert str(info.value).startswith("nan.parquet row 1: field reward_model.ground_truth is NaN")
+    assert "(1 more malformed rows: 2)" in str(info.value)
+    module, messages = _load(tmp_path, "nan", root, cache_dir, skip=True)
+    assert module["train_dataset"]["_ground_truth"] == ["1"]
+    assert "[agentic-data] nan: skipped 2/3 malformed rows (agentic_skip_bad_rows)" in messages

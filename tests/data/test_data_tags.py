@@ -126,3 +126,23 @@ def test_repair_boxed_and_control_characters():
     # the backspace of \x08oxed is reported by the repair, not as another control character; \n and \t are fine
     assert count_control_chars(text + "\n\t") == {"\x0c": 1, "\r": 1}
     assert count_control_chars("a\x08b") == {"\x08": 1}
+
+
+def test_turn_balance_ignores_observation_text():
+    from llamafactory_agentic.data.tags import Turn, check_turns_balance
+
+    turns = [
+        Turn("function", "<think> look it up </think>\n<search> q </search>"),
+        Turn("observation", "a page quoting </result> <result> <answer> </think> verbatim"),
+        Turn("assistant", " <answer> \\boxed{1} </answer>"),
+    ]
+    check_turns_balance(turns)
+    # the model-written text is still checked
+    turns[2] = Turn("assistant", " <answer> \\boxed{1}")
+    with pytest.raises(TrajectoryFormatError, match="<answer> at character .* is never closed"):
+        check_turns_balance(turns)
+    # the same turns joined into inline text are ambiguous (the inline layout cannot tell where the result ends)
+    turns = [turns[0], Turn("observation", "quoting </result> here"), Turn("assistant", " <answer> 1 </answer>")]
+    check_turns_balance(turns)
+    with pytest.raises(TrajectoryFormatError, match="stray </result>"):
+        check_tag_balance(join_trajectory(turns))

@@ -7,6 +7,7 @@
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -99,12 +100,19 @@ def test_agentic_sft_trains_and_the_checkpoint_exports_and_chats(tmp_path, tiny_
     assert chat.returncode == 0 or teardown_abort, chat.stderr[-5000:]
 
 
+def _free_port() -> int:
+    """A port nothing listens on now (a fixed one collides with other runs of the suite on a shared machine)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def test_agentic_sft_under_torchrun_with_two_cpu_processes(tmp_path, tiny_model_dir):
     recipe = write_recipe(tmp_path, tiny_model_dir, per_device_train_batch_size=1)
     proc = run(
         [cli("llamafactory-cli"), "train", str(recipe)],
         cwd=tmp_path,
-        env={"FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2", "MASTER_PORT": "29517"},
+        env={"FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2", "MASTER_PORT": str(_free_port())},
     )
     log = proc.stdout + proc.stderr
     # both torchrun children were activated: each one rewrote the template and parsed the plugin stage

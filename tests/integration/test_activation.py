@@ -27,7 +27,7 @@ def run_python(code: str, env: dict | None = None, timeout: int = 300) -> subpro
 
 PROBE = (
     "import json, sys\n"
-    "import llamafactory.train.tuner, llamafactory.data\n"
+    "import llamafactory.train.tuner, llamafactory.data, llamafactory.launcher\n"
     "from llamafactory_agentic.integration.activation import active_patches, hook_installed\n"
     "from llamafactory.extras.constants import TRAINING_STAGES\n"
     "print(json.dumps({'hook': hook_installed(), 'patches': active_patches(), 'stages': list(TRAINING_STAGES.values())}))\n"

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The reference deep-research reward (ALGORITHMS.md section 6): format gate, extraction, F1, bonus, math modes."""
+"""The reference deep-research reward (docs/algorithms.md §6): format gate, extraction, F1, bonus, math modes."""
 
 import pytest
 
@@ -179,3 +179,41 @@ def test_real_ground_truths_score_themselves(shared_data):
                 continue  # braces would break the \boxed{} wrapper of this synthetic answer
             score = reward(_text("\\boxed{" + truth + "}"), truth, {"ability": row["ability"]})
             assert score == 1.0, (name, truth)
+
+
+@pytest.mark.parametrize("name", ["f1", "em"])
+def test_numeric_ground_truths_compare_as_numbers(name):
+    # issue 8 item 3: SQuAD normalisation deleted the decimal point, so "10.0" became "100" (the answer 10 scored 0
+    # and 100 scored 1); numbers with a fraction or an exponent are now compared in canonical decimal form
+    reward = get_reward_function(name)
+    for truth in (10.0, "10.0", "10.00", [10.0, "ten"]):
+        assert reward(_text("\\boxed{10}"), truth, {}) == 1.0, truth
+        assert reward(_text("\\boxed{10.0}"), truth, {}) == 1.0, truth
+        assert reward(_text("\\boxed{100}"), truth, {}) == 0.0, truth
+    assert reward(_text("\\boxed{10.5}"), "10.50", {}) == 1.0
+    assert reward(_text("\\boxed{1050}"), "10.50", {}) == 0.0
+    assert reward(_text("\\boxed{105}"), 10.5, {}) == 0.0
+    assert reward(_text("\\boxed{1000}"), "1e3", {}) == 1.0
+    assert reward(_text("\\boxed{1,000}"), 1000, {}) == 1.0
+    assert reward(_text("\\boxed{1,000.50}"), "1000.5", {}) == 1.0
+    assert reward(_text("\\boxed{\\$10.50}"), "10.5 dollars", {}) == pytest.approx(2 / 3 if name == "f1" else 0.0)
+
+
+def test_number_normalisation_examples():
+    assert normalize_answer("$10.50") == "10.5"
+    assert normalize_answer("92.46\\%") == "92.46"
+    assert normalize_answer("8.005 million") == "8.005 million"
+    assert normalize_answer("128.0") == "128"
+    assert normalize_answer("The answer is 10.") == "answer is 10"
+    assert normalize_answer("1.5e-3") == "0.0015"
+    assert normalize_answer("1e400") == "1e400"  # exponent out of range: left as written
+    assert normalize_answer("-0.0") == "0"
+    # integers, versions and numbers glued to letters keep the reference behaviour
+    assert normalize_answer("007") == "007"
+    assert normalize_answer("1,000") == "1000"
+    assert normalize_answer("v1.2.3") == "v123"
+    assert normalize_answer("3.5.2020") == "352020"
+    assert normalize_ground_truths(10.0) == ["10"]
+    assert normalize_ground_truths(10.5) == ["10.5"]
+    assert normalize_ground_truths(float("nan")) == []  # no usable reference: scores 0, never raises
+    assert normalize_ground_truths([1e3, 7]) == ["1000", "7"]

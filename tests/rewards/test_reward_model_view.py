@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Model view (ALGORITHMS.md section 6 Decision) with the tiny tokenizer, and the reward registry."""
+"""Model view (docs/algorithms.md §6.5, Decision) with the tiny tokenizer, and the reward registry."""
 
 import textwrap
 
@@ -173,7 +173,7 @@ def test_eos_text_inside_an_observation_does_not_cut_the_view(tiny_tokenizer):
 
 
 def test_user_reward_reports_format_ok_and_correctness(tmp_path, monkeypatch):
-    # spec section 6 scale: -1 = format failure, [0, 1] correctness, 1.1 = correct with the tool bonus
+    # docs/algorithms.md §6 scale: -1 = format failure, [0, 1] correctness, 1.1 = correct with the tool bonus
     module = tmp_path / "my_scored_reward_mod.py"
     module.write_text(
         textwrap.dedent(

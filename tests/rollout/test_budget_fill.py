@@ -12,9 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Budget fill modes (`arpo_budget_fill`, spec section 3.4 vs arXiv 2507.19849 section 3.1) with a scripted engine."""
-
-from types import SimpleNamespace
+"""Budget fill modes (`arpo_budget_fill`, docs/algorithms.md §3.4 vs arXiv 2507.19849 §3.1) with a scripted engine."""
 
 import pytest
 
@@ -85,8 +83,8 @@ def test_no_tool_calls_fill_counts_and_rounds(tiny_tokenizer, n_init):
     assert out_ao.metrics["rollout/rounds"] == 1 + (missing > 0)
     assert out_ao.metrics["rollout/fill_rounds"] == (missing > 0)
     assert eng_ao.batch_sizes == [num_prompts * n_init] + ([num_prompts * missing] if missing else [])
-    assert per_round.last_state["created_log"][0] == [1 if missing else 0] * num_prompts
-    assert at_once.last_state["created_log"][0] == [missing] * num_prompts
+    assert per_round.last_state.created_log[0] == [1 if missing else 0] * num_prompts
+    assert at_once.last_state.created_log[0] == [missing] * num_prompts
 
 
 def test_fill_waits_for_active_trajectories(tiny_tokenizer):
@@ -107,7 +105,7 @@ def test_fill_waits_for_active_trajectories(tiny_tokenizer):
     assert out_ao.metrics["rollout/rounds"] == 3 + 3
     assert (out_pr.metrics["rollout/fill_rounds"], out_ao.metrics["rollout/fill_rounds"]) == (4, 1)
     assert eng_ao.batch_sizes == [4, 4, 4, 8, 8, 8]
-    assert at_once.last_state["created_log"] == [[0, 0], [0, 0], [4, 4], [0, 0], [0, 0], [0, 0]]
+    assert at_once.last_state.created_log == [[0, 0], [0, 0], [4, 4], [0, 0], [0, 0], [0, 0]]
 
 
 def test_fills_branch_later_and_group_stays_m(tiny_tokenizer):
@@ -133,15 +131,6 @@ def test_fills_branch_later_and_group_stays_m(tiny_tokenizer):
     assert out_ao.metrics["rollout/rounds"] == 3 + 3
 
 
-def test_budget_fill_from_args_and_validation():
-    from llamafactory_agentic.hparams import AgenticArguments
-
-    ft = AgenticArguments()
-    gen = SimpleNamespace(do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
-    assert ft.arpo_budget_fill == "per_round"
-    assert RolloutConfig.from_args(ft, gen, eos_token_id=7).budget_fill == "per_round"
-    ft.arpo_budget_fill = "all_at_once"
-    assert RolloutConfig.from_args(ft, gen, eos_token_id=7).budget_fill == "all_at_once"
-    assert RolloutConfig.from_args(SimpleNamespace(), None, eos_token_id=7).budget_fill == "per_round"
+def test_budget_fill_validation():
     with pytest.raises(ValueError, match="budget fill"):
         RolloutConfig(budget_fill="sometimes")

@@ -88,7 +88,8 @@ def test_kv_reuse_matches_fresh_prefill(tiny_model, tiny_tokenizer, prefix_cache
     first = engine.generate([GenerationRequest(i, p, [], 12 + i) for i in range(3)], s)
     obs = tiny_tokenizer.encode(" <result>\nhello\n</result>", add_special_tokens=False)
     resp = [o.token_ids for o in first]
-    # continue 0 and 1, branch 3 from 0 and 5 from 2, new global 4: 5 requests on 4 slots -> two waves
+    # continue 0 and 1, branch 3 from 0 and 5 from 2, new global 4: 5 requests on 4 slots -> the fifth is admitted
+    # into the first slot that frees up (continuous refill)
     second_req = [
         GenerationRequest(0, p, resp[0] + obs, 10),
         GenerationRequest(1, p, resp[1] + obs, 10),
@@ -101,8 +102,69 @@ def test_kv_reuse_matches_fresh_prefill(tiny_model, tiny_tokenizer, prefix_cache
         ids = list(req.prompt_ids) + list(req.response_ids) + out.token_ids
         ref = reference_terms(model, ids, len(out.token_ids))
         assert torch.allclose(ref, torch.tensor(out.entropy_terms), atol=1e-4), (req.key, ref, out.entropy_terms)
-    assert engine.stats["waves"] >= 3
+    assert engine.stats["admissions"] >= 3
     assert (engine.stats["copied_tokens"] > 0) == prefix_cache
+
+
+def sampling_log_probs(logits, temperature, top_k=0, top_p=1.0):
+    """Log-probs of the distribution a token is sampled from: logits / T, then top-k / top-p, renormalised."""
+    logits = logits / temperature
+    if top_k:
+        kth = logits.topk(top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        probs = sorted_logits.softmax(-1)
+        sorted_logits = sorted_logits.masked_fill(probs.cumsum(-1) - probs > top_p, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+    return torch.log_softmax(logits, dim=-1)
+
+
+@pytest.mark.parametrize(
+    ("temperature", "top_k", "top_p", "source"),
+    [
+        (0.6, 0, 1.0, "full"),
+        (1.7, 0, 1.0, "full"),
+        (0.6, 0, 1.0, "topk"),
+        (1.3, 5, 1.0, "full"),
+        (0.8, 0, 0.7, "topk"),
+    ],
+)
+def test_round_entropy_is_that_of_the_sampling_distribution(
+    tiny_model, tiny_tokenizer, temperature, top_k, top_p, source
+):
+    """Issue 8 item 5: at T != 1 (and with top-k / top-p) the entropy terms come from the distribution sampled from,
+    softmax of the filtered logits / T, as vLLM's `logprobs_mode="processed_logprobs"` returns them."""
+    from llamafactory_agentic.rollout.branching import topk_entropy_terms
+
+    model = sharpen(tiny_model, std=0.05, seed=2)
+    p = prompt(tiny_tokenizer)
+    engine = HFEngine(model, tiny_tokenizer, max_batch_size=2, max_context=128, seed=0)
+    settings = SamplingSettings(
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        eos_token_ids=(),
+        stop_strings=(),
+        entropy_source=source,
+        entropy_topk=10,
+        entropy_tokens=12,
+    )
+    out = engine.generate([GenerationRequest(0, p, [], 12)], settings)[0]
+    ids = p + out.token_ids
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0, len(p) - 1 : len(ids) - 1].float()
+    log_probs = sampling_log_probs(logits, temperature, top_k, top_p)
+    sampled = torch.tensor(out.token_ids)
+    assert torch.isfinite(log_probs.gather(-1, sampled[:, None])).all()  # every sampled token is in the support
+    if source == "full":
+        expected = full_entropy_terms(log_probs)
+    else:
+        expected = topk_entropy_terms(log_probs, sampled, 10)
+    assert torch.isfinite(expected).all()
+    torch.testing.assert_close(torch.tensor(out.entropy_terms), expected, atol=2e-4, rtol=1e-4)
+    untempered = full_entropy_terms(torch.log_softmax(logits, -1))
+    assert (untempered - full_entropy_terms(log_probs)).abs().max() > 1e-2  # the test can tell the two apart
 
 
 def test_greedy_matches_model_generate(tiny_model, tiny_tokenizer):
@@ -154,7 +216,8 @@ def test_stop_matcher_tail():
     assert m.check([5, 4]) is None
 
 
-def test_full_rollout_real_model_and_python_tool(tiny_model, tiny_tokenizer):
+@pytest.mark.parametrize("schedule, slots", [("rounds", 4), ("continuous", 4), ("continuous", 3)])
+def test_full_rollout_real_model_and_python_tool(tiny_model, tiny_tokenizer, schedule, slots):
     from llamafactory_agentic.tools.executor import ToolExecutor
     from llamafactory_agentic.tools.python_tool import PythonTool
 
@@ -170,8 +233,9 @@ def test_full_rollout_real_model_and_python_tool(tiny_model, tiny_tokenizer):
         max_response_length=200,
         max_prompt_length=64,
         eos_token_id=eos,
-        hf_generation_batch_size=4,
+        hf_generation_batch_size=slots,
         seed=0,
+        schedule=schedule,
     )
     engine = build_engine("hf", ForcedModel(tiny_model, len(p), target), tiny_tokenizer, config)
     executor = ToolExecutor([PythonTool(timeout_s=30.0)], workers=4)
@@ -185,5 +249,5 @@ def test_full_rollout_real_model_and_python_tool(tiny_model, tiny_tokenizer):
             assert t.response_ids == target, tiny_tokenizer.decode(t.response_ids)
             assert t.loss_mask == [1] * len(call) + [0] * len(obs) + [1] * len(answer)
             assert t.finish_reason == "eos" and t.num_tool_calls == 1
-            assert t.tool_calls[0]["status"] == "ok" and t.tool_calls[0]["content"] == "print(1 + 2)"
+            assert t.tool_calls[0].status == "ok" and t.tool_calls[0].content == "print(1 + 2)"
     assert out.metrics["rollout/masked_tokens"] > 0 and out.timing["time/tools"] > 0

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Agent-loop tests (spec sections 2, 3.4, 5.1, 5.2, 12) with a scripted engine whose entropy shift is known."""
+"""Agent-loop tests (docs/algorithms.md §2, §3.4, §5.1, §5.2, §12) with a scripted engine of known entropy shift."""
 
 import math
 from types import SimpleNamespace
@@ -62,11 +62,11 @@ def test_stochastic_branch_frequency(tiny_tokenizer, dh):
         tiny_tokenizer, two_calls_then_answer(1.0, dh), group_size=64, initial_rollouts=8, max_tool_calls=5, seed=123
     )
     rollout.rollout(prompts(tiny_tokenizer, 12))
-    log = rollout.last_state["decision_log"]
+    log = rollout.last_state.decision_log
     for delta, expected in [(0.0, 0.5), (dh, min(max(0.5 + 0.2 * dh, 0), 1))]:
-        sel = [d for d in log if abs(d["delta_h"] - delta) < 1e-9]
+        sel = [d for d in log if abs(d.delta_h - delta) < 1e-9]
         assert len(sel) >= 80
-        k = sum(d["branched"] for d in sel)
+        k = sum(d.branched for d in sel)
         assert binomial_ok(k, len(sel), expected), (delta, k, len(sel), expected)
 
 
@@ -81,9 +81,9 @@ def test_deterministic_rule_branches_iff_entropy_rises(tiny_tokenizer):
             max_tool_calls=5,
         )
         out = rollout.rollout(prompts(tiny_tokenizer, 3))
-        log = rollout.last_state["decision_log"]
-        assert all(d["branched"] == (d["delta_h"] > 0) for d in log)
-        assert any(d["branched"] for d in log) == expect
+        log = rollout.last_state.decision_log
+        assert all(d.branched == (d.delta_h > 0) for d in log)
+        assert any(d.branched for d in log) == expect
         assert all(len(g) == 16 for g in out.groups)
 
 
@@ -94,7 +94,7 @@ def test_rule_functions():
     assert not should_branch("stochastic", 0.0, 2, tau=0.5, beta=0.2, branch_penalty=0.05, u=0.55)
     assert not should_branch("deterministic", 0.0, 0, tau=0.5, beta=0.2, alpha=0.5)
     assert should_branch("deterministic", 0.01, 0, tau=0.5, beta=0.2, alpha=0.5)
-    # spec 5.2: P(branch) at dH = 0 for l = 0..6 with lambda 0.05
+    # docs/algorithms.md §5.2: P(branch) at dH = 0 for l = 0..6 with lambda 0.05
     u = np.random.default_rng(0).random(200_000)
     got = [np.mean((u + 0.0) * (1 - 0.05 * l) >= 0.5) for l in range(7)]
     assert np.allclose(got, [0.50, 0.47, 0.44, 0.41, 0.38, 0.33, 0.29], atol=0.01)
@@ -146,9 +146,7 @@ def test_groups_exactly_m_with_branching_and_tree(tiny_tokenizer):
                 assert t.loss_mask[: t.branch_pos] == src.loss_mask[: t.branch_pos]
     # all tool calls of a round go to the executor at once; branches never re-run their inherited calls
     assert len(executor.batches) <= out.metrics["rollout/rounds"]
-    own_calls = sum(
-        1 for g in out.groups for t in g for c in t.tool_calls if t.parent is None or c["pos"] > t.branch_pos
-    )
+    own_calls = sum(1 for g in out.groups for t in g for c in t.tool_calls if t.parent is None or c.pos > t.branch_pos)
     assert own_calls == len(executor.calls) > 0
 
 
@@ -195,7 +193,7 @@ def test_empty_call_observation_counts(tiny_tokenizer):
     rollout, _, executor = make(tiny_tokenizer, plan, group_size=1, initial_rollouts=1, max_tool_calls=3)
     t = rollout.rollout(prompts(tiny_tokenizer, 1)).groups[0][0]
     assert executor.calls == []
-    assert t.num_tool_calls == 1 and t.tool_calls[0]["status"] == "empty"
+    assert t.num_tool_calls == 1 and t.tool_calls[0].status == "empty"
     assert "Error: empty <search> call." in tiny_tokenizer.decode(t.response_ids)
 
 
@@ -256,13 +254,13 @@ def test_question_scope_counters(tiny_tokenizer):
     rollout.rollout(prompts(tiny_tokenizer, 4))
     state = rollout.last_state
     counters, expected_at_round = [0] * 4, {}
-    for r, created in enumerate(state["created_log"], start=1):
+    for r, created in enumerate(state.created_log, start=1):
         expected_at_round[r] = list(counters)
         if any(created):
             counters = [c + 1 if n else 0 for c, n in zip(counters, created)]
-    assert any(d["l"] > 0 for d in state["decision_log"])
-    for d in state["decision_log"]:
-        assert d["l"] == expected_at_round[d["round"]][d["group"]]
+    assert any(d.consecutive > 0 for d in state.decision_log)
+    for d in state.decision_log:
+        assert d.consecutive == expected_at_round[d.round][d.group]
 
 
 def test_lineage_scope_counters(tiny_tokenizer):
@@ -277,23 +275,23 @@ def test_lineage_scope_counters(tiny_tokenizer):
         max_tool_calls=6,
     )
     out = rollout.rollout(prompts(tiny_tokenizer, 1))
-    log = rollout.last_state["decision_log"]
+    log = rollout.last_state.decision_log
     g = out.groups[0]
     # deterministic and dH rising: every evaluation after the first call branches, so l climbs along each lineage
     for d in log:
-        later = [e for e in log if e["source"] == d["source"] and e["round"] > d["round"]]
+        later = [e for e in log if e.source == d.source and e.round > d.round]
         if later:
-            assert later[0]["l"] == (d["l"] + 1 if d["branched"] else 0)
+            assert later[0].consecutive == (d.consecutive + 1 if d.branched else 0)
     # each child starts with its source's incremented value (children appear in the order of branching decisions)
     children = [t for t in g if t.parent is not None]
-    created_by = [d for d in log if d["branched"]]
+    created_by = [d for d in log if d.branched]
     assert len(children) == len(created_by) > 0
-    assert any(d["l"] >= 2 for d in log)
+    assert any(d.consecutive >= 2 for d in log)
     for child, d in zip(children, created_by):
-        assert child.parent == d["source"]
-        first = [e for e in log if e["source"] == child.index]
+        assert child.parent == d.source
+        first = [e for e in log if e.source == child.index]
         if first:
-            assert first[0]["l"] == d["l"] + 1
+            assert first[0].consecutive == d.consecutive + 1
 
 
 def test_premonitor_sets_initial_counts(tiny_tokenizer):
@@ -321,24 +319,11 @@ def test_premonitor_sets_initial_counts(tiny_tokenizer):
     assert out.timing["time/premonitor"] > 0
 
 
-def test_config_from_args_falls_back_to_preset():
-    from llamafactory_agentic.hparams import AgenticArguments
-
-    ft = AgenticArguments()
-    gen = SimpleNamespace(do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
-    cfg = RolloutConfig.from_args(ft, gen, eos_token_id=7, seed=3)
-    assert (cfg.beam_size, cfg.branch_rule, cfg.branch_tau, cfg.entropy_weight) == (2, "stochastic", 0.5, 0.2)
-    assert (cfg.entropy_source, cfg.entropy_topk, cfg.entropy_tokens, cfg.max_tool_calls) == ("topk", 10, 20, 3)
-    assert cfg.group_size == 16 and cfg.initial_rollouts == 8 and cfg.eos_token_id == 7 and cfg.seed == 3
-    ft.aepo_branch_penalty, ft.aepo_branch_penalty_scope = 0.05, "question"
-    cfg = RolloutConfig.from_args(ft, SimpleNamespace(do_sample=False, temperature=0.7, top_p=0.9, top_k=50), 7)
-    assert cfg.branch_penalty == 0.05 and cfg.branch_penalty_scope == "question" and cfg.temperature == 0.0
-
-
 def test_grpo_preset_rollout_never_branches(tiny_tokenizer):
     """`arpo_variant: grpo` (N = M) gives M independent trajectories; the same plan under ARPO (N < M) branches."""
 
     from llamafactory_agentic.hparams import AgenticArguments
+    from llamafactory_agentic.train.arpo.config import rollout_config_from_args
     from llamafactory_agentic.train.presets import resolve_presets
 
     def agentic_args(**overrides):
@@ -358,7 +343,8 @@ def test_grpo_preset_rollout_never_branches(tiny_tokenizer):
     arpo = agentic_args(arpo_rollout_n=6, arpo_initial_rollouts=2)
     for variant_args, expect_branches in ((args, False), (arpo, True)):
         resolve_presets(variant_args, verbose=False)
-        config = RolloutConfig.from_args(variant_args, None, eos, seed=0)
+        sampling = SimpleNamespace(do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
+        config = rollout_config_from_args(variant_args, sampling, eos, seed=0)
         rollout = AgenticRollout(
             ScriptedEngine(tiny_tokenizer, plan, eos), RecordingExecutor(), tiny_tokenizer, config
         )

@@ -125,7 +125,7 @@ def test_vllm_engine_round_and_rollout(fake_vllm, tiny_model, tiny_tokenizer):
     assert second_prompt == p + t.response_ids[: len(second_prompt) - len(p)] and sp2.max_tokens == 64 - (
         len(second_prompt) - len(p)
     )
-    assert t.finish_reason == "eos" and t.response_ids[-1] == eos and t.tool_calls[0]["content"] == "capital"
+    assert t.finish_reason == "eos" and t.response_ids[-1] == eos and t.tool_calls[0].content == "capital"
     assert tiny_tokenizer.decode(t.response_ids).count("</search> <result>") == 1
     # entropy: each position pools two log-probs (-0.1, -2.5); 20 leading positions
     per_pos = -(math.exp(-0.1) * -0.1) - (math.exp(-2.5) * -2.5)
@@ -198,3 +198,72 @@ def test_vllm_weight_sync_merges_peft_adapters(fake_vllm, tiny_model, tiny_token
     again = [pair for call in llm.loaded[calls:] for pair in call]
     assert [n for n, _ in again] == names and llm.resets == 2
     assert all(torch.equal(a, b) for (_, a), (_, b) in zip(again, sent))
+
+
+class ContractLLM(FakeLLM):
+    """Built by the engine itself (records the `vllm.LLM` kwargs) and honours vLLM's `logprobs_mode` contract.
+
+    Every position has the same 4 logits; the returned log-probs are `log_softmax(logits)` under vLLM's default
+    `raw_logprobs` and `log_softmax(logits / temperature)` under `processed_logprobs` (vLLM >= 0.10.1; no top-k /
+    top-p here). The sampled token is the most likely one, so the top-k dict holds exactly those 4 values.
+    """
+
+    LOGITS = (2.0, 1.0, 0.5, -1.0)
+    built: list = []
+
+    def __init__(self, **kwargs):
+        super().__init__(None, [], **kwargs)
+        ContractLLM.built.append(kwargs)
+
+    def generate(self, prompts, sampling_params=None, use_tqdm=True):
+        import torch
+
+        outs = []
+        for prompt, sp in zip(prompts, sampling_params):
+            self.calls.append((list(prompt["prompt_token_ids"]), sp))
+            logits = torch.tensor(self.LOGITS)
+            if self.kwargs.get("logprobs_mode", "raw_logprobs") == "processed_logprobs" and sp.temperature > 0:
+                logits = logits / sp.temperature
+            values = torch.log_softmax(logits, -1).tolist()
+            ids = list(range(10, 10 + sp.max_tokens))
+            logprobs = [{tok + k: Logprob(v) for k, v in enumerate(values)} for tok in ids]
+            completion = types.SimpleNamespace(
+                token_ids=ids, logprobs=logprobs, finish_reason="length", stop_reason=None
+            )
+            outs.append(types.SimpleNamespace(outputs=[completion]))
+        return outs
+
+
+@pytest.mark.parametrize("temperature", [0.6, 1.0, 1.5])
+def test_vllm_entropy_is_that_of_the_sampling_distribution(fake_vllm, tiny_model, tiny_tokenizer, temperature):
+    """Issue 8 item 5: without `logprobs_mode` vLLM returns untempered log-probs, so at T != 1 the round entropy was
+    not that of the distribution sampled from (the hf engine's)."""
+    import torch
+
+    from llamafactory_agentic.rollout.branching import full_entropy_terms
+
+    fake_vllm.LLM = ContractLLM
+    ContractLLM.built.clear()
+    engine = build_engine(
+        "vllm", tiny_model, tiny_tokenizer, RolloutConfig(max_prompt_length=64, max_response_length=32)
+    )
+    (kwargs,) = ContractLLM.built
+    assert kwargs["logprobs_mode"] == "processed_logprobs"
+    assert kwargs["max_model_len"] == 96 and kwargs["enable_prefix_caching"] and kwargs["seed"] == 0
+    settings = SamplingSettings(temperature=temperature, stop_strings=(), entropy_tokens=5)
+    out = engine.generate([GenerationRequest(0, [1, 2, 3], [], 5)], settings)[0]
+    expected = full_entropy_terms(torch.log_softmax(torch.tensor(ContractLLM.LOGITS) / temperature, -1)).item()
+    assert out.entropy_terms == pytest.approx([expected] * 5, rel=1e-5)
+    if temperature != 1.0:  # the untempered entropy is measurably different
+        raw = full_entropy_terms(torch.log_softmax(torch.tensor(ContractLLM.LOGITS), -1)).item()
+        assert abs(raw - expected) > 1e-2
+
+
+def test_vllm_logprobs_mode_cannot_be_overridden(fake_vllm, tiny_model, tiny_tokenizer):
+    fake_vllm.LLM = ContractLLM
+    with pytest.raises(ValueError, match="logprobs_mode='processed_logprobs'"):
+        build_engine("vllm", tiny_model, tiny_tokenizer, RolloutConfig(), logprobs_mode="raw_logprobs")
+    llm = ContractLLM()
+    llm.llm_engine.model_config = types.SimpleNamespace(logprobs_mode="raw_logprobs")  # an engine built elsewhere
+    with pytest.raises(ValueError, match="was built with logprobs_mode='raw_logprobs'"):
+        build_engine("vllm", tiny_model, tiny_tokenizer, RolloutConfig(), llm=llm)

@@ -25,7 +25,7 @@ REPO_DATA = Path(__file__).resolve().parents[2] / "data"
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mask_results", [True, False])
-def test_agentic_sft_stage_runs_through_run_exp(tmp_path, tiny_model_dir, capsys, mask_results):
+def test_agentic_sft_stage_runs_through_run_exp(tmp_path, tiny_model_dir, capsys, plugin_caplog, mask_results):
     import llamafactory_agentic
 
     llamafactory_agentic.register()
@@ -54,7 +54,7 @@ def test_agentic_sft_stage_runs_through_run_exp(tmp_path, tiny_model_dir, capsys
             "agentic_sft_mask_results": mask_results,
         }
     )
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr().out + plugin_caplog.text  # the pre-run report is printed, the rest logged
     assert "[agentic-sft] template qwen -> qwen_agentic (inline tool tags)" in printed
     assert "[agentic-sft] pre-run check: rendered sample" in printed
     if mask_results:

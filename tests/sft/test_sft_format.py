@@ -74,7 +74,7 @@ def _sft(tmp_path, tiny_model_dir, dataset, dataset_dir, template, mask_results=
     from llamafactory.hparams import DataArguments, ModelArguments
     from transformers import AutoTokenizer, Seq2SeqTrainingArguments
 
-    from llamafactory_agentic.data import get_inline_template_name
+    from llamafactory_agentic.integration.data_registration import get_inline_template_name
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     data_args = DataArguments(
@@ -178,7 +178,7 @@ def test_both_layouts_and_the_demo_file_convert(tmp_path, tiny_model_dir):
     from llamafactory.hparams import DataArguments, ModelArguments
     from transformers import Seq2SeqTrainingArguments
 
-    from llamafactory_agentic.data import register_data_extensions
+    from llamafactory_agentic.integration.data_registration import register_data_extensions
 
     register_data_extensions()
     data_args = DataArguments(dataset="arpo_sft_demo", dataset_dir=str(REPO_DATA), overwrite_cache=True)
@@ -236,10 +236,44 @@ def test_converter_drops_unbalanced_and_malformed_trajectories(tmp_path, tiny_mo
     assert len(dataset) == 2
 
 
+@pytest.mark.parametrize("mask_results", [True, False])
+def test_tool_output_with_literal_tags_is_kept_in_the_turns_layout(tmp_path, tiny_model_dir, mask_results):
+    """Issue 8 item 5: tag balance must ignore observation text (a page may quote `</result>` or `<answer>`)."""
+    from llamafactory_agentic.train.agentic_sft.check import check_sft_datasets
+
+    page = "Page 1: the markup ends with </result> and <answer> </think> <search> in the page"
+    row = _turns_row()
+    row["conversations"][2] = {"from": "observation", "value": page}
+    name = _write_dataset(tmp_path / "d", [row, _turns_row()])
+    dataset, tokenizer = _sft(tmp_path, tiny_model_dir, name, tmp_path / "d", "qwen", mask_results=mask_results)
+    assert len(dataset) == 2
+    ids, labels = dataset[0]["input_ids"], dataset[0]["labels"]
+    observation = tokenizer.encode(" <result>\n" + page + "\n</result>", add_special_tokens=False)
+    start = next(i for i in range(len(ids)) if ids[i : i + len(observation)] == observation)
+    expected = [IGNORE] * len(observation) if mask_results else observation
+    assert labels[start : start + len(observation)] == expected
+
+    from llamafactory.data import get_template_and_fix_tokenizer
+    from llamafactory.hparams import DataArguments, ModelArguments
+    from transformers import Seq2SeqTrainingArguments
+
+    from llamafactory_agentic.integration.data_registration import get_inline_template_name
+
+    data_args = DataArguments(
+        dataset=name, dataset_dir=str(tmp_path / "d"), template=get_inline_template_name("qwen"), overwrite_cache=True
+    )
+    data_args.agentic_sft_mask_results = mask_results
+    model_args = ModelArguments(model_name_or_path=str(tiny_model_dir), cache_dir=str(tmp_path / "cache"))
+    training_args = Seq2SeqTrainingArguments(output_dir=str(tmp_path / "out"), report_to="none")
+    template = get_template_and_fix_tokenizer(tokenizer, data_args)
+    report = check_sft_datasets(template, tokenizer, model_args, data_args, training_args)  # raises on a bad row
+    assert report.rows == 2 and report.bad_rows == []
+
+
 def test_inline_templates_are_registered_idempotently():
     from llamafactory.data.template import TEMPLATES, ReasoningTemplate, Template
 
-    from llamafactory_agentic.data import get_inline_template_name, register_data_extensions
+    from llamafactory_agentic.integration.data_registration import get_inline_template_name, register_data_extensions
 
     register_data_extensions()
     register_data_extensions()
@@ -255,6 +289,26 @@ def test_inline_templates_are_registered_idempotently():
         assert template.format_user.slots == TEMPLATES[base].format_user.slots
         assert template.format_assistant.slots == TEMPLATES[base].format_assistant.slots
     assert isinstance(TEMPLATES["qwen3"], ReasoningTemplate)
-    assert type(TEMPLATES["qwen3_agentic"]) is Template  # no empty <think> injected into tool-call chunks
+    # a reasoning template stays one (LLaMA-Factory sets enable_thinking on it), but no empty <think> is injected
+    # into tool-call chunks or responses: a trajectory carries its own <think> blocks
+
+    from llamafactory_agentic.testing import build_tiny_tokenizer
+
+    qwen3 = TEMPLATES["qwen3_agentic"]
+    assert isinstance(qwen3, ReasoningTemplate) and type(qwen3).__name__ == "InlineReasoningTemplate"
+    assert type(TEMPLATES["qwen_agentic"]).__name__ == "InlineTemplate" and isinstance(
+        TEMPLATES["qwen_agentic"], Template
+    )
+    tokenizer = build_tiny_tokenizer(None, "qwen3")
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "function", "content": "<search> x </search>"},
+        {"role": "observation", "content": "r"},
+        {"role": "assistant", "content": " <answer> a </answer>"},
+    ]
+    pairs = qwen3.encode_multiturn(tokenizer, messages)
+    assert tokenizer.decode(pairs[0][1]) == "<search> x </search>"
+    assert tokenizer.decode(pairs[1][1]) == " <answer> a </answer><|im_end|>\n"
+    assert tokenizer.decode(pairs[0][0]).endswith("<|im_start|>assistant\n")
     with pytest.raises(ValueError, match="does not exist"):
         get_inline_template_name("no_such_template")

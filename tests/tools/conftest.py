@@ -17,6 +17,7 @@
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -32,12 +33,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def redis_url():
-    """$REDIS_URL when set, else a private `redis-server --port <free> --save ''` on 127.0.0.1 (stopped at the end)."""
-    if os.environ.get("REDIS_URL"):
-        yield os.environ["REDIS_URL"]
-        return
+def start_redis_server():
+    """A `redis-server --port <free> --save ''` on 127.0.0.1, answering PING: `(url, process)`."""
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail("redis-server not installed: apt-get install -y redis-server (or set REDIS_URL)")
@@ -60,9 +57,30 @@ def redis_url():
         proc.kill()
         pytest.fail("redis-server did not start")
     client.close()
-    yield f"redis://127.0.0.1:{port}/0"
+    return f"redis://127.0.0.1:{port}/0", proc
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    """$REDIS_URL when set, else a private redis-server (stopped at the end)."""
+    if os.environ.get("REDIS_URL"):
+        yield os.environ["REDIS_URL"]
+        return
+    url, proc = start_redis_server()
+    yield url
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@pytest.fixture()
+def private_redis():
+    """A redis-server of the test's own, `(url, process)`, that the test may pause (SIGSTOP) or stop."""
+    url, proc = start_redis_server()
+    yield url, proc
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGCONT)
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 class FakeServer:

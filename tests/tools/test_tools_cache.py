@@ -64,16 +64,27 @@ def cache_factory(request, tmp_path):
         else:
             url = request.getfixturevalue("redis_url")
             counter[0] += 1
-            cache = RedisCache(url, mode=mode, ttl_s=ttl_s, prefix=f"test:{request.node.name}:{path or ''}:")
+            prefix = f"test:{request.node.name}:{path or ''}:"
+            if counter[0] == 1:
+                _delete_prefix(url, prefix)  # left over by an interrupted run
+            cache = RedisCache(url, mode=mode, ttl_s=ttl_s, prefix=prefix)
         opened.append(cache)
         return cache
 
     yield _open
-    for cache in opened:
-        if isinstance(cache, RedisCache):
-            for name in cache._redis.scan_iter(match=_glob_escape(cache.prefix) + "*"):
-                cache._redis.delete(name)
+    for cache in opened:  # closed first: closing flushes the hit/miss counters into the server
         cache.close()
+        if isinstance(cache, RedisCache):
+            _delete_prefix(cache.url, cache.prefix)
+
+
+def _delete_prefix(url, prefix):
+    import redis
+
+    client = redis.Redis.from_url(url)
+    for name in client.scan_iter(match=_glob_escape(prefix) + "*"):
+        client.delete(name)
+    client.close()
 
 
 def test_put_get_first_writer_wins(cache_factory):
@@ -151,16 +162,16 @@ def test_import_export_reference_json(cache_factory, shared_data, tmp_path):
                         and v.strip() not in ("", "No search results found.")}  # fmt: skip
 
 
-def test_import_duplicates_after_normalisation(tmp_path, caplog):
+def test_import_duplicates_after_normalisation(tmp_path, plugin_caplog):
     source = tmp_path / "ref.json"
     source.write_text(json.dumps({'"a b"': "Page 1: first", "a  b": "Page 1: second", " a b ": "Page 1: third",
                                   "c": "", "d": "No search results found.", "e": "Page 1: e"}))  # fmt: skip
     cache = SQLiteCache(tmp_path / "c.sqlite")
-    with caplog.at_level("WARNING"):
+    with plugin_caplog.at_level("WARNING"):
         counts = cache.import_json(source)
     assert counts == {"total": 6, "imported": 2, "duplicates": 2, "skipped_empty": 2, "existing": 0}
     assert cache.get("search", "a b").result == "Page 1: first"
-    assert "2 keys" in caplog.text
+    assert "2 keys" in plugin_caplog.text
     cache.close()
 
 
@@ -233,12 +244,12 @@ def test_sigkill_mid_insert_loses_no_committed_entry(tmp_path):
     cache.close()
 
 
-def test_corrupt_file_is_moved_aside(tmp_path, caplog):
+def test_corrupt_file_is_moved_aside(tmp_path, plugin_caplog):
     path = tmp_path / "c.sqlite"
     path.write_bytes(os.urandom(8192))
-    with caplog.at_level("ERROR"):
+    with plugin_caplog.at_level("ERROR"):
         cache = SQLiteCache(path)
-    assert "corrupt" in caplog.text
+    assert "corrupt" in plugin_caplog.text
     assert cache.put("search", "q", "Page 1: a") and cache.get("search", "q").result == "Page 1: a"
     assert list(tmp_path.glob("c.sqlite.corrupt-*"))
     cache.close()
@@ -293,7 +304,41 @@ def test_two_processes_import_at_once(tmp_path, shared_data):
     cache.close()
 
 
+WRITE_LOCK_HOLDER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("INSERT INTO other VALUES (1)")
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("COMMIT")
+"""
+
+
+def test_opening_waits_while_another_process_holds_the_write_lock(tmp_path):
+    """Switching a database to WAL needs an exclusive lock, and SQLite refuses at once (no busy timeout) while another
+    process holds the write lock: two trainers opening one new cache file at once made one fail with "database is
+    locked". The opening waits for the lock instead."""
+    path = tmp_path / "c.sqlite"
+    sqlite3.connect(path).execute("CREATE TABLE other (x)").connection.close()  # not yet in WAL mode
+    holder = subprocess.Popen([sys.executable, "-c", WRITE_LOCK_HOLDER, str(path), "1.0"], stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        start = time.monotonic()
+        cache = SQLiteCache(path)
+        assert time.monotonic() - start >= 0.5  # it waited for the lock
+        cache.put("search", "q", "Page 1: x")
+        assert cache.get("search", "q").result == "Page 1: x"
+        assert cache._connect().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        cache.close()
+    finally:
+        holder.wait(timeout=60)
+    assert holder.returncode == 0
+
+
 def test_redis_shared_between_clients(redis_url):
+    _delete_prefix(redis_url, "test:shared:")
     a = RedisCache(redis_url, prefix="test:shared:")
     b = RedisCache(redis_url, prefix="test:shared:")
     try:
@@ -304,10 +349,9 @@ def test_redis_shared_between_clients(redis_url):
         b.flush_stats()
         assert b.stats()["hits"] == 1
     finally:
-        for name in a._redis.scan_iter(match="test:shared:*"):
-            a._redis.delete(name)
         a.close()
         b.close()
+        _delete_prefix(redis_url, "test:shared:")
 
 
 def test_open_cache_dispatch(tmp_path, redis_url):

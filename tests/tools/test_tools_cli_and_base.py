@@ -121,3 +121,27 @@ def test_cli_errors_are_messages(tmp_path):
 @pytest.mark.parametrize("argv", [["tool"], ["cache", "import"], ["nonsense"]])
 def test_cli_usage_errors(argv):
     assert _cli(*argv).returncode == 2
+
+
+def test_doctor_prints_the_measurement_and_flags_a_level_below_the_minimum(monkeypatch, capsys):
+    """The doctor shows what the probe measured; a level below agentic_python_min_isolation's default is flagged with
+    how to fix it, without failing the activation check. `rlimits-only` is forced (as on a machine without
+    namespaces): the test compares with what that sandbox measures on this machine."""
+    import argparse
+
+    from llamafactory_agentic import cli
+    from llamafactory_agentic.integration.patches import LLAMABOARD_PATCHES, PATCHES
+    from llamafactory_agentic.tools.python_tool import measure_isolation
+
+    monkeypatch.setattr(
+        cli, "_probe_activation_in_subprocess", lambda: {"hook": True, "patches": [*PATCHES, *LLAMABOARD_PATCHES]}
+    )
+    monkeypatch.setenv("AGENTIC_PYTHON_ISOLATION", "rlimits-only")
+    expected = measure_isolation("rlimits-only")
+    assert cli.doctor(argparse.Namespace()) == 0
+    out = capsys.readouterr().out
+    assert f"python tool isolation: {expected.level} (rlimits-only," in out
+    assert "measured inside the sandbox: " + expected.describe().split(": ", 1)[1] in out
+    flagged = "[WARN] " + expected.level + " is below agentic_python_min_isolation's default (unprivileged)"
+    assert (flagged in out) == (expected.level == "none")
+    assert "result: ok" in out

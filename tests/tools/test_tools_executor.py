@@ -158,17 +158,33 @@ def test_offline_mode_and_broken_cache(tmp_path, local_index):
         assert (r[1].status, r[1].text) == ("cache_miss", "No search results found.")
 
     class Broken(SQLiteCache):
-        def _get(self, tool, key):
+        def _get(self, tool, key, timeout_s=None):
             raise RuntimeError("disk on fire")
 
-        def _put_many(self, entries, overwrite):
+        def _put_many(self, entries, overwrite, timeout_s=None):
             raise RuntimeError("disk on fire")
 
     broken = Broken(tmp_path / "b.sqlite")
     with ToolExecutor([SearchTool(backend="local", index_dir=str(local_index))], cache=broken) as ex:
-        r = ex.execute([ToolCall("search", "Amy Smart")])[0]
-        assert r.status == "ok" and r.text.startswith("Page 1:")
-        assert ex.pop_metrics()["tools/search/cache_errors"] == 2
+        r = ex.execute([ToolCall("search", "Amy Smart"), ToolCall("search", "Amy Smart film")])
+        assert [x.status for x in r] == ["ok", "ok"] and r[0].text.startswith("Page 1:")
+        m = ex.pop_metrics()
+        # the first lookup fails, the second is not even tried (the cache failed within retry_after_s); both are
+        # misses whose results are not stored
+        assert m["tools/search/cache_errors"] == 1 and m["tools/search/cache_unavailable"] == 1
+        assert m["tools/search/cache_not_stored"] == 2
+        assert m["tools/cache/lookup_errors"] == 1 and m["tools/cache/lookups_skipped"] == 1
+
+    class WriteBroken(SQLiteCache):
+        def _put_many(self, entries, overwrite, timeout_s=None):
+            raise RuntimeError("disk full")
+
+    with ToolExecutor([SearchTool(backend="local", index_dir=str(local_index))], cache=WriteBroken(
+            tmp_path / "w.sqlite", flush_interval_s=0.05)) as ex:  # fmt: skip
+        assert ex.execute([ToolCall("search", "Amy Smart")])[0].status == "ok"
+        assert not ex.cache.flush(timeout_s=0.5)  # the background write fails: counted, kept for a retry
+        m = ex.pop_metrics()
+        assert m["tools/cache/write_errors"] >= 1 and m["tools/cache/pending"] == 1
 
 
 def test_python_bad_inputs_do_not_break_the_executor():
@@ -187,7 +203,7 @@ def test_python_bad_inputs_do_not_break_the_executor():
         assert ex.execute([ToolCall("python", "print(2)")])[0].text == "2"
 
 
-def test_tool_config_yaml(tmp_path, monkeypatch, caplog, local_index):
+def test_tool_config_yaml(tmp_path, monkeypatch, plugin_caplog, local_index):
     module = tmp_path / "my_tools.py"
     module.write_text(
         "from llamafactory_agentic.tools import BaseTool, ToolOutput\n"
@@ -223,7 +239,7 @@ def test_tool_config_yaml(tmp_path, monkeypatch, caplog, local_index):
                            agentic_python_timeout=120.0, agentic_python_max_output_chars=4000,
                            agentic_search_backend="web", agentic_search_topk=10, agentic_search_snippet_chars=1000,
                            agentic_cache_path=None, agentic_cache_mode="read_write", agentic_cache_tools="search")  # fmt: skip
-    with caplog.at_level(logging.DEBUG):
+    with plugin_caplog.at_level(logging.DEBUG, logger="llamafactory"):
         ex = build_executor_from_args(args)
     try:
         assert ex.workers == 64 and set(ex.tools) == {"shout", "search", "python"}
@@ -238,7 +254,7 @@ def test_tool_config_yaml(tmp_path, monkeypatch, caplog, local_index):
         assert ex.cache is not None and ex.cache.count() == 1
     finally:
         ex.close()
-    assert "tok-very-secret" not in caplog.text
+    assert "tok-very-secret" not in plugin_caplog.text
     assert "tok-very-secret" not in (tmp_path / "cache.sqlite").read_bytes().decode("utf-8", "replace")
 
 

@@ -26,14 +26,15 @@ import pytest
 from llamafactory_agentic.tools.python_tool import (
     ISOLATION_LEVELS,
     PythonTool,
-    _can_drop_privileges,
-    isolation_level,
+    available_sandboxes,
+    measure_isolation,
+    probe_sandbox,
     rewrite_last_expression,
     run_python_code,
 )
 
 
-AVAILABLE = [level for level in ISOLATION_LEVELS if isolation_level(level) == level]
+AVAILABLE = available_sandboxes()
 
 
 @pytest.fixture()
@@ -48,7 +49,8 @@ def root():
 
 
 def _sandbox_processes(root):
-    """Pids of processes whose working directory lies in `root`."""
+    """Pids of processes whose working directory lies in `root` (seen from the host, the working directory of a
+    process chrooted by the `unshare` sandbox reads `<new root>/<root>/...`)."""
     pids = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -57,7 +59,7 @@ def _sandbox_processes(root):
             cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             continue
-        if cwd.startswith(root):
+        if cwd.startswith(root) or f"/root{root}/" in cwd:
             pids.append(int(pid))
     return pids
 
@@ -72,10 +74,11 @@ def _wait_no_sandbox_processes(root, timeout=5.0):
 
 
 def test_isolation_level_reported():
-    level = isolation_level()
-    assert level in ISOLATION_LEVELS
-    print("isolation level on this machine:", level, "available:", AVAILABLE)
-    assert PythonTool().isolation_level() == level
+    report = measure_isolation()
+    assert report.level in ISOLATION_LEVELS and report.usable
+    print("isolation on this machine:", report.describe(), "available:", AVAILABLE)
+    assert PythonTool().isolation_level() == report.level
+    assert PythonTool().isolation_report() == report
 
 
 @pytest.mark.parametrize(
@@ -183,7 +186,7 @@ def test_bwrap_with_an_interpreter_under_tmp():
     """A CI clone keeps its virtual environment (and editable sources) under /tmp, which bwrap replaces by a private
     tmpfs: those folders are bound read-only so that bwrap stays usable wherever it works for the same base
     interpreter. The venv is created without pip (milliseconds); the editable install is a PEP 610 record."""
-    if isolation_level("bwrap", executable=os.path.realpath(sys.executable)) != "bwrap":
+    if not probe_sandbox("bwrap", executable=os.path.realpath(sys.executable)).usable:
         pytest.skip("bwrap does not work on this machine")
     folder = tempfile.mkdtemp(prefix="lfa-venv-", dir="/tmp")
     try:
@@ -201,7 +204,7 @@ def test_bwrap_with_an_interpreter_under_tmp():
             f.write("Metadata-Version: 2.1\nName: demo\nVersion: 0\n")
         with open(os.path.join(info, "direct_url.json"), "w") as f:
             json.dump({"url": f"file://{source}", "dir_info": {"editable": True}}, f)
-        assert isolation_level("bwrap", executable=python) == "bwrap"
+        assert measure_isolation("bwrap", executable=python).sandbox == "bwrap"
         with open(os.path.join(folder, "secret.txt"), "w") as f:
             f.write("not for the sandbox")
         code = f"import os\nprint(open({source!r} + '/data.txt').read(), os.path.exists({folder!r} + '/secret.txt'))"
@@ -270,12 +273,10 @@ def test_no_network_in_namespaces(level):
 
 @pytest.mark.parametrize("level", AVAILABLE)
 def test_files_outside_the_working_directory(level):
-    """The sentinel survives with bwrap (read-only system) or when the code runs as `nobody`. Documented limit:
-    with `unshare`/`rlimits-only` and the same user as the trainer, ordinary permissions are the only protection."""
-    executable = sys.executable
-    protected = level == "bwrap" or _can_drop_privileges(executable)
-    if not protected:
-        pytest.skip(f"{level} as uid {os.geteuid()}: files writable by the trainer are not protected (documented)")
+    """The sentinel survives at every level but `none` (read-only system, or code running as uid 65534); the code
+    writes freely in its own working directory."""
+    if measure_isolation(level).level == "none":
+        pytest.skip(f"{level} runs the code as root here: nothing protects the trainer's files (level none)")
     folder = tempfile.mkdtemp(dir="/var/tmp")
     sentinel = os.path.join(folder, "sentinel.txt")
     with open(sentinel, "w") as f:
@@ -292,22 +293,19 @@ def test_files_outside_the_working_directory(level):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_fork_bomb_is_bounded(root):
-    """RLIMIT_NPROC binds non-root users and root running the code as `nobody` (a world-readable interpreter
-    is needed for that, so as root the system interpreter is used); the pid namespace of bwrap/unshare and the
+@pytest.mark.parametrize("level", AVAILABLE)
+def test_fork_bomb_is_bounded(level, root):
+    """RLIMIT_NPROC binds the unprivileged code (every level but `none`); the pid namespace of bwrap/unshare and the
     process-group kill end the rest at the timeout."""
-    executable = sys.executable
-    if os.geteuid() == 0 and not _can_drop_privileges(executable):
-        executable = "/usr/bin/python3"
-        if not (os.path.exists(executable) and _can_drop_privileges(executable)):
-            pytest.skip("root without a world-readable interpreter: RLIMIT_NPROC would not bind")
+    if measure_isolation(level).level == "none":
+        pytest.skip(f"{level} runs the code as root here: RLIMIT_NPROC does not bind root (level none)")
     code = (
         "import os, time\nn = 0\nfor _ in range(100000):\n    try:\n        if os.fork() == 0:\n"
         "            time.sleep(30)\n            os._exit(0)\n        n += 1\n    except OSError:\n        break\n"
         "print('forked', n)"
     )
     start = time.time()
-    status, text = run_python_code(code, timeout_s=3, max_processes=32, executable=executable, workdir_root=root)
+    status, text = run_python_code(code, timeout_s=3, max_processes=32, isolation=level, workdir_root=root)
     assert time.time() - start < 8
     assert status == "ok" and text.startswith("forked "), text
     assert int(text.split()[1]) < 32
@@ -343,3 +341,13 @@ def test_remote_sandbox_backend(fake_server):
     assert result.status == "error" and "HTTP 500" in result.text and len(server.requests) - n == 2
     assert tool.execute("garbage").status == "error"
     tool.close()
+
+
+def test_executor_metrics_report_the_measured_level():
+    from llamafactory_agentic.tools import ToolCall, ToolExecutor
+
+    level = measure_isolation().level
+    with ToolExecutor([PythonTool(timeout_s=10)]) as ex:
+        assert ex.execute([ToolCall("python", "print(1)"), ToolCall("python", "print(2)")])[1].text == "2"
+        metrics = ex.pop_metrics()
+    assert metrics[f"tools/python/calls_at_{level}"] == 2

@@ -13,7 +13,7 @@ import copy
 from types import SimpleNamespace
 
 from llamafactory_agentic.hparams import AgenticArguments
-from llamafactory_agentic.rollout.trajectory import RolloutOutput, Trajectory
+from llamafactory_agentic.rollout.trajectory import RolloutOutput, ToolCallRecord, Trajectory
 
 
 THINK = "<think> Let me think about the question. </think>\n<python> print(1 + 2) </python>"
@@ -68,7 +68,10 @@ class ScriptedRollout:
             mask += [1 if trained else 0] * len(enc)
         ids.append(self.eos)
         mask.append(1)
-        tool_calls = [{"tool": "python", "content": "print(1 + 2)", "pos": len(self._enc(THINK))}] if calls else []
+        call = ToolCallRecord(
+            "python", "print(1 + 2)", len(self._enc(THINK)), "ok", 0.0, False, len(self._enc(OBSERVATION))
+        )
+        tool_calls = [call] if calls else []
         return Trajectory(
             uid=f"t{index}",
             group_index=0,

@@ -79,7 +79,9 @@ def e2e_env(tmp_path_factory, tiny_model_dir, shared_data):
     return {"root": root, "datasets": datasets, "policy": policy, "search_index": search_index}
 
 
-def run_cli(e2e_env, recipe: str, name: str, extra_env: dict | None = None, timeout: int = 600) -> Path:
+def run_cli(
+    e2e_env, recipe: str, name: str, extra_env: dict | None = None, timeout: int = 600, extra_args: tuple = ()
+) -> Path:
     from llamafactory_agentic.tools.cache import normalize_args, open_cache
 
     from ._helpers import SEARCH_QUERY, SEARCH_RESULT
@@ -99,6 +101,7 @@ def run_cli(e2e_env, recipe: str, name: str, extra_env: dict | None = None, time
         f"output_dir={out}",
         f"agentic_cache_path={cache_path}",
         f"agentic_search_index={e2e_env['search_index']}",
+        *extra_args,
     ]
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **(extra_env or {}))
     env.pop("LLAMAFACTORY_AGENTIC_DISABLE", None)
@@ -157,7 +160,7 @@ def test_aepo_cpu_recipe_two_steps(e2e_env):
     check_run(out, "aepo")
     values = json.loads((out / "agentic_config.json").read_text())["values"]
     assert values["aepo_balanced_clip"] is True and values["aepo_branch_penalty"] == 0.05
-    assert values["aepo_branch_penalty_scope"] == "question"
+    assert values["aepo_branch_penalty_scope"] == "lineage"  # every preset; `question` only as an explicit key
 
 
 def test_arpo_cpu_recipe_two_ranks_gloo(e2e_env):
@@ -168,6 +171,30 @@ def test_arpo_cpu_recipe_two_ranks_gloo(e2e_env):
     for record in (r for r in records if "reward/mean" in r):
         # both ranks' groups were gathered: 2 prompts x M = 4 trajectories per rollout over the 2 ranks
         assert record["rollout/trajectories"] == 8
+
+
+def test_token_micro_batches_and_continuous_rollout_on_two_ranks(e2e_env):
+    """rl_micro_batch_tokens and arpo_rollout_schedule: continuous through the real CLI on 2 gloo ranks."""
+    out = run_cli(
+        e2e_env,
+        "recipes/tiny/arpo_cpu.yaml",
+        "arpo-2ranks-tokens",
+        extra_env={"FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2"},
+        extra_args=(
+            "rl_micro_batch_tokens=200",
+            "arpo_rollout_schedule=continuous",
+            "arpo_hf_generation_batch_size=3",
+        ),
+    )
+    records = check_run(out, "arpo")
+    rollouts = [r for r in records if "reward/mean" in r]
+    for record in rollouts:
+        assert record["rollout/trajectories"] == 8
+        assert record["train/micro_batches_per_update"] >= 1 and record["rollout/segments"] >= 8
+        assert record["perf/decode_step_ms"] > 0 and record["time/decode_device"] > 0
+    assert any(r["train/micro_batches_per_update"] > 1 for r in rollouts)  # the token cap really cut the updates
+    for record in (r for r in records if "loss" in r):
+        assert record["memory/weights_gib"] > 0 and record["memory/optimizer_states_gib"] > 0
 
 
 def test_arpo_lora_then_resume_from_checkpoint(e2e_env):

@@ -19,12 +19,12 @@ from transformers import AutoModelForCausalLM, Seq2SeqTrainingArguments  # noqa:
 from llamafactory_agentic.algorithms import compute_grpo_advantages, entropy_from_logits, low_var_kl  # noqa: E402
 from llamafactory_agentic.rewards import get_reward_function  # noqa: E402
 from llamafactory_agentic.tools import BaseTool, ToolCall, ToolExecutor, ToolOutput  # noqa: E402
-from llamafactory_agentic.train.arpo.trainer import (  # noqa: E402
+from llamafactory_agentic.train.arpo.config import (  # noqa: E402
     ArpoLossConfig,
-    ArpoTrainer,
     build_grpo_config,
     derive_steps_per_generation,
 )
+from llamafactory_agentic.train.arpo.trainer import ArpoTrainer  # noqa: E402
 from llamafactory_agentic.train.presets import PRESETS, resolve_presets  # noqa: E402
 
 from ._helpers import OBSERVATION, THINK, ScriptedRollout, agentic_args, make_rows  # noqa: E402
@@ -91,7 +91,7 @@ def trl_generation_batch(tokenizer, num_prompts):
 
 
 def test_steps_per_generation_reference_geometry():
-    # spec section 10: 128 prompts x 16 per rollout, 16 prompts (256 trajectories) per update -> 8 updates
+    # docs/algorithms.md §10: 128 prompts x 16 per rollout, 16 prompts (256 trajectories) per update -> 8 updates
     spg = derive_steps_per_generation(
         128, 16, per_device_train_batch_size=4, gradient_accumulation_steps=8, world_size=8
     )
@@ -404,7 +404,7 @@ def test_rollout_log_advantage_is_the_mean_over_trained_tokens(tmp_path, tiny_mo
 def test_greedy_training_is_refused():
     from types import SimpleNamespace
 
-    from llamafactory_agentic.train.arpo.trainer import check_rl_sampling
+    from llamafactory_agentic.train.arpo.config import check_rl_sampling
     from llamafactory_agentic.train.arpo.workflow import run_arpo
 
     check_rl_sampling(GeneratingArguments(do_sample=True, temperature=1.0))
@@ -422,24 +422,37 @@ def test_greedy_training_is_refused():
             build_grpo_config(training_args, args, bad, world_size=1)
 
 
-def test_loss_entropy_without_grad_unless_the_bonus_needs_it(tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch):
+@pytest.mark.parametrize("chunk", [0, 1024])
+def test_loss_entropy_without_grad_unless_the_bonus_needs_it(
+    tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch, chunk
+):
     from llamafactory_agentic.algorithms import entropy_from_logits_chunked
     from llamafactory_agentic.train.arpo import trainer as trainer_module
 
     seen = []
 
-    def spy(logits, *a, **k):
+    def spy_full(logits, *a, **k):  # materialising path (rl_logprob_chunk_size: 0)
         seen.append((torch.is_grad_enabled(), logits.requires_grad))
         return entropy_from_logits_chunked(logits, *a, **k)
 
-    monkeypatch.setattr(trainer_module, "entropy_from_logits_chunked", spy)
+    real_fused = trainer_module.response_log_probs
+
+    def spy_fused(*a, **k):  # fused path: the returned entropy carries a graph only with the bonus
+        logps, entropy = real_fused(*a, **k)
+        if k["with_entropy"]:  # (the old-log-prob pass of the rollout asks for none)
+            seen.append((k["entropy_grad"], entropy.requires_grad))
+        return logps, entropy
+
+    monkeypatch.setattr(trainer_module, "entropy_from_logits_chunked", spy_full)
+    monkeypatch.setattr(trainer_module, "response_log_probs", spy_fused)
     for stage, overrides, grad in (
         ("arpo", {}, False),  # plain ARPO: only the loss/entropy metric
         ("aepo", {}, False),  # released AEPO preset: entropy used detached
         ("aepo", {"aepo_entropy_advantage": True, "aepo_balanced_clip_scope": "high_entropy"}, False),
         ("arpo", {"rl_entropy_coef": 0.01}, True),  # entropy bonus: differentiable
     ):
-        trainer = make_trainer(tmp_path / stage, tiny_model_dir, tiny_tokenizer, agentic_args(stage, **overrides))
+        args = agentic_args(stage, rl_logprob_chunk_size=chunk, **overrides)
+        trainer = make_trainer(tmp_path / stage, tiny_model_dir, tiny_tokenizer, args)
         batch = trainer._generate_and_score_completions(trl_generation_batch(tiny_tokenizer, 2))[0]
         trainer.model.train()
         seen.clear()
@@ -510,7 +523,7 @@ def test_rollout_random_draws_survive_a_checkpoint_round_trip():
     import numpy as np
     import torch
 
-    from llamafactory_agentic.train.arpo.trainer import rollout_rng_state, set_rollout_rng_state
+    from llamafactory_agentic.rollout.rng_state import rollout_rng_state, set_rollout_rng_state
 
     generator = torch.Generator().manual_seed(3)
     rollout = SimpleNamespace(rng=np.random.default_rng(7), engine=SimpleNamespace(_generator=generator))
@@ -527,3 +540,96 @@ def test_rollout_random_draws_survive_a_checkpoint_round_trip():
     set_rollout_rng_state(resumed, resumed_log, saved)
     got = (resumed.rng.random(), torch.rand(3, generator=fresh_generator).tolist(), resumed_log.random())
     assert got == expected
+
+
+class _CountingRollout(ScriptedRollout):
+    """ScriptedRollout whose `rollout/rounds` metric is the call number (1, 2, ...)."""
+
+    def rollout(self, prompts, training=True):
+        output = super().rollout(prompts, training)
+        output.metrics["rollout/rounds"] = float(len(self.calls))
+        return output
+
+
+def test_rollout_metrics_of_every_rollout_in_a_logging_window_are_averaged(tmp_path, tiny_model_dir, tiny_tokenizer):
+    # one prompt x M = 4 trajectories per rollout = one optimiser update: two rollouts before the first log
+    def log_every_two_steps(config):
+        config.logging_steps = 2
+
+    trainer = make_trainer(
+        tmp_path,
+        tiny_model_dir,
+        tiny_tokenizer,
+        agentic_args("arpo"),
+        rollout_prompts=1,
+        max_steps=2,
+        rollout=_CountingRollout(tiny_tokenizer),
+        config_hook=log_every_two_steps,
+    )
+    trainer.train()
+    assert trainer.rollout.calls == [(1, True), (1, True)]
+    record = next(h for h in trainer.state.log_history if "loss" in h)
+    assert record["rollout/rounds"] == pytest.approx(1.5)  # not the first rollout's 1.0 only
+
+
+def test_the_policy_loss_is_selected_by_name_through_the_registry(tmp_path, tiny_model_dir, tiny_tokenizer):
+    from llamafactory_agentic.algorithms import compute_policy_loss, register_policy_loss, registry
+
+    calls = []
+
+    @register_policy_loss("test_doubled_ppo_clip")
+    def doubled(log_probs, old_log_probs, advantages, loss_mask, **kwargs):
+        calls.append(sorted(kwargs))
+        loss, metrics = compute_policy_loss(log_probs, old_log_probs, advantages, loss_mask, **kwargs)
+        return 2 * loss, metrics
+
+    try:
+        trainers, losses = {}, {}
+        for name in ("ppo_clip", "test_doubled_ppo_clip"):
+            args = agentic_args("arpo", rl_policy_loss=name)
+            trainers[name] = make_trainer(tmp_path / name, tiny_model_dir, tiny_tokenizer, args, max_steps=1)
+            torch.manual_seed(0)
+            trainers[name].train()
+            losses[name] = [h["loss"] for h in trainers[name].state.log_history if "loss" in h]
+        # a training run went through the registered function, with the config's keyword arguments
+        assert len(calls) == 2 and calls[0] == sorted(
+            ["epsilon_low", "epsilon_high", "dual_clip", "balanced_clip", "balanced_clip_mask", "num_tokens"]
+        )
+        assert losses["test_doubled_ppo_clip"][0] == pytest.approx(2 * losses["ppo_clip"][0], rel=1e-3, abs=2e-4)
+        assert losses["ppo_clip"][0] != 0.0
+
+        # the same micro-batch through both trainers: exactly twice the built-in loss
+        batch = trainers["ppo_clip"]._generate_and_score_completions(trl_generation_batch(tiny_tokenizer, 2))[0]
+        model = trainers["ppo_clip"].model
+        model.eval()
+        with torch.no_grad():
+            base = trainers["ppo_clip"]._compute_loss(model, batch)
+            custom = trainers["test_doubled_ppo_clip"]._compute_loss(model, batch)
+        assert torch.equal(custom, 2 * base)
+    finally:
+        registry._POLICY_LOSSES.pop("test_doubled_ppo_clip", None)
+
+    args = agentic_args("arpo", rl_policy_loss="test_doubled_ppo_clip")  # no longer registered
+    resolve_presets(args, verbose=False)
+    with pytest.raises(ValueError, match=r"Unknown `rl_policy_loss` 'test_doubled_ppo_clip'.*'ppo_clip'"):
+        ArpoLossConfig.from_args(args)
+
+
+def test_a_checkpoint_without_the_rollout_rng_file_is_reported_through_llamafactorys_logger(
+    tmp_path, tiny_model_dir, tiny_tokenizer
+):
+    import logging
+
+    from llamafactory.extras import logging as llamafactory_logging
+
+    trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, agentic_args("arpo"))
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    llamafactory_logging.add_handler(handler)  # where LLaMA-Board attaches its running-log handler
+    try:
+        trainer._load_rng_state(str(tmp_path / "checkpoint-1"))
+    finally:
+        llamafactory_logging.remove_handler(handler)
+    (record,) = [r for r in records if "rollout_rng_state_0.json" in r.getMessage()]
+    assert record.levelno == logging.WARNING and record.name == "llamafactory.llamafactory_agentic.train.arpo.trainer"

@@ -4,11 +4,14 @@
 
 """`rollout/consecutive_branches` and `rollout/longest_branch_chain` from the branch trees of a rollout."""
 
-from llamafactory_agentic.train.arpo.trainer import consecutive_branch_stats
+from types import SimpleNamespace
+
+from llamafactory_agentic.train.arpo.metrics import consecutive_branch_stats
 
 
 def rec(group, member, parent=None, call=None):
-    return {"group": group, "member": member, "parent": parent, "branch_call_index": call}
+    # the four fields of a ScoredTrajectory that the statistic reads
+    return SimpleNamespace(group=group, member=member, parent=parent, branch_call_index=call)
 
 
 def test_chains_of_branching_at_successive_tool_calls():

@@ -2,7 +2,7 @@
 #
 # Licensed under the Apache License, Version 2.0 (the "License").
 
-"""Preset resolution (spec section 5.5): explicit keys win, every preset key is filled, values printed and saved."""
+"""Presets (docs/algorithms.md §5.5): explicit keys win, every preset key is filled, values printed and saved."""
 
 import json
 
@@ -37,7 +37,7 @@ def test_stage_selects_preset(stage, variant, expected):
 
 def test_spec_table_values():
     assert PRESETS["aepo"]["aepo_balanced_clip"] and PRESETS["aepo"]["aepo_balanced_clip_scope"] == "all"
-    assert PRESETS["aepo"]["aepo_branch_penalty_scope"] == "question" and not PRESETS["aepo"]["aepo_dynamic_rollouts"]
+    assert not PRESETS["aepo"]["aepo_dynamic_rollouts"]
     paper = PRESETS["aepo-paper"]
     assert paper["aepo_dynamic_rollouts"] and paper["aepo_premonitor_rounds"] == "post_tool"
     assert paper["aepo_balanced_clip_scope"] == "high_entropy" and paper["aepo_entropy_advantage"]
@@ -95,3 +95,19 @@ def test_grpo_refuses_n_below_m_and_other_stages():
 def test_default_n_must_fit_the_group():
     with pytest.raises(ValueError, match=r"`arpo_initial_rollouts` must be in \[1, arpo_rollout_n=4\], got 8"):
         resolve_presets(agentic_args("arpo", arpo_rollout_n=4), verbose=False)
+
+
+def test_every_preset_counts_consecutive_branches_per_lineage():
+    """Issue 8 item 5: `question` (the release's count) made branching depend on the batch; it stays an explicit key."""
+    assert {name: preset["aepo_branch_penalty_scope"] for name, preset in PRESETS.items()} == {
+        "arpo": "lineage",
+        "aepo": "lineage",
+        "aepo-paper": "lineage",
+    }
+    for variant in ("released", "paper"):
+        args = agentic_args("aepo", aepo_variant=variant)
+        resolve_presets(args, verbose=False)
+        assert args.aepo_branch_penalty_scope == "lineage"
+        explicit = agentic_args("aepo", aepo_variant=variant, aepo_branch_penalty_scope="question")
+        result = resolve_presets(explicit, verbose=False)
+        assert explicit.aepo_branch_penalty_scope == "question" and "aepo_branch_penalty_scope" in result["explicit"]

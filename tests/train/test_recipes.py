@@ -2,7 +2,7 @@
 #
 # Licensed under the Apache License, Version 2.0 (the "License").
 
-"""The RL recipes parse with LLaMA-Factory's parser (plugin active) and match spec section 10's geometry."""
+"""The RL recipes parse with LLaMA-Factory's parser (plugin active) and match docs/algorithms.md §10's geometry."""
 
 from pathlib import Path
 
@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import llamafactory_agentic
-from llamafactory_agentic.train.arpo.trainer import derive_steps_per_generation
+from llamafactory_agentic.train.arpo.config import derive_steps_per_generation
 from llamafactory_agentic.train.presets import resolve_presets
 
 
@@ -56,7 +56,7 @@ def test_recipe_parses_and_resolves(parse, path, tmp_path):
         training_args.gradient_accumulation_steps,
         world,
     )
-    if world == 8:  # section 10: 8 optimiser updates per rollout, lr 1e-6 for full fine-tuning
+    if world == 8:  # docs/algorithms.md §10: 8 optimiser updates per rollout, lr 1e-6 for full fine-tuning
         assert spg // training_args.gradient_accumulation_steps == 8
         if finetuning_args.finetuning_type == "full":
             assert training_args.learning_rate == 1e-6

@@ -18,7 +18,7 @@ r"""Pre-run check of agentic SFT (`agentic_sft_check: true`), printed before tra
    ordinary text: not a special token (decoding with `skip_special_tokens` would drop it), not an added token (Qwen3's
    own `<think>`/`</think>` are allowed), and it must round-trip through encode/decode alone and in context.
 2. Template: a synthetic trajectory must render its tool call verbatim and its observation as
-   `" <result>\n…\n</result>"` (spec section 2).
+   `" <result>\n…\n</result>"` (docs/algorithms.md §2.3).
 3. Data: every `arpo_sft` row must have balanced tags and result blocks that follow tool calls (error naming the
    dataset, row and tag, or a skip count with `agentic_skip_bad_rows: true`).
 4. One rendered sample with the loss-masked spans marked `[MASKED>…<MASKED]` and the share of masked tokens (prompt
@@ -29,8 +29,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...data._log import get_logger
 from ...data.tags import CHECKED_TAGS, TrajectoryFormatError, wrap_observation
+from ...integration.log import get_logger
 
 
 if TYPE_CHECKING:

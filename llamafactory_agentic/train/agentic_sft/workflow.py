@@ -16,14 +16,14 @@ r"""The `agentic_sft` stage: LLaMA-Factory's SFT on tool trajectories with the i
 
 The stage runs as LLaMA-Factory's `sft` (the activation layer rewrites `stage: agentic_sft` to `sft` and routes
 `run_sft` here), so checks, `get_dataset(stage="sft")`, packing, evaluation, prediction and plots are LLaMA-Factory's.
-This workflow only (1) switches `template` to its inline-tag variant (`qwen` -> `qwen_agentic`, spec section 2), (2)
+This workflow only (1) switches `template` to its inline-tag variant (`qwen_agentic`, docs/algorithms.md §2.7), (2)
 passes `agentic_sft_mask_results` and `agentic_tool_protocol` to the `arpo_sft` converter through `data_args`, (3)
 runs the pre-run check, then calls LLaMA-Factory's original `run_sft`.
 """
 
 from typing import TYPE_CHECKING, Any
 
-from ...data._log import get_logger
+from ...integration.log import get_logger
 
 
 if TYPE_CHECKING:
@@ -44,8 +44,7 @@ def prepare_agentic_sft(data_args: "DataArguments", finetuning_args: Any) -> Non
         ValueError: with inline tags and no `template`, with `tool_format` set (it would replace the verbatim function
             formatter by a JSON one), or for an `efficient_eos` template.
     """
-    from ...data import register_data_extensions
-    from ...data.inline_template import get_inline_template_name
+    from ...integration.data_registration import get_inline_template_name, register_data_extensions
 
     register_data_extensions()
     protocol = getattr(finetuning_args, "agentic_tool_protocol", "inline_tags")

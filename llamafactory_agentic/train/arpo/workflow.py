@@ -42,14 +42,17 @@ PLOT_KEYS = (
 )
 
 
-def _encode(dataset: Any, template: Any, tokenizer: Any, max_prompt_length: int) -> Any:
+def _encode(dataset: Any, template: Any, tokenizer: Any, max_prompt_length: int, overlong: str) -> Any:
     from ...data import encode_rl_prompts
 
     if dataset is None:
         return None
     if isinstance(dataset, dict):
-        return {name: encode_rl_prompts(ds, template, tokenizer, max_prompt_length) for name, ds in dataset.items()}
-    return encode_rl_prompts(dataset, template, tokenizer, max_prompt_length)
+        return {
+            name: encode_rl_prompts(ds, template, tokenizer, max_prompt_length, overlong)
+            for name, ds in dataset.items()
+        }
+    return encode_rl_prompts(dataset, template, tokenizer, max_prompt_length, overlong)
 
 
 def run_arpo(
@@ -60,13 +63,17 @@ def run_arpo(
     generating_args: Any,
     callbacks: list["TrainerCallback"] | None = None,
 ) -> None:
-    r"""Train (and/or validate) with ARPO or AEPO; `finetuning_args.stage` selects the preset (spec section 5.5).
+    r"""Train and/or validate with ARPO or AEPO; `finetuning_args.stage` selects the preset (docs/algorithms.md §5.5).
 
-    Steps: resolve the presets (printed, saved as `agentic_config.json` in `output_dir`); load tokenizer, template
-    and the RL prompts (`formatting: arpo_rl`, rendered with the chat template); load the policy with LLaMA-Factory
-    (and a reference model only when `rl_kl_coef > 0` and not LoRA); build the tool executor, the rollout engine
-    (`arpo_rollout_backend`), the rollout and the reward; train with `resume_from_checkpoint`; save the model in
-    Hugging Face format (loadable by `llamafactory-cli chat/export`), the trainer state and the metric plots.
+    Steps: resolve the presets (printed, saved as `agentic_config.json` in `output_dir`); build the tool executor
+    first (a bad tool config, or a python sandbox whose measured isolation is below `agentic_python_min_isolation`,
+    stops the run before anything is loaded); load tokenizer and template and check that the tags are ordinary text
+    for the tokenizer (`check_tokenizer_tags`); load the RL prompts (`formatting: arpo_rl`, rendered with the chat
+    template; prompts longer than `arpo_max_prompt_length` are skipped or stop the run, `arpo_overlong_prompt`); load
+    the policy with LLaMA-Factory (and a reference model only when `rl_kl_coef > 0` and not LoRA); build the rollout
+    engine (`arpo_rollout_backend`), the rollout and the reward; train with `resume_from_checkpoint`; save the model
+    in Hugging Face format (loadable by `llamafactory-cli chat/export`), the trainer state and the metric plots. The
+    executor is closed however the run ends.
 
     Args:
         model_args: LLaMA-Factory `ModelArguments`.
@@ -74,24 +81,23 @@ def run_arpo(
         training_args: LLaMA-Factory's `Seq2SeqTrainingArguments`.
         finetuning_args: LLaMA-Factory `FinetuningArguments` with the plugin's fields (`stage` = `arpo` or `aepo`).
         generating_args: LLaMA-Factory `GeneratingArguments`: rollout `temperature`, `top_p`, `top_k` (recipes set
-            1.0 / 1.0 / 0, spec section 10).
+            1.0 / 1.0 / 0, docs/algorithms.md §10).
         callbacks: Callbacks LLaMA-Factory built (LogCallback, reporters, ...).
 
     Raises:
+        ValueError, FileNotFoundError, KeyError, CacheError: a bad `agentic_*` tool key or tool config, or a cache that
+            cannot be opened (see `build_executor_from_args`), before the tokenizer is loaded.
+        IsolationError: the python tool's measured isolation is below `agentic_python_min_isolation`.
+        AgenticSFTCheckError: a tag (`<think>`, `<search>`, `<python>`, `<result>`, `<answer>`, ...) is a special or
+            added token of the tokenizer or does not round-trip (checked before the data and the policy are loaded).
+        RLDataError: a malformed row, or an over-long prompt with `arpo_overlong_prompt: error` (see
+            `load_rl_dataset`, `encode_rl_prompts`).
         ValueError: greedy decoding for training (`do_sample: false` or `temperature <= 0`, see
             `check_rl_sampling`), inconsistent batch geometry (see `derive_steps_per_generation`) or unresolvable
             keys.
     """
-    from llamafactory.data import get_template_and_fix_tokenizer
-    from llamafactory.extras.ploting import plot_loss
-    from llamafactory.model import load_model, load_tokenizer
-    from llamafactory.train.trainer_utils import create_ref_model
-
-    from ...data import load_rl_dataset
-    from ...rewards import get_reward_function
-    from ...rollout import AgenticRollout, RolloutConfig, build_engine
     from ...tools import build_executor_from_args
-    from .trainer import ArpoLossConfig, ArpoTrainer, build_grpo_config, check_rl_sampling, extend_log_callback
+    from .config import check_rl_sampling, tools_config_from_args
 
     if training_args.do_train:
         check_rl_sampling(generating_args)  # before any model is loaded
@@ -99,37 +105,72 @@ def run_arpo(
     if training_args.should_save:
         save_agentic_config(effective, training_args.output_dir)
 
+    # first: a bad tool config or a python sandbox below `agentic_python_min_isolation` stops the run here
+    tools_config = tools_config_from_args(finetuning_args)
+    executor = build_executor_from_args(tools_config)
+    try:  # the executor is closed (cache writes flushed, workers stopped) however the run ends
+        _train(
+            executor, tools_config, model_args, data_args, training_args, finetuning_args, generating_args, callbacks
+        )
+    finally:
+        executor.close()
+
+
+def _train(
+    executor: Any,
+    tools_config: Any,
+    model_args: Any,
+    data_args: Any,
+    training_args: "Seq2SeqTrainingArguments",
+    finetuning_args: Any,
+    generating_args: Any,
+    callbacks: list["TrainerCallback"] | None,
+) -> None:
+    r"""`run_arpo` once the tool executor is built: load the data and the model, build the rollout, train, validate."""
+    from llamafactory.data import get_template_and_fix_tokenizer
+    from llamafactory.extras.ploting import plot_loss
+    from llamafactory.model import load_model, load_tokenizer
+    from llamafactory.train.trainer_utils import create_ref_model
+
+    from ...data import load_rl_dataset
+    from ...integration.log_callback import extend_log_callback
+    from ...rewards import get_reward_function
+    from ...rollout import AgenticRollout, build_engine
+    from ..agentic_sft.check import check_tokenizer_tags
+    from .config import build_run_config
+    from .trainer import ArpoTrainer
+
     tokenizer_module = load_tokenizer(model_args)
     tokenizer = tokenizer_module["tokenizer"]
     template = get_template_and_fix_tokenizer(tokenizer, data_args)
+    # the reward decodes the model view with skip_special_tokens: a tag that is a special token would vanish and every
+    # answer would score -1 without a word (the same check as agentic_sft's pre-run check)
+    check_tokenizer_tags(tokenizer)
     dataset_module = load_rl_dataset(model_args, data_args, training_args, finetuning_args)
     max_prompt = finetuning_args.arpo_max_prompt_length
-    train_dataset = _encode(dataset_module.get("train_dataset"), template, tokenizer, max_prompt)
-    eval_dataset = _encode(dataset_module.get("eval_dataset"), template, tokenizer, max_prompt)
+    overlong = getattr(finetuning_args, "arpo_overlong_prompt", "skip")
+    train_dataset = _encode(dataset_module.get("train_dataset"), template, tokenizer, max_prompt, overlong)
+    eval_dataset = _encode(dataset_module.get("eval_dataset"), template, tokenizer, max_prompt, overlong)
 
     model = load_model(tokenizer, model_args, finetuning_args, training_args.do_train)
     ref_model = None
     if finetuning_args.rl_kl_coef != 0.0 and finetuning_args.finetuning_type != "lora":
         ref_model = create_ref_model(model_args, finetuning_args)
 
-    rollout_config = RolloutConfig.from_args(
-        finetuning_args,
-        generating_args,
-        tokenizer.eos_token_id,
-        seed=training_args.seed + training_args.process_index,
+    run_config = build_run_config(
+        training_args, finetuning_args, generating_args, tokenizer.eos_token_id, tools=tools_config
     )
-    executor = build_executor_from_args(finetuning_args)
-    engine = build_engine(rollout_config.backend, model, tokenizer, rollout_config)
-    rollout = AgenticRollout(engine, executor, tokenizer, rollout_config)
-    reward_fn = get_reward_function(finetuning_args.agentic_reward, finetuning_args.agentic_reward_math)
+    engine = build_engine(run_config.rollout.backend, model, tokenizer, run_config.rollout)
+    rollout = AgenticRollout(engine, executor, tokenizer, run_config.rollout)
+    reward_fn = get_reward_function(run_config.reward, run_config.reward_math)
 
     extend_log_callback(callbacks)
     trainer = ArpoTrainer(
         model=model,
-        args=build_grpo_config(training_args, finetuning_args, generating_args),
+        args=run_config.grpo,
         rollout=rollout,
         reward_fn=reward_fn,
-        loss_config=ArpoLossConfig.from_args(finetuning_args),
+        loss_config=run_config.loss,
         processing_class=tokenizer,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
@@ -138,19 +179,16 @@ def run_arpo(
         callbacks=callbacks,
     )
 
-    try:
-        if training_args.do_train:
-            train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-            trainer.save_model()
-            trainer.log_metrics("train", train_result.metrics)
-            trainer.save_metrics("train", train_result.metrics)
-            trainer.save_state()
-            if trainer.is_world_process_zero() and finetuning_args.plot_loss:
-                plot_loss(training_args.output_dir, keys=list(PLOT_KEYS))
+    if training_args.do_train:
+        train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+        trainer.save_model()
+        trainer.log_metrics("train", train_result.metrics)
+        trainer.save_metrics("train", train_result.metrics)
+        trainer.save_state()
+        if trainer.is_world_process_zero() and finetuning_args.plot_loss:
+            plot_loss(training_args.output_dir, keys=list(PLOT_KEYS))
 
-        if training_args.do_eval and eval_dataset is not None:
-            metrics = trainer.evaluate(metric_key_prefix="eval")
-            trainer.log_metrics("eval", metrics)
-            trainer.save_metrics("eval", metrics)
-    finally:
-        executor.close()
+    if training_args.do_eval and eval_dataset is not None:
+        metrics = trainer.evaluate(metric_key_prefix="eval")
+        trainer.log_metrics("eval", metrics)
+        trainer.save_metrics("eval", metrics)

@@ -1,0 +1,114 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+r"""The `eval` command, shared by `llamafactory-agentic eval ...` and `llamafactory-cli eval ...`.
+
+* `eval CONFIG.yaml [key=value ...]`: evaluate (resumes in `eval_output_dir`);
+* `eval compare A B [--output FILE] [--samples N]`: compare two finished runs;
+* `eval merge DIR`: judge and aggregate a sharded run once all shards are done (shards also do it when they end);
+* `eval -h`: the `eval_*` keys with their help text.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+USAGE = """usage:
+  eval CONFIG.yaml [key=value ...]     evaluate a model (see evaluation/README.md); resumes in eval_output_dir
+  eval compare RUN_A RUN_B [--output FILE] [--samples N]
+                                       paired comparison of two finished runs with the same protocol fingerprint
+  eval merge OUTPUT_DIR                judge and aggregate a sharded run once every shard has finished
+"""
+
+
+def _print_result(metrics: dict) -> None:
+    if not metrics.get("complete"):
+        print(
+            f"[agentic-eval] this shard is done; {metrics['records']}/{metrics['expected']} records of the run exist. "
+            "The last shard to finish (or `eval merge DIR`) writes the results."
+        )
+        return
+    for name, bench in metrics["benchmarks"].items():
+        p1 = bench["pass@1"]
+        print(
+            f"[agentic-eval] {name}: {bench['headline_metric']} pass@1 {100 * p1['mean']:.1f} ± {100 * p1['std']:.1f} "
+            f"over {bench['runs_complete']} runs, {bench['n_questions']} questions"
+        )
+    for name, group in metrics["groups"].items():
+        total = len(group["members"]) + len(group["missing"])
+        print(
+            f"[agentic-eval] group {name}: {100 * group['pass@1']:.1f} (average over {len(group['members'])} of {total} sets)"
+        )
+
+
+def run_eval_command(argv: list[str]) -> int:
+    r"""Run `eval` with the arguments after the word `eval`; returns the exit code."""
+    from .benchmarks import BenchmarkError
+    from .compare import CompareError
+    from .config import EvalConfigError, format_help
+    from .records import ResumeError
+
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE + "\nevaluation keys (plus LLaMA-Factory's model keys and the plugin's agentic_* tool keys):")
+        print(format_help())
+        return 0 if argv else 2
+    try:
+        if argv[0] == "compare":
+            parser = argparse.ArgumentParser(prog="eval compare")
+            parser.add_argument("run_a")
+            parser.add_argument("run_b")
+            parser.add_argument("--output", default=None, help="Also write the comparison here (.md or .json).")
+            parser.add_argument("--samples", type=int, default=10000, help="Bootstrap resamples (default 10000).")
+            parser.add_argument("--seed", type=int, default=0)
+            args = parser.parse_args(argv[1:])
+            from .compare import compare_runs, format_comparison
+
+            result = compare_runs(args.run_a, args.run_b, samples=args.samples, seed=args.seed)
+            text = format_comparison(result)
+            print(text)
+            if args.output:
+                out = Path(args.output)
+                out.write_text(json.dumps(result, indent=2) if out.suffix == ".json" else text, encoding="utf-8")
+            return 0
+        if argv[0] == "merge":
+            if len(argv) != 2:
+                print(USAGE, file=sys.stderr)
+                return 2
+            from .runner import finalize
+
+            metrics = finalize(argv[1])
+            _print_result(metrics)
+            return 0 if metrics.get("complete") else 1
+        from .runner import evaluate
+
+        metrics = evaluate(argv[0], argv[1:])
+        _print_result(metrics)
+        return 0
+    except (EvalConfigError, BenchmarkError, ResumeError, CompareError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
+    r"""Register `eval` on the `llamafactory-agentic` parser (the rest of the line goes to `run_eval_command`)."""
+    p = subparsers.add_parser(
+        "eval",
+        help="evaluate a model on benchmarks (eval CONFIG.yaml, eval compare A B, eval merge DIR)",
+        add_help=False,
+        prefix_chars="\0",  # every word after `eval` (also -h, --output) goes to run_eval_command
+    )
+    p.add_argument("eval_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda args: run_eval_command(args.eval_args))

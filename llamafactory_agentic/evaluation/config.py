@@ -1,0 +1,527 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+r"""Configuration of `llamafactory-agentic eval`: the `eval_*` keys, the protocol presets and the fingerprint.
+
+An evaluation YAML holds LLaMA-Factory's model keys (`model_name_or_path`, `adapter_name_or_path`, `template`,
+`infer_backend`, ...), the plugin's tool keys (`agentic_tool_config`, `agentic_cache_path`, `agentic_cache_mode`,
+`agentic_search_backend`, ... exactly as in a training recipe, so the same tools and cache serve both) and the
+`eval_*` keys below. `eval_preset` chooses the protocol (docs/algorithms.md section 9):
+
+* `paper`: temperature 0.6, top-p 0.95, no top-k, repetition penalty 1.1, at most 4096 new tokens per generation call,
+  at most 5 python and 10 search calls per sample counted separately (a short notice past a limit or for a repeated
+  search), 1500 s per sample, stop strings `</search>`, `</python>`, `</answer>`, a self-written `<result>` dropped,
+  5 runs, prompt + response within the reference servers' 32768-token context.
+* `train_val`: what validation during training does: greedy, one run, the training call limit (both tools combined,
+  EOS at the limit), the training response budget, stop strings `</search>`, `</python>`; the limits are read from
+  the `agentic_config.json` that training saved next to the checkpoint when there is one.
+
+Every `eval_*` key left unset takes the preset's value; a key set in the YAML or on the command line wins. The
+effective values form the `Protocol`, whose fingerprint (SHA-256 of its canonical JSON) is saved with the results:
+a run only resumes, and `eval compare` only compares, under the same fingerprint.
+"""
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ..data.tags import wrap_observation
+from ..hparams import agentic_default
+
+
+PRESETS = ("paper", "train_val")
+PAPER_STOP_STRINGS = ("</search>", "</python>", "</answer>")
+TRAIN_STOP_STRINGS = ("</search>", "</python>")
+OBSERVATION_FORMAT = wrap_observation("{output}")  # the training string (docs/algorithms.md section 2)
+UNLIMITED_CALLS = 10**6  # "no combined limit": the per-tool limits apply
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful assistant that answers the question step by step and may use two tools: a web search tool "
+    "and a Python interpreter. Reason inside <think> </think>. To search, write a query inside <search> </search>; "
+    "to run code, write it inside <python> </python>; the tool's output then appears inside <result> </result>. You "
+    "may think and call the tools several times. Give the final answer inside <answer> </answer> and write the "
+    "exact final answer in LaTeX as \\boxed{...}, for example: <think> reasoning </think> <answer> The final answer "
+    "is \\[ \\boxed{42} \\] </answer>."
+)
+
+
+class EvalConfigError(ValueError):
+    r"""A bad evaluation configuration; the message names the key and the fix."""
+
+
+def _help(text: str, **extra: Any) -> dict[str, Any]:
+    return {"help": text, **extra}
+
+
+@dataclass
+class EvalArguments:
+    r"""The `eval_*` keys of `llamafactory-agentic eval` (help text on each field)."""
+
+    eval_preset: str = field(
+        default="paper",
+        metadata=_help(
+            "Protocol preset: `paper` (docs/algorithms.md section 9) or `train_val` (training's validation)."
+        ),
+    )
+    eval_benchmarks: str | None = field(
+        default=None,
+        metadata=_help(
+            "Benchmarks: registry names (aime24, math500, hotpotqa, ...), group names (math, knowledge, reasoning, "
+            "deep_search), file paths (.jsonl, .json, .parquet), `name=path`, or mappings {name, path, task, metric, "
+            "question_fields, answer_field, answer_reader}; a YAML list or a comma-separated string."
+        ),
+    )
+    eval_data_dir: str | None = field(
+        default=None,
+        metadata=_help(
+            "Folder with the benchmark files named in the registry (`<name>.jsonl` or `<name>/test.jsonl`), e.g. "
+            "../shared/data/arpo/eval or RUC-NLPIR/ARPO's evaluation/data."
+        ),
+    )
+    eval_registry: str | None = field(
+        default=None, metadata=_help("Benchmark registry YAML (default: the shipped evaluation/benchmarks.yaml).")
+    )
+    eval_output_dir: str | None = field(
+        default=None,
+        metadata=_help("Where records, metrics.json, summary.md/.csv and report.html go; a run resumes from here."),
+    )
+    eval_overwrite: bool = field(
+        default=False,
+        metadata=_help("Start over in an output folder that holds a run with another fingerprint (deletes it)."),
+    )
+    eval_max_samples: int | None = field(
+        default=None, metadata=_help("Evaluate only the first N rows of each benchmark (saved with the results).")
+    )
+    eval_runs: int | None = field(
+        default=None, metadata=_help("Independent runs R per question (pass@1 = mean over runs; pass@k for k <= R).")
+    )
+    eval_batch_size: int = field(
+        default=64,
+        metadata=_help("Samples in flight at once (generation is batched across samples and runs; tools concurrent)."),
+    )
+    eval_shard: str | None = field(
+        default=None,
+        metadata=_help("`i/N`: this process evaluates shard i (0-based) of N; the shards merge in the output folder."),
+    )
+    eval_seed: int = field(default=0, metadata=_help("Seed of the per-sample sampling seeds."))
+    eval_system_prompt: str | None = field(
+        default=None,
+        metadata=_help(
+            "System prompt of jsonl benchmarks: literal text, `file:PATH`, `rl:PATH.parquet` (message 0 of an ARPO RL "
+            "file: the prompt the ARPO models were trained with) or `none`; default: the plugin's tool prompt. "
+            "`arpo_rl` rows keep their own."
+        ),
+    )
+    eval_temperature: float | None = field(default=None, metadata=_help("Sampling temperature (0 = greedy)."))
+    eval_top_p: float | None = field(default=None, metadata=_help("Nucleus mass (1.0 = off)."))
+    eval_top_k: int | None = field(default=None, metadata=_help("Top-k filter (0 = off)."))
+    eval_repetition_penalty: float | None = field(default=None, metadata=_help("Repetition penalty (1.0 = off)."))
+    eval_max_new_tokens: int | None = field(
+        default=None, metadata=_help("Most new tokens per generation call (0 = only the response budget).")
+    )
+    eval_max_prompt_length: int | None = field(
+        default=None, metadata=_help("Prompt budget in tokens; longer prompts are cut from the left and counted.")
+    )
+    eval_max_response_length: int | None = field(
+        default=None, metadata=_help("Response budget in tokens (model text and observations).")
+    )
+    eval_max_python_calls: int | None = field(
+        default=None, metadata=_help("Python calls per sample; later ones get a short notice (-1 = no limit).")
+    )
+    eval_max_search_calls: int | None = field(
+        default=None, metadata=_help("Search calls per sample; later ones get a short notice (-1 = no limit).")
+    )
+    eval_max_tool_calls: int | None = field(
+        default=None,
+        metadata=_help(
+            "Calls per sample, both tools combined; the next call ends the trajectory with EOS (-1 = none)."
+        ),
+    )
+    eval_repeat_notice: bool | None = field(
+        default=None, metadata=_help("A search repeating an earlier query of the sample gets a notice, not a search.")
+    )
+    eval_stop_strings: str | None = field(
+        default=None, metadata=_help("Comma-separated stop strings sent to the engine.")
+    )
+    eval_drop_self_results: bool | None = field(
+        default=None, metadata=_help("Cut a `<result>` the model writes itself (and the text after it).")
+    )
+    eval_sample_timeout: float | None = field(
+        default=None, metadata=_help("Seconds per sample, checked between rounds (0 = none).")
+    )
+    eval_base_url: str | None = field(
+        default=None,
+        metadata=_help(
+            "OpenAI-compatible server(s) (`http://host:8000/v1`, a list for several) serving the model: "
+            "`/v1/completions` with token-id prompts and stop strings; the tokenizer comes from model_name_or_path."
+        ),
+    )
+    eval_model_name: str | None = field(
+        default=None, metadata=_help("Model name the server serves (default: the first of its `/models`).")
+    )
+    eval_api_key_env: str | None = field(
+        default=None, metadata=_help("Environment variable holding the server's API key (never logged).")
+    )
+    eval_request_timeout: float = field(default=600.0, metadata=_help("Seconds per generation request."))
+    eval_judge_base_url: str | None = field(
+        default=None,
+        metadata=_help(
+            "OpenAI-compatible chat endpoint of the LLM judge (reference: Qwen2.5-72B-Instruct); unset: no judge."
+        ),
+    )
+    eval_judge_model: str | None = field(default=None, metadata=_help("Judge model name."))
+    eval_judge_api_key_env: str | None = field(
+        default=None, metadata=_help("Environment variable holding the judge's API key.")
+    )
+    eval_judge_workers: int = field(default=16, metadata=_help("Concurrent judge requests."))
+    eval_judge_timeout: float = field(default=120.0, metadata=_help("Seconds per judge request."))
+    eval_judge_retries: int = field(default=3, metadata=_help("Attempts per judge request (HTTP 5xx, 429, network)."))
+    eval_judge_cache: str | None = field(
+        default=None,
+        metadata=_help("SQLite file of judge verdicts (default: judge_cache.sqlite in the output folder)."),
+    )
+    eval_headline_metric: str | None = field(
+        default=None,
+        metadata=_help("Override every benchmark's headline: f1, em, judge, math_equiv, reward or accuracy."),
+    )
+    eval_report: bool = field(default=True, metadata=_help("Write report.html."))
+    eval_report_max_trajectories: int = field(
+        default=5000, metadata=_help("Trajectories embedded in report.html (the report says when it shows fewer).")
+    )
+    eval_progress: bool = field(default=True, metadata=_help("Show a progress bar."))
+
+    def __post_init__(self) -> None:
+        r"""Normalise list-valued keys and check the choices.
+
+        Raises:
+            EvalConfigError: naming the bad key.
+        """
+        if self.eval_preset not in PRESETS:
+            raise EvalConfigError(f"eval_preset must be one of {list(PRESETS)}, got {self.eval_preset!r}")
+        self.eval_benchmarks = _as_list(self.eval_benchmarks)
+        self.eval_base_url = _as_list(self.eval_base_url) or None
+        if self.eval_batch_size < 1:
+            raise EvalConfigError(f"eval_batch_size must be >= 1, got {self.eval_batch_size}")
+        if self.eval_runs is not None and self.eval_runs < 1:
+            raise EvalConfigError(f"eval_runs must be >= 1, got {self.eval_runs}")
+        if self.eval_max_samples is not None and self.eval_max_samples < 1:
+            raise EvalConfigError(f"eval_max_samples must be >= 1, got {self.eval_max_samples}")
+        parse_shard(self.eval_shard)
+        if self.eval_judge_base_url and not self.eval_judge_model:
+            raise EvalConfigError("eval_judge_base_url is set but eval_judge_model is not: name the judge model")
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, dict):
+        return [dict(value)]
+    return [dict(v) if isinstance(v, dict) else str(v).strip() for v in value if isinstance(v, dict) or str(v).strip()]
+
+
+def parse_shard(value: str | None) -> tuple[int, int]:
+    r"""`"i/N"` -> `(i, N)` with 0 <= i < N; None -> `(0, 1)`.
+
+    Raises:
+        EvalConfigError: malformed or out of range.
+    """
+    if value is None or str(value).strip() == "":
+        return 0, 1
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(value))
+    if not match or not 0 <= int(match.group(1)) < int(match.group(2)):
+        raise EvalConfigError(f"eval_shard must be 'i/N' with 0 <= i < N (e.g. 0/4), got {value!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+@dataclass
+class Protocol:
+    r"""The effective evaluation protocol (everything that changes what the model is asked and allowed to do).
+
+    Attributes:
+        preset: `paper` or `train_val`.
+        temperature, top_p, top_k, repetition_penalty: Sampling.
+        max_new_tokens: Most new tokens per generation call (None: only the response budget).
+        max_prompt_length, max_response_length: Token budgets.
+        tool_call_limits: Per-tool call limits (notice past the limit), e.g. `{"python": 5, "search": 10}`.
+        max_tool_calls: Combined limit ending the trajectory with EOS (None: none).
+        repeat_notice: A repeated search gets a notice.
+        stop_strings: Stop strings sent to the engine (besides EOS).
+        drop_self_results: A self-written `<result>` is cut.
+        sample_timeout_s: Seconds per sample (None: none).
+        runs: Runs R per question.
+        system_prompt_sha256: SHA-256 of the system prompt of jsonl benchmarks ("" for none).
+        observation_format: The inserted observation string.
+        seed: Seed of the per-sample seeds.
+        reward: `agentic_reward` / `agentic_reward_math` of the reward column.
+        tools: Tool settings that change observations (search backend, top-k, snippet size, python limits, tool
+            config file hash); cache location and mode are not part of the protocol.
+    """
+
+    preset: str
+    temperature: float
+    top_p: float
+    top_k: int
+    repetition_penalty: float
+    max_new_tokens: int | None
+    max_prompt_length: int
+    max_response_length: int
+    tool_call_limits: dict[str, int]
+    max_tool_calls: int | None
+    repeat_notice: bool
+    stop_strings: list[str]
+    drop_self_results: bool
+    sample_timeout_s: float | None
+    runs: int
+    system_prompt_sha256: str
+    observation_format: str
+    seed: int
+    reward: dict[str, str]
+    tools: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        r"""Plain JSON-serialisable dict."""
+        return asdict(self)
+
+    @property
+    def fingerprint(self) -> str:
+        r"""First 16 hex digits of the SHA-256 of the canonical JSON of `to_dict()`."""
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def read_training_config(*paths: str | None) -> dict[str, Any]:
+    r"""Effective values training saved (`agentic_config.json` next to the checkpoint or adapter), else `{}`."""
+    for path in paths:
+        if not path:
+            continue
+        candidate = Path(str(path).split(",")[0]).expanduser() / "agentic_config.json"
+        if candidate.is_file():
+            try:
+                return dict(json.loads(candidate.read_text(encoding="utf-8")).get("values") or {})
+            except (json.JSONDecodeError, AttributeError) as err:
+                raise EvalConfigError(f"{candidate} is not a valid agentic_config.json: {err}") from None
+    return {}
+
+
+def resolve_system_prompt(value: str | None) -> str | None:
+    r"""The system prompt of jsonl benchmarks from `eval_system_prompt` (see its help); None means no system prompt.
+
+    Raises:
+        EvalConfigError: a missing file, or an RL file without a system message.
+    """
+    if value is None:
+        return DEFAULT_SYSTEM_PROMPT
+    text = str(value)
+    if text.strip().lower() in ("none", ""):
+        return None
+    if text.startswith("file:"):
+        path = Path(text[5:]).expanduser()
+        if not path.is_file():
+            raise EvalConfigError(f"eval_system_prompt: file {path} does not exist")
+        return path.read_text(encoding="utf-8").strip()
+    if text.startswith("rl:"):
+        import pyarrow.parquet as pq
+
+        from ..data.rl_schema import parse_rl_row
+
+        path = Path(text[3:]).expanduser()
+        if not path.is_file():
+            raise EvalConfigError(f"eval_system_prompt: RL file {path} does not exist")
+        rows = pq.read_table(path).slice(0, 1).to_pylist()
+        system = parse_rl_row(rows[0], repair=True).system if rows else ""
+        if not system:
+            raise EvalConfigError(f"eval_system_prompt: the first row of {path} has no system message")
+        return system
+    return text
+
+
+def _limit(value: int | None) -> int | None:
+    return None if value is None or int(value) < 0 else int(value)
+
+
+def resolve_protocol(eval_args: EvalArguments, finetuning_args: Any, model_args: Any = None) -> Protocol:
+    r"""Effective protocol: explicit `eval_*` keys, then the preset (and for `train_val` the training config).
+
+    Args:
+        eval_args: The `eval_*` keys.
+        finetuning_args: Object with the plugin's `agentic_*` / `arpo_*` keys (tool settings, reward, training limits).
+        model_args: LLaMA-Factory `ModelArguments` (for `train_val`: the checkpoint's `agentic_config.json`).
+
+    Returns:
+        The `Protocol`.
+
+    Raises:
+        EvalConfigError: a value out of range.
+    """
+    a = eval_args
+
+    def pick(value: Any, default: Any) -> Any:
+        return default if value is None else value
+
+    if a.eval_preset == "paper":
+        base = dict(
+            temperature=0.6,
+            top_p=0.95,
+            top_k=0,
+            repetition_penalty=1.1,
+            max_new_tokens=4096,
+            max_prompt_length=4096,
+            max_response_length=32768 - 4096,
+            python=5,
+            search=10,
+            max_tool_calls=None,
+            repeat_notice=True,
+            stop=list(PAPER_STOP_STRINGS),
+            drop=True,
+            timeout=1500.0,
+            runs=5,
+        )
+    else:
+        saved = read_training_config(
+            getattr(model_args, "adapter_name_or_path", None) and ",".join(model_args.adapter_name_or_path),
+            getattr(model_args, "model_name_or_path", None),
+        )
+        base = dict(
+            temperature=0.0,
+            top_p=1.0,
+            top_k=0,
+            repetition_penalty=1.0,
+            max_new_tokens=None,
+            max_prompt_length=int(
+                saved.get("arpo_max_prompt_length") or getattr(finetuning_args, "arpo_max_prompt_length", 1536)
+            ),
+            max_response_length=int(
+                saved.get("arpo_max_response_length") or getattr(finetuning_args, "arpo_max_response_length", 4096)
+            ),
+            python=None,
+            search=None,
+            max_tool_calls=int(
+                saved.get("agentic_max_tool_calls") or getattr(finetuning_args, "agentic_max_tool_calls", None) or 3
+            ),
+            repeat_notice=False,
+            stop=list(TRAIN_STOP_STRINGS),
+            drop=False,
+            timeout=None,
+            runs=1,
+        )
+    limits = {}
+    for tool, key in (("python", a.eval_max_python_calls), ("search", a.eval_max_search_calls)):
+        value = _limit(pick(key, base[tool]))
+        if value is not None:
+            limits[tool] = value
+    max_new = pick(a.eval_max_new_tokens, base["max_new_tokens"])
+    timeout = pick(a.eval_sample_timeout, base["timeout"])
+    stop = _as_list(a.eval_stop_strings) if a.eval_stop_strings is not None else base["stop"]
+    system_prompt = resolve_system_prompt(a.eval_system_prompt)
+    tool_config = getattr(finetuning_args, "agentic_tool_config", None)
+    protocol = Protocol(
+        preset=a.eval_preset,
+        temperature=float(pick(a.eval_temperature, base["temperature"])),
+        top_p=float(pick(a.eval_top_p, base["top_p"])),
+        top_k=int(pick(a.eval_top_k, base["top_k"])),
+        repetition_penalty=float(pick(a.eval_repetition_penalty, base["repetition_penalty"])),
+        max_new_tokens=None if not max_new else int(max_new),
+        max_prompt_length=int(pick(a.eval_max_prompt_length, base["max_prompt_length"])),
+        max_response_length=int(pick(a.eval_max_response_length, base["max_response_length"])),
+        tool_call_limits=limits,
+        max_tool_calls=_limit(pick(a.eval_max_tool_calls, base["max_tool_calls"])),
+        repeat_notice=bool(pick(a.eval_repeat_notice, base["repeat_notice"])),
+        stop_strings=list(stop),
+        drop_self_results=bool(pick(a.eval_drop_self_results, base["drop"])),
+        sample_timeout_s=None if not timeout else float(timeout),
+        runs=int(pick(a.eval_runs, base["runs"])),
+        system_prompt_sha256=hashlib.sha256((system_prompt or "").encode("utf-8")).hexdigest()
+        if system_prompt
+        else "",
+        observation_format=OBSERVATION_FORMAT,
+        seed=int(a.eval_seed),
+        reward={
+            "agentic_reward": str(getattr(finetuning_args, "agentic_reward", "f1")),
+            "agentic_reward_math": str(getattr(finetuning_args, "agentic_reward_math", "f1")),
+        },
+        tools={
+            **{
+                name: getattr(finetuning_args, f"agentic_{name}", agentic_default(f"agentic_{name}"))
+                for name in (
+                    "search_backend",
+                    "search_topk",
+                    "search_snippet_chars",
+                    "python_timeout",
+                    "python_max_output_chars",
+                )
+            },
+            "tool_config_sha256": _file_sha(tool_config),
+        },
+    )
+    _check_protocol(protocol)
+    return protocol
+
+
+def _file_sha(path: str | None) -> str:
+    if not path or not os.path.isfile(os.path.expanduser(path)):
+        return ""
+    with open(os.path.expanduser(path), "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _check_protocol(p: Protocol) -> None:
+    if p.temperature < 0:
+        raise EvalConfigError(f"eval_temperature must be >= 0, got {p.temperature}")
+    if not 0 < p.top_p <= 1:
+        raise EvalConfigError(f"eval_top_p must be in (0, 1], got {p.top_p}")
+    if p.repetition_penalty <= 0:
+        raise EvalConfigError(f"eval_repetition_penalty must be > 0, got {p.repetition_penalty}")
+    if p.max_prompt_length < 1 or p.max_response_length < 1:
+        raise EvalConfigError("eval_max_prompt_length and eval_max_response_length must be >= 1")
+    if p.runs < 1:
+        raise EvalConfigError(f"eval_runs must be >= 1, got {p.runs}")
+
+
+def eval_field_names() -> list[str]:
+    r"""Names of every `eval_*` key."""
+    return [f.name for f in fields(EvalArguments)]
+
+
+def format_help() -> str:
+    r"""The `eval_*` keys with their defaults and help text (printed by `llamafactory-agentic eval -h`)."""
+    lines = []
+    for f in fields(EvalArguments):
+        default = f.default if f.default is not None else "(preset)" if f.name not in _NO_PRESET else "None"
+        lines.append(f"  {f.name} (default {default}): {f.metadata.get('help', '')}")
+    return "\n".join(lines)
+
+
+_NO_PRESET = {
+    "eval_benchmarks",
+    "eval_data_dir",
+    "eval_registry",
+    "eval_output_dir",
+    "eval_max_samples",
+    "eval_shard",
+    "eval_system_prompt",
+    "eval_base_url",
+    "eval_model_name",
+    "eval_api_key_env",
+    "eval_judge_base_url",
+    "eval_judge_model",
+    "eval_judge_api_key_env",
+    "eval_judge_cache",
+    "eval_headline_metric",
+}

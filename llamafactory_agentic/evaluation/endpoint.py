@@ -1,0 +1,217 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+r"""A generation engine for models served elsewhere: OpenAI-compatible `POST {base_url}/completions`.
+
+It plugs into the same agent loop as the in-process engines (`rollout.GenerationEngine`), so stop strings,
+observations, tool limits and notices are exactly those of the `hf` and `vllm` backends. Each request sends the
+context as token ids (`"prompt": [ids]`, prompt plus response so far), `max_tokens`, the sampling settings and the stop
+strings with `include_stop_str_in_output: true`, and asks for the sampled ids (`return_token_ids: true`, vLLM >= 0.10.2;
+`skip_special_tokens: false`). Extensions outside OpenAI's API (`repetition_penalty`, `top_k`, `stop_token_ids`,
+`include_stop_str_in_output`, `return_token_ids`, `skip_special_tokens`) are those vLLM and SGLang servers accept.
+
+When the server returns token ids they are used as they are; otherwise the returned text is encoded with the
+tokenizer (`add_special_tokens=False`) and the engine counts it in `stats["retokenised"]`. A request that still fails
+after its retries becomes a round with finish reason `error` (the trajectory ends; the record says why).
+With several servers each request goes to the one with the fewest requests in flight.
+"""
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+from tenacity import RetryError, retry, retry_if_exception, stop_after_attempt, wait_exponential
+
+from ..integration.log import get_logger
+from ..rollout.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingSettings
+
+
+logger = get_logger(__name__)
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code >= 500 or exc.response.status_code == 429
+    return isinstance(exc, (httpx.TransportError, httpx.TimeoutException))
+
+
+class OpenAICompletionsEngine(GenerationEngine):
+    r"""Round generation through one or more OpenAI-compatible completions servers.
+
+    Args:
+        base_urls: Server URLs ending in `/v1` (a request goes to `{url}/completions`).
+        tokenizer: The served model's tokenizer (encodes text replies when no ids come back).
+        model: Served model name (None: the first id of `GET {url}/models` of the first server).
+        api_key: Bearer token (None: no Authorization header).
+        timeout_s: Seconds per request.
+        retries: Attempts per request (HTTP 5xx, 429, network errors and timeouts; exponential backoff).
+        workers: Concurrent requests.
+        retry_wait_s: First backoff wait in seconds.
+
+    Attributes:
+        stats: `requests`, `errors`, `retokenised` (replies without token ids), `generated_tokens`.
+        last_bodies: The JSON body of the latest request per server URL (inspection and tests).
+
+    Raises:
+        ValueError: no URL given.
+        RuntimeError: `model` is None and the first server lists no model.
+    """
+
+    def __init__(
+        self,
+        base_urls: Sequence[str],
+        tokenizer: Any,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        retries: int = 3,
+        workers: int = 64,
+        retry_wait_s: float = 1.0,
+    ) -> None:
+        r"""Create the engine (arguments in the class docstring)."""
+        self.urls = [url.rstrip("/") for url in base_urls]
+        if not self.urls:
+            raise ValueError("OpenAICompletionsEngine needs at least one base URL")
+        self.tokenizer = tokenizer
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(timeout=timeout_s, headers=headers, limits=httpx.Limits(max_connections=workers))
+        self._pool = ThreadPoolExecutor(max_workers=max(1, int(workers)), thread_name_prefix="agentic-endpoint")
+        self._retries = max(1, int(retries))
+        self._wait = float(retry_wait_s)
+        self._lock = threading.Lock()
+        self._inflight = dict.fromkeys(self.urls, 0)
+        self.stats = {"requests": 0, "errors": 0, "retokenised": 0, "generated_tokens": 0}
+        self.last_bodies: dict[str, dict] = {}
+        self.model = model or self._first_model()
+
+    def _first_model(self) -> str:
+        response = self._client.get(self.urls[0] + "/models")
+        response.raise_for_status()
+        models = response.json().get("data") or []
+        if not models:
+            raise RuntimeError(f"{self.urls[0]}/models lists no model; set eval_model_name")
+        return str(models[0]["id"])
+
+    def _pick(self) -> str:
+        with self._lock:
+            url = min(self.urls, key=lambda u: self._inflight[u])
+            self._inflight[url] += 1
+            return url
+
+    def _body(self, req: GenerationRequest, sampling: SamplingSettings) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "prompt": [int(t) for t in list(req.prompt_ids) + list(req.response_ids)],
+            "max_tokens": int(req.max_tokens),
+            "temperature": float(max(sampling.temperature, 0.0)),
+            "top_p": float(sampling.top_p),
+            "n": 1,
+            "stop": list(sampling.stop_strings),
+            "stop_token_ids": [int(t) for t in sampling.eos_token_ids],
+            "include_stop_str_in_output": True,
+            "skip_special_tokens": False,
+            "return_token_ids": True,
+        }
+        if sampling.top_k and sampling.top_k > 0:
+            body["top_k"] = int(sampling.top_k)
+        if sampling.repetition_penalty != 1.0:
+            body["repetition_penalty"] = float(sampling.repetition_penalty)
+        if req.seed is not None:
+            body["seed"] = int(req.seed)
+        return body
+
+    def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self.stats["requests"] += 1
+            self.last_bodies[url] = body
+        response = self._client.post(url + "/completions", json=body)
+        response.raise_for_status()
+        return response.json()
+
+    def _one(self, req: GenerationRequest, sampling: SamplingSettings) -> GenerationResult:
+        url = self._pick()
+        body = self._body(req, sampling)
+        call = retry(
+            retry=retry_if_exception(_retryable),
+            stop=stop_after_attempt(self._retries),
+            wait=wait_exponential(multiplier=self._wait, max=30),
+            reraise=False,
+        )(self._post)
+        try:
+            data = call(url, body)
+            return self._parse(data, sampling)
+        except RetryError as err:
+            return self._error(f"{url}: {err.last_attempt.exception()}")
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as err:
+            return self._error(f"{url}: {type(err).__name__}: {err}")
+        finally:
+            with self._lock:
+                self._inflight[url] -= 1
+
+    def _error(self, message: str) -> GenerationResult:
+        with self._lock:
+            self.stats["errors"] += 1
+        logger.warning("[agentic-eval] generation request failed: %s", message)
+        return GenerationResult(token_ids=[], finish_reason="error", error=message)
+
+    def _parse(self, data: dict[str, Any], sampling: SamplingSettings) -> GenerationResult:
+        choice = data["choices"][0]
+        text = choice.get("text") or ""
+        ids = choice.get("token_ids")
+        if ids is None:
+            ids = self.tokenizer.encode(text, add_special_tokens=False)
+            with self._lock:
+                self.stats["retokenised"] += 1
+        ids = [int(t) for t in ids]
+        eos = [int(t) for t in sampling.eos_token_ids]
+        finish = choice.get("finish_reason")
+        stop_reason = choice.get("stop_reason")
+        if finish == "stop":
+            stop = stop_reason if isinstance(stop_reason, str) and stop_reason in sampling.stop_strings else None
+            if stop is None:
+                stop = next((s for s in sampling.stop_strings if text.endswith(s)), None)
+            if stop is not None:
+                result = GenerationResult(token_ids=ids, finish_reason="stop", stop_string=stop)
+            else:  # end of turn (stop_reason None) or a stop token id
+                if eos and (not ids or ids[-1] not in eos):
+                    ids.append(int(stop_reason) if isinstance(stop_reason, int) else eos[0])
+                result = GenerationResult(token_ids=ids, finish_reason="eos")
+        else:
+            result = GenerationResult(token_ids=ids, finish_reason="length")
+        with self._lock:
+            self.stats["generated_tokens"] += len(result.token_ids)
+        return result
+
+    def generate(self, requests: list[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
+        r"""One round for every request, sent concurrently; results in request order (see the class docstring)."""
+        results: list[GenerationResult | None] = [None] * len(requests)
+        futures = {}
+        for i, req in enumerate(requests):
+            if req.max_tokens <= 0:
+                results[i] = GenerationResult(token_ids=[], finish_reason="length")
+            else:
+                futures[i] = self._pool.submit(self._one, req, sampling)
+        for i, future in futures.items():
+            results[i] = future.result()
+        return results
+
+    def release(self) -> None:
+        r"""Nothing to free between calls (the servers keep their own state)."""
+
+    def close(self) -> None:
+        r"""Stop the worker threads and close the HTTP client."""
+        self._pool.shutdown(wait=True)
+        self._client.close()

@@ -1,0 +1,267 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+r"""Aggregates of scored records (docs/algorithms.md section 9) and the summary files.
+
+Per benchmark: the headline pass@1 as mean ± sample standard deviation over the R runs (each run's mean over
+questions), unbiased pass@k for every k <= R (Chen et al. 2021, arXiv 2107.03374, Eq. 1:
+`1 - C(n - c, k) / C(n, k)` per question, averaged), the mean of every per-sample score, tool calls per sample and per
+tool, tool calls per correct answer, duplicate queries, limit hits, stop reasons, tokens, latency, cache hits and
+misses per tool (calls the tool ran or the cache answered; notices and empty calls excluded) and judge statistics. Groups (the papers' averages) average the headline pass@1 of their members that were evaluated.
+"""
+
+import csv
+import io
+import json
+import math
+from collections import Counter, defaultdict
+from typing import Any
+
+import numpy as np
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    r"""Unbiased pass@k of one question with `c` correct out of `n` samples.
+
+    Args:
+        n: Samples (runs) of the question, >= 1.
+        c: Correct samples, 0 <= c <= n.
+        k: Budget, 1 <= k <= n.
+
+    Returns:
+        `1 - C(n - c, k) / C(n, k)`: the probability that a random size-k subset holds a correct sample.
+
+    Raises:
+        ValueError: arguments out of range.
+    """
+    if not (n >= 1 and 0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"pass_at_k needs n >= 1, 0 <= c <= n, 1 <= k <= n; got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def _mean_std(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"mean": None, "std": None}
+    arr = np.asarray(values, dtype=float)
+    return {"mean": float(arr.mean()), "std": float(arr.std(ddof=1)) if len(arr) > 1 else 0.0}
+
+
+def aggregate_benchmark(records: list[dict[str, Any]], runs: int) -> dict[str, Any]:
+    r"""Metrics of one benchmark from its scored records (each with `sample_id`, `run`, `headline`, `scores`, ...).
+
+    Args:
+        records: Scored records of the benchmark (`scored_record` output).
+        runs: R of the protocol (pass@k is reported for k = 1..R over questions with R runs).
+
+    Returns:
+        A dict with `n_questions`, `n_records`, `headline_metric`, `headline_source`, `pass@1` (`mean`, `std`,
+        `per_run`), `pass@k`, `metrics` (mean of every per-sample score), tool-call, token, latency, cache and judge
+        statistics.
+    """
+    by_run: dict[int, list[float]] = defaultdict(list)
+    by_question: dict[str, list[bool]] = defaultdict(list)
+    scores: dict[str, list[float]] = defaultdict(list)
+    tool_calls: Counter = Counter()
+    finish: Counter = Counter()
+    sources: Counter = Counter()
+    judge: Counter = Counter()
+    cache: dict[str, Counter] = defaultdict(Counter)
+    total_calls = correct_total = duplicates = limit_hits = 0
+    tokens: dict[str, list[int]] = defaultdict(list)
+    latency = []
+    for r in records:
+        value = r["headline"]["value"]
+        by_run[int(r["run"])].append(value)
+        by_question[str(r["sample_id"])].append(bool(r["headline"]["correct"]))
+        sources[r["headline"]["source"]] += 1
+        for name, score in r["scores"].items():
+            if score is not None and not isinstance(score, bool):
+                scores[name].append(float(score))
+        if r.get("judge") is not None:
+            judge[
+                "error" if r["judge"]["source"] == "error" else "correct" if r["judge"]["correct"] else "incorrect"
+            ] += 1
+            if r["judge"]["correct"] is not None:
+                scores["judge"].append(float(r["judge"]["correct"]))
+        for tool, count in r["tool_counts"].items():
+            tool_calls[tool] += count
+        total_calls += sum(r["tool_counts"].values())
+        correct_total += int(bool(r["headline"]["correct"]))
+        duplicates += r["duplicate_queries"]
+        limit_hits += r["limit_hits"]
+        finish[r["finish_reason"]] += 1
+        for call in r["tool_calls"]:
+            if call.get("status") in ("limit", "repeat", "empty"):
+                continue
+            cache[call["tool"]]["hits" if call.get("cached") else "misses"] += 1
+        for name, count in r["tokens"].items():
+            tokens[name].append(int(count))
+        latency.append(float(r.get("latency_s") or 0.0))
+    n_records = len(records)
+    full = [v for v in by_question.values() if len(v) >= runs]
+    per_run = [float(np.mean(by_run[k])) for k in sorted(by_run)]
+    metric = records[0]["headline"]["metric"] if records else None
+    return {
+        "n_questions": len(by_question),
+        "n_records": n_records,
+        "runs_complete": len(per_run),
+        "headline_metric": metric,
+        "headline_source": dict(sources),
+        "pass@1": {**_mean_std(per_run), "per_run": per_run},
+        "pass@k": {
+            str(k): float(np.mean([pass_at_k(len(v), sum(v), k) for v in full])) if full else None
+            for k in range(1, runs + 1)
+        },
+        "metrics": {name: float(np.mean(values)) for name, values in sorted(scores.items())},
+        "tool_calls_per_sample": total_calls / n_records if n_records else 0.0,
+        "tool_calls_per_sample_by_tool": {t: c / n_records for t, c in sorted(tool_calls.items())},
+        "tool_calls_per_correct": total_calls / correct_total if correct_total else None,
+        "duplicate_queries": duplicates,
+        "limit_hits": limit_hits,
+        "finish_reasons": dict(finish),
+        "tokens_mean": {name: float(np.mean(values)) for name, values in sorted(tokens.items())},
+        "cache": {tool: {"hits": c["hits"], "misses": c["misses"]} for tool, c in sorted(cache.items())},
+        "judge_verdicts": dict(judge),
+        "judge_errors": judge["error"],
+        "latency_s_mean": float(np.mean(latency)) if latency else 0.0,
+    }
+
+
+def aggregate(
+    scored: list[dict[str, Any]], runs: int, groups: dict[str, list[str]], order: list[str] | None = None
+) -> dict[str, Any]:
+    r"""`{"benchmarks": {name: aggregate_benchmark(...)}, "groups": {name: {...}}}` for every benchmark present.
+
+    A group's `pass@1` is the mean of its evaluated members' headline pass@1; `missing` lists members without
+    results (the average is then over fewer sets than the paper's and says so).
+    """
+    by_bench: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in scored:
+        by_bench[r["benchmark"]].append(r)
+    names = [n for n in (order or []) if n in by_bench] + sorted(n for n in by_bench if n not in (order or []))
+    benchmarks = {name: aggregate_benchmark(by_bench[name], runs) for name in names}
+    out_groups = {}
+    for group, members in groups.items():
+        present = [m for m in members if m in benchmarks and benchmarks[m]["pass@1"]["mean"] is not None]
+        if not present:
+            continue
+        out_groups[group] = {
+            "pass@1": float(np.mean([benchmarks[m]["pass@1"]["mean"] for m in present])),
+            "members": present,
+            "missing": [m for m in members if m not in present],
+        }
+    return {"benchmarks": benchmarks, "groups": out_groups}
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}"
+
+
+def summary_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    r"""One flat row per benchmark and group (the columns of `summary.csv`)."""
+    rows = []
+    for name, b in metrics["benchmarks"].items():
+        row = {
+            "benchmark": name,
+            "questions": b["n_questions"],
+            "records": b["n_records"],
+            "metric": b["headline_metric"],
+            "pass@1_mean": b["pass@1"]["mean"],
+            "pass@1_std": b["pass@1"]["std"],
+        }
+        row.update({f"pass@{k}": v for k, v in b["pass@k"].items() if k != "1"})
+        row.update(
+            {
+                "em": b["metrics"].get("em"),
+                "f1": b["metrics"].get("f1"),
+                "math_equiv": b["metrics"].get("math_equiv"),
+                "judge": b["metrics"].get("judge"),
+                "reward": b["metrics"].get("reward"),
+                "tool_calls_per_sample": b["tool_calls_per_sample"],
+                "tool_calls_per_correct": b["tool_calls_per_correct"],
+                "judge_errors": b["judge_errors"],
+                "note": note_of(b),
+            }
+        )
+        rows.append(row)
+    for name, g in metrics["groups"].items():
+        rows.append({"benchmark": f"group:{name}", "pass@1_mean": g["pass@1"], "note": _group_note(g)})
+    return rows
+
+
+def note_of(b: dict[str, Any]) -> str:
+    r"""Footnote text of a benchmark row (rule instead of judge, judge errors, incomplete runs)."""
+    notes = []
+    sources = b["headline_source"]
+    if b["headline_metric"] == "judge" and sources.get("rule"):
+        notes.append("no judge configured: rule-based equivalence (EM or math-verify) shown")
+    if b["judge_errors"]:
+        notes.append(f"{b['judge_errors']} judge errors counted as wrong")
+    return "; ".join(notes)
+
+
+def _group_note(g: dict[str, Any]) -> str:
+    return f"over {len(g['members'])} of {len(g['members']) + len(g['missing'])} sets" if g["missing"] else ""
+
+
+def write_summary_csv(metrics: dict[str, Any]) -> str:
+    r"""The text of `summary.csv`."""
+    rows = summary_rows(metrics)
+    columns: list[str] = []
+    for row in rows:
+        columns += [c for c in row if c not in columns]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({c: ("" if row.get(c) is None else row.get(c)) for c in columns})
+    return buffer.getvalue()
+
+
+def write_summary_md(metrics: dict[str, Any], info: dict[str, Any]) -> str:
+    r"""The text of `summary.md`: one table of benchmarks, one of groups, the protocol and notes."""
+    runs = info["protocol"]["runs"]
+    ks = [str(k) for k in range(2, runs + 1)]
+    head = ["benchmark", "n", "metric", f"pass@1 (mean ± std over {runs} runs)"] + [f"pass@{k}" for k in ks]
+    head += ["EM", "F1", "tools/sample", "tools/correct", "notes"]
+    lines = [
+        f"# Evaluation of {info['model_label']}",
+        "",
+        f"Protocol `{info['protocol']['preset']}`, fingerprint `{info['fingerprint']}`; scores in %.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for name, b in metrics["benchmarks"].items():
+        p1 = b["pass@1"]
+        mean_std = "n/a" if p1["mean"] is None else f"{_pct(p1['mean'])} ± {_pct(p1['std'])}"
+        cells = [name, str(b["n_questions"]), b["headline_metric"], mean_std]
+        cells += [_pct(b["pass@k"].get(k)) for k in ks]
+        cells += [_pct(b["metrics"].get("em")), _pct(b["metrics"].get("f1"))]
+        per_correct = b["tool_calls_per_correct"]
+        cells += [f"{b['tool_calls_per_sample']:.2f}", "n/a" if per_correct is None else f"{per_correct:.2f}"]
+        cells.append(note_of(b))
+        lines.append("| " + " | ".join(cells) + " |")
+    if metrics["groups"]:
+        lines += ["", "| group | pass@1 | sets |", "|---|---|---|"]
+        for name, g in metrics["groups"].items():
+            lines.append(f"| {name} | {_pct(g['pass@1'])} | {', '.join(g['members'])} {_group_note(g)} |")
+    lines += ["", "Protocol:", ""]
+    for key, value in info["protocol"].items():
+        lines.append(f"- `{key}`: `{json.dumps(value, ensure_ascii=False)}`")
+    for warning in info.get("warnings", []):
+        lines.append(f"- note: {warning}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,709 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+r"""`evaluate(config) -> metrics`: the evaluation harness end to end (docs/algorithms.md section 9).
+
+1. Parse the YAML (LLaMA-Factory's model keys through its own parser, the plugin's `agentic_*` tool keys, the
+   `eval_*` keys) and resolve the protocol preset; load the benchmarks.
+2. Open the output folder (`records.open_run`): a new run, or a resume of the same run.
+3. Generate the missing (benchmark, sample, run) records of this shard through the training rollout's agent loop
+   (`AgenticRollout.stream`) with the `hf` or `vllm` engine in-process, or an OpenAI-compatible endpoint, and the
+   training tool executor and cache; each record is appended the moment its trajectory ends.
+4. When every shard's records are there: judge (cached), aggregate, write `metrics.json`, `summary.md`,
+   `summary.csv`, `scored.jsonl` and `report.html`.
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import time
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+
+from ..integration.log import get_logger
+from .benchmarks import Benchmark, Sample, load_benchmark, load_registry, resolve_benchmarks
+from .config import (
+    UNLIMITED_CALLS,
+    EvalArguments,
+    EvalConfigError,
+    Protocol,
+    eval_field_names,
+    parse_shard,
+    resolve_protocol,
+    resolve_system_prompt,
+)
+from .records import RecordWriter, load_all_records, open_run, record_key
+from .scoring import extract_prediction, headline, rule_equivalent, rule_scores
+
+
+logger = get_logger(__name__)
+LOG_PREFIX = "[agentic-eval]"
+SELF_RESULT_STOP = "<result>"
+
+
+@dataclass
+class EvalSetup:
+    r"""Parsed configuration.
+
+    LLaMA-Factory's model, data and finetuning arguments (with the plugin's keys), the `eval_*` keys and the raw dict.
+    """
+
+    model_args: Any
+    data_args: Any
+    finetuning_args: Any
+    eval_args: EvalArguments
+    raw: dict[str, Any]
+
+
+def load_config_dict(config: str | os.PathLike | dict[str, Any], overrides: list[str] | dict | None = None) -> dict:
+    r"""The configuration as a dict: a YAML/JSON file or a dict, merged with `key=value` overrides.
+
+    OmegaConf reads and merges them, as `llamafactory-cli` reads its own YAML files.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+    """
+    from omegaconf import OmegaConf
+
+    if isinstance(config, dict):
+        base = OmegaConf.create(config)
+    else:
+        path = Path(config)
+        if not path.is_file():
+            raise FileNotFoundError(f"evaluation config {path} does not exist")
+        base = OmegaConf.load(path.absolute())
+    if overrides:
+        extra = OmegaConf.from_cli(list(overrides)) if isinstance(overrides, list) else OmegaConf.create(overrides)
+        base = OmegaConf.merge(base, extra)
+    return OmegaConf.to_container(base, resolve=True)
+
+
+def parse_eval_config(
+    config: str | os.PathLike | dict[str, Any], overrides: list[str] | dict | None = None
+) -> EvalSetup:
+    r"""Split and parse an evaluation configuration.
+
+    The `eval_*` keys build `EvalArguments`; everything else goes through LLaMA-Factory's `get_infer_args` (model
+    and data keys, and the plugin's `agentic_*`/`arpo_*` keys, which the activated plugin adds to its parser).
+    LLaMA-Factory's generation keys (`temperature`, `top_p`, ...) are refused with the `eval_*` key to use instead.
+
+    Raises:
+        EvalConfigError: unknown `eval_*` key, a generation key, or the plugin disabled.
+        ValueError: from LLaMA-Factory's parser (unknown key, bad value).
+    """
+    from ..integration.activation import register
+
+    raw = load_config_dict(config, overrides)
+    known = set(eval_field_names())
+    eval_keys = {k: v for k, v in raw.items() if k.startswith("eval_")}
+    unknown = sorted(set(eval_keys) - known)
+    if unknown:
+        raise EvalConfigError(f"unknown evaluation keys {unknown}; known: {sorted(known)}")
+    generation = {"do_sample", "temperature", "top_p", "top_k", "num_beams", "max_length", "max_new_tokens",
+                  "repetition_penalty", "length_penalty"}  # fmt: skip
+    clash = sorted(generation & set(raw))
+    if clash:
+        raise EvalConfigError(
+            f"{clash}: generation keys of the evaluation are eval_* keys (eval_temperature, eval_top_p, eval_top_k, "
+            "eval_repetition_penalty, eval_max_new_tokens); the preset gives their defaults"
+        )
+    try:
+        register()
+    except RuntimeError as err:
+        raise EvalConfigError(str(err)) from None
+    from llamafactory.hparams import get_infer_args
+
+    rest = {k: v for k, v in raw.items() if not k.startswith("eval_")}
+    model_args, data_args, finetuning_args, _ = get_infer_args(rest)
+    return EvalSetup(model_args, data_args, finetuning_args, EvalArguments(**eval_keys), raw)
+
+
+def _versions() -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in ("llamafactory-agentic", "llamafactory", "transformers", "torch", "vllm", "math-verify"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _backend(setup: EvalSetup, engine: Any) -> str:
+    if engine is not None:
+        return f"custom:{type(engine).__name__}"
+    if setup.eval_args.eval_base_url:
+        return "endpoint"
+    value = getattr(setup.model_args.infer_backend, "value", setup.model_args.infer_backend)
+    return {"huggingface": "hf"}.get(str(value), str(value))
+
+
+def _item_seed(seed: int, key: str) -> int:
+    return int(hashlib.sha256(f"{seed}/{key}".encode()).hexdigest()[:8], 16)
+
+
+@contextmanager
+def _file_lock(path: Path, blocking: bool):
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# ---------------------------------------------------------------------------------------------- generation
+def _prompt_ids(sample: Sample, system: str | None, template: Any, tokenizer: Any) -> list[int]:
+    r"""Prompt ids exactly as training renders RL prompts (`data.encode_rl_prompts`)."""
+    messages = list(sample.messages or [{"role": "user", "content": sample.question}])
+    messages.append({"role": "assistant", "content": ""})
+    prompt_ids, _ = template.encode_oneturn(tokenizer, messages, sample.system or system, None)
+    return list(prompt_ids)
+
+
+def _segments(tokenizer: Any, ids: list[int], mask: list[int]) -> list[list[str]]:
+    r"""`[["model" | "obs", text], ...]`: the response decoded run by run of equal loss mask."""
+    out, index = [], 0
+    for trained, run in groupby(mask, key=lambda m: m != 0):
+        length = len(list(run))
+        text = tokenizer.decode(ids[index : index + length], skip_special_tokens=False)
+        out.append(["model" if trained else "obs", text])
+        index += length
+    return out
+
+
+def _call_key(tool: str, content: str) -> str:
+    from ..tools import normalize_search_query
+
+    return normalize_search_query(content) if tool == "search" else content.strip()
+
+
+def build_record(
+    sample: Sample,
+    run: int,
+    traj: Any,
+    tokenizer: Any,
+    reward_fn: Any,
+    latency_s: float,
+    prompt_tokens: int,
+    prompt_truncated: bool,
+) -> dict[str, Any]:
+    r"""The JSON record of one finished trajectory, with its rule-based scores.
+
+    Args:
+        sample: The question.
+        run: Run index.
+        traj: The finished `rollout.Trajectory`.
+        tokenizer: The model's tokenizer.
+        reward_fn: The training reward (`rewards.get_reward_function`).
+        latency_s: Seconds from the sample entering generation to its end.
+        prompt_tokens: Prompt length in tokens (after truncation).
+        prompt_truncated: Whether the prompt was cut to the budget.
+
+    Returns:
+        A dict: identity, question and answers, prediction, finish reason, response segments, tool calls (with
+        status, cache hit, latency), counts, tokens, latency and `scores` (`em`, `f1`, `math_equiv`, `reward`,
+        `reward_correctness`, `format_ok`).
+    """
+    from ..rewards import build_model_view
+
+    ids, mask = list(traj.response_ids), list(traj.loss_mask)
+    view = build_model_view(tokenizer, ids, mask, tokenizer.eos_token_id)
+    prediction = extract_prediction(view)
+    scores: dict[str, Any] = rule_scores(prediction, sample.answers, sample.task)
+    ability = "math" if sample.task == "math" else sample.task
+    reward = reward_fn.compute(view, sample.answers, {"ability": ability, "data_source": sample.benchmark})
+    scores.update(reward=reward.score, reward_correctness=reward.correctness, format_ok=bool(reward.format_ok))
+    calls, seen = [], set()
+    duplicates = 0
+    for call in traj.tool_calls:
+        key = (call.tool, _call_key(call.tool, call.content)) if call.content else None
+        if key is not None and key in seen:
+            duplicates += 1
+        if key is not None:
+            seen.add(key)
+        calls.append(
+            {
+                "tool": call.tool,
+                "content": call.content,
+                "status": call.status,
+                "cached": bool(call.cached),
+                "latency_s": float(call.latency_s),
+                "obs_tokens": int(call.obs_tokens),
+            }
+        )
+    statuses = Counter(c["status"] for c in calls)
+    return {
+        "key": record_key(sample.benchmark, sample.sample_id, run),
+        "benchmark": sample.benchmark,
+        "sample_id": sample.sample_id,
+        "run": run,
+        "question": sample.question,
+        "answers": sample.answers,
+        "task": sample.task,
+        "prediction": prediction,
+        "finish_reason": traj.finish_reason,
+        "error": getattr(traj, "error", ""),
+        "segments": _segments(tokenizer, ids, mask),
+        "tool_calls": calls,
+        "tool_counts": dict(Counter(c["tool"] for c in calls)),
+        "notices": {"limit": statuses.get("limit", 0), "repeat": statuses.get("repeat", 0)},
+        "duplicate_queries": duplicates,
+        "limit_hits": statuses.get("limit", 0) + int(bool(traj.hit_call_limit)),
+        "tokens": {
+            "prompt": prompt_tokens,
+            "generated": int(traj.generated_tokens),
+            "observation": int(len(mask) - sum(1 for m in mask if m)),
+            "response": len(ids),
+        },
+        "prompt_truncated": prompt_truncated,
+        "rounds": len(traj.round_entropies),
+        "latency_s": round(latency_s, 4),
+        "scores": scores,
+        "finished_at": time.time(),
+    }
+
+
+def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any) -> tuple[Any, Any]:
+    r"""`(engine, closer)` for the configured backend."""
+    from ..rollout import build_engine
+
+    a, m = setup.eval_args, setup.model_args
+    if a.eval_base_url:
+        from .endpoint import OpenAICompletionsEngine
+
+        api_key = os.environ.get(a.eval_api_key_env) if a.eval_api_key_env else None
+        if a.eval_api_key_env and api_key is None:
+            raise EvalConfigError(f"eval_api_key_env names {a.eval_api_key_env}, which is not set")
+        engine = OpenAICompletionsEngine(
+            a.eval_base_url,
+            tokenizer,
+            model=a.eval_model_name,
+            api_key=api_key,
+            timeout_s=a.eval_request_timeout,
+            workers=a.eval_batch_size,
+        )
+        return engine, engine.close
+    backend = _backend(setup, None)
+    if backend == "hf":
+        from llamafactory.model import load_model
+
+        model = load_model(tokenizer, m, setup.finetuning_args, is_trainable=False)
+        engine = build_engine("hf", model, tokenizer, rollout_config, max_batch_size=a.eval_batch_size)
+        return engine, None
+    if backend == "vllm":
+        from ..rollout.vllm_engine import VLLMEngine, _import_vllm
+
+        if m.adapter_name_or_path:
+            raise EvalConfigError(
+                "infer_backend: vllm evaluates full models: merge the adapter first (llamafactory-cli export) or use "
+                "infer_backend: huggingface"
+            )
+        vllm = _import_vllm()
+        import torch
+
+        llm = vllm.LLM(
+            model=m.model_name_or_path,
+            trust_remote_code=m.trust_remote_code,
+            dtype=m.infer_dtype,
+            max_model_len=rollout_config.max_prompt_length + rollout_config.max_response_length,
+            tensor_parallel_size=max(torch.cuda.device_count(), 1),
+            gpu_memory_utilization=m.vllm_gpu_util,
+            enforce_eager=m.vllm_enforce_eager,
+            enable_prefix_caching=True,
+            seed=setup.eval_args.eval_seed,
+            **(m.vllm_config or {}),
+        )
+        return VLLMEngine(None, tokenizer, llm=llm, enable_sleep_mode=False), None
+    raise EvalConfigError(f"infer_backend {backend!r} is not supported by the evaluation (huggingface, vllm)")
+
+
+def rollout_config_for(protocol: Protocol, eos_token_id: int, backend: str, batch_size: int, seed: int) -> Any:
+    r"""The `RolloutConfig` that makes the training agent loop follow `protocol`."""
+    from ..rollout import RolloutConfig
+
+    stops = tuple(protocol.stop_strings) + ((SELF_RESULT_STOP,) if protocol.drop_self_results else ())
+    return RolloutConfig(
+        group_size=1,
+        initial_rollouts=1,
+        max_prompt_length=protocol.max_prompt_length,
+        max_response_length=protocol.max_response_length,
+        max_tool_calls=UNLIMITED_CALLS if protocol.max_tool_calls is None else protocol.max_tool_calls,
+        temperature=protocol.temperature,
+        top_p=protocol.top_p,
+        top_k=protocol.top_k,
+        eos_token_id=int(eos_token_id),
+        stop_strings=stops,
+        backend="vllm" if backend == "vllm" else "hf",
+        hf_generation_batch_size=batch_size,
+        seed=seed,
+        max_round_tokens=protocol.max_new_tokens,
+        tool_call_limits=dict(protocol.tool_call_limits) or None,
+        repeat_notice_tools=("search",) if protocol.repeat_notice else (),
+        repetition_penalty=protocol.repetition_penalty,
+        trajectory_timeout_s=protocol.sample_timeout_s,
+    )
+
+
+def _generate(
+    setup: EvalSetup,
+    protocol: Protocol,
+    todo: list[tuple[Sample, int]],
+    output_dir: Path,
+    shard: tuple[int, int],
+    engine: Any = None,
+    executor: Any = None,
+) -> dict[str, float]:
+    r"""Generate and append the records of `todo`; returns the loop's counters and timing."""
+    from llamafactory.data import get_template_and_fix_tokenizer
+    from llamafactory.model import load_tokenizer
+
+    from ..rewards import get_reward_function
+    from ..rollout import AgenticRollout
+    from ..tools import build_executor_from_args
+
+    a = setup.eval_args
+    tokenizer = load_tokenizer(setup.model_args)["tokenizer"]
+    template = get_template_and_fix_tokenizer(tokenizer, setup.data_args)
+    backend = _backend(setup, engine)
+    config = rollout_config_for(protocol, tokenizer.eos_token_id, backend, a.eval_batch_size, a.eval_seed)
+    closer = None
+    if engine is None:
+        engine, closer = _build_engine(setup, tokenizer, config)
+    own_executor = executor is None
+    executor = executor or build_executor_from_args(setup.finetuning_args)
+    reward_fn = get_reward_function(protocol.reward["agentic_reward"], protocol.reward["agentic_reward_math"])
+    system = resolve_system_prompt(a.eval_system_prompt)
+    rollout = AgenticRollout(engine, executor, tokenizer, config)
+    started: dict[str, tuple[float, int, bool]] = {}
+    truncated = Counter()
+
+    def items():
+        for sample, run in todo:
+            key = record_key(sample.benchmark, sample.sample_id, run)
+            ids = _prompt_ids(sample, system, template, tokenizer)
+            cut = len(ids) > protocol.max_prompt_length
+            if cut:
+                ids = ids[-protocol.max_prompt_length :]
+                truncated[sample.benchmark] += 1
+            started[key] = (time.perf_counter(), len(ids), cut)
+            yield (sample, run), ids, _item_seed(protocol.seed, key)
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(todo), desc=f"{LOG_PREFIX} generating", disable=not a.eval_progress, dynamic_ncols=True)
+    writer = RecordWriter(output_dir, *shard)
+
+    def on_finished(item: tuple[Sample, int], traj: Any) -> None:
+        sample, run = item
+        t0, n_prompt, cut = started.pop(record_key(sample.benchmark, sample.sample_id, run))
+        record = build_record(sample, run, traj, tokenizer, reward_fn, time.perf_counter() - t0, n_prompt, cut)
+        writer.write(record)
+        bar.update(1)
+
+    t0 = time.perf_counter()
+    try:
+        counters = rollout.stream(items(), on_finished, max_in_flight=a.eval_batch_size)
+    finally:
+        writer.close()
+        bar.close()
+        if own_executor:
+            executor.close()
+        if closer is not None:
+            closer()
+    counters["time/total"] = time.perf_counter() - t0
+    for bench, count in truncated.items():
+        logger.warning(
+            f"{LOG_PREFIX} {bench}: {count} prompts longer than {protocol.max_prompt_length} tokens were cut"
+        )
+    return counters
+
+
+# ---------------------------------------------------------------------------------------------- scoring
+def _judge_from(scoring: dict[str, Any], output_dir: Path) -> Any:
+    from .judge import LLMJudge, VerdictCache
+
+    if not scoring.get("judge_base_url"):
+        return None
+    key_env = scoring.get("judge_api_key_env")
+    api_key = os.environ.get(key_env) if key_env else None
+    if key_env and api_key is None:
+        raise EvalConfigError(f"eval_judge_api_key_env names {key_env}, which is not set")
+    cache = VerdictCache(scoring.get("judge_cache") or output_dir / "judge_cache.sqlite")
+    return LLMJudge(
+        scoring["judge_base_url"],
+        scoring["judge_model"],
+        cache,
+        api_key=api_key,
+        timeout_s=float(scoring.get("judge_timeout", 120.0)),
+        retries=int(scoring.get("judge_retries", 3)),
+        workers=int(scoring.get("judge_workers", 16)),
+        retry_wait_s=float(scoring.get("judge_retry_wait_s", 1.0)),
+    )
+
+
+def score_records(
+    records: list[dict[str, Any]], meta: dict[str, Any], scoring: dict[str, Any], output_dir: Path
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    r"""Add the judge verdict and the headline to every record.
+
+    Returns:
+        `(scored records, judge statistics: calls, errors, cached verdicts)`.
+    """
+    judge = _judge_from(scoring, output_dir)
+    verdicts = [None] * len(records)
+    stats: dict[str, Any] = {"configured": judge is not None, "calls": 0, "errors": 0}
+    if judge is not None:
+        items = [
+            {
+                "question": r["question"],
+                "answers": r["answers"],
+                "prediction": r["prediction"],
+                "equivalent": rule_equivalent(r["scores"]),
+            }
+            for r in records
+        ]
+        try:
+            verdicts = judge.judge_many(items)
+        finally:
+            sources = Counter(v.source for v in verdicts if v is not None)
+            stats.update(
+                calls=judge.calls, errors=judge.errors, cached_verdicts=len(judge.cache), sources=dict(sources)
+            )
+            judge.close()
+            judge.cache.close()
+    override = scoring.get("headline_metric")
+    scored = []
+    for record, verdict in zip(records, verdicts):
+        metric = override or meta["benchmarks"][record["benchmark"]]["metric"]
+        judge_info = None if verdict is None else asdict(verdict)
+        value, correct, source = headline(
+            metric,
+            record["scores"],
+            None if verdict is None else verdict.correct,
+            judge_error=verdict is not None and verdict.source == "error",
+        )
+        scored.append(
+            {
+                **record,
+                "judge": judge_info,
+                "headline": {"metric": metric, "value": value, "correct": correct, "source": source},
+            }
+        )
+    return scored, stats
+
+
+def expected_keys(meta: dict[str, Any]) -> list[str]:
+    r"""Every record key of the run described by `run.json`."""
+    return [
+        record_key(name, str(i), run)
+        for name, b in meta["benchmarks"].items()
+        for i in range(int(b["samples"]))
+        for run in range(int(meta["protocol"]["runs"]))
+    ]
+
+
+def finalize(output_dir: str | os.PathLike, scoring: dict[str, Any] | None = None) -> dict[str, Any]:
+    r"""Judge, aggregate and write the result files of a complete run (all shards); `eval merge` calls this too.
+
+    Args:
+        output_dir: The output folder with `run.json` and the records.
+        scoring: Judge and headline settings (default: those saved in `run.json`).
+
+    Returns:
+        The metrics (`complete: False` with the record count when shards are still missing).
+
+    Raises:
+        FileNotFoundError: no `run.json` in the folder.
+    """
+    from .metrics import aggregate, write_summary_csv, write_summary_md
+    from .report import write_report
+
+    out = Path(output_dir)
+    if not (out / "run.json").is_file():
+        raise FileNotFoundError(f"{out} holds no evaluation run (run.json is missing)")
+    meta = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    scoring = dict(meta.get("scoring") or {}) if scoring is None else scoring
+    records = load_all_records(out)
+    expected = expected_keys(meta)
+    have = {r["key"] for r in records}
+    missing = [k for k in expected if k not in have]
+    if missing:
+        return {"complete": False, "records": len(have), "expected": len(expected), "missing_example": missing[:3]}
+    wanted = set(expected)
+    order = {k: i for i, k in enumerate(expected)}
+    records = sorted((r for r in records if r["key"] in wanted), key=lambda r: order[r["key"]])
+    t0 = time.perf_counter()
+    scored, judge_stats = score_records(records, meta, scoring, out)
+    judge_stats["seconds"] = time.perf_counter() - t0
+    groups = meta.get("groups") or {}
+    metrics = aggregate(scored, int(meta["protocol"]["runs"]), groups, order=list(meta["benchmarks"]))
+    latency = {}
+    for name, bench in metrics["benchmarks"].items():
+        latency[name] = bench.pop("latency_s_mean")
+    metrics = {
+        "complete": True,
+        "fingerprint": meta["fingerprint"],
+        "protocol": meta["protocol"],
+        "model": meta["model"],
+        "versions": meta["versions"],
+        **metrics,
+        "judge": judge_stats,
+        "timing": {"latency_s_mean": latency},
+        "warnings": meta.get("warnings", []),
+    }
+    info = {**meta, "model_label": model_label(meta["model"])}
+    _write(out / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    _write(out / "summary.md", write_summary_md(metrics, info))
+    _write(out / "summary.csv", write_summary_csv(metrics))
+    _write(out / "scored.jsonl", "".join(json.dumps(compact(r), ensure_ascii=False) + "\n" for r in scored))
+    if scoring.get("report", True):
+        write_report(out / "report.html", metrics, scored, info, int(scoring.get("report_max_trajectories", 5000)))
+    return metrics
+
+
+def compact(record: dict[str, Any]) -> dict[str, Any]:
+    r"""A scored record without its response text (the lines of `scored.jsonl`, read by `eval compare`)."""
+    return {k: v for k, v in record.items() if k not in ("segments",)}
+
+
+def model_label(model: dict[str, Any]) -> str:
+    r"""Short name of the evaluated model for titles."""
+    name = str(model.get("model_name_or_path") or "model").rstrip("/").split("/")[-1]
+    adapter = model.get("adapter_name_or_path")
+    if adapter:
+        name += " + " + ",".join(str(a).rstrip("/").split("/")[-1] for a in adapter)
+    if model.get("served_model"):
+        name += f" ({model['served_model']})"
+    return name
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------------- entry point
+def evaluate(
+    config: str | os.PathLike | dict[str, Any] | EvalSetup,
+    overrides: list[str] | dict | None = None,
+    *,
+    engine: Any = None,
+    executor: Any = None,
+) -> dict[str, Any]:
+    r"""Evaluate a model on benchmarks under a protocol preset; resumable, shardable.
+
+    Args:
+        config: A YAML path, a dict of keys (e.g. `{"model_name_or_path": ..., "template": "qwen",
+            "eval_preset": "train_val", "eval_benchmarks": [...], "eval_output_dir": ...}`) or an `EvalSetup`.
+        overrides: `key=value` strings or a dict applied on top of `config`.
+        engine: A `rollout.GenerationEngine` to use instead of building one (tests, custom serving).
+        executor: A tool executor to use instead of `build_executor_from_args` (it is not closed here).
+
+    Returns:
+        The metrics (the content of `metrics.json`); with shards still running, `{"complete": False, ...}`.
+
+    Raises:
+        EvalConfigError: a bad key or value. BenchmarkError: a benchmark cannot be read. ResumeError: the output
+        folder holds another run and `eval_overwrite` is not set.
+    """
+    setup = config if isinstance(config, EvalSetup) else parse_eval_config(config, overrides)
+    a = setup.eval_args
+    if not a.eval_output_dir:
+        raise EvalConfigError("eval_output_dir is not set: name the folder for records and results")
+    if not a.eval_benchmarks:
+        raise EvalConfigError("eval_benchmarks is not set: name registry benchmarks, groups or files")
+    registry = load_registry(a.eval_registry)
+    specs = resolve_benchmarks(a.eval_benchmarks, registry, a.eval_data_dir)
+    benchmarks: list[Benchmark] = [load_benchmark(spec, a.eval_max_samples) for spec in specs]
+    protocol = resolve_protocol(a, setup.finetuning_args, setup.model_args)
+    if a.eval_headline_metric is not None and a.eval_headline_metric not in ("f1", "em", "judge", "math_equiv",
+                                                                               "reward", "accuracy"):  # fmt: skip
+        raise EvalConfigError(f"eval_headline_metric {a.eval_headline_metric!r} is not a known metric")
+    shard, num_shards = parse_shard(a.eval_shard)
+    warnings = [w for b in benchmarks for w in b.warnings]
+    browse = [b.spec.name for b in benchmarks if b.spec.search_mode == "browse"]
+    if browse:
+        warnings.append(f"{', '.join(browse)}: the paper browsed pages with a summariser; this run used snippets")
+    for warning in warnings:
+        logger.warning(f"{LOG_PREFIX} {warning}")
+    m = setup.model_args
+    meta = {
+        "fingerprint": protocol.fingerprint,
+        "protocol": protocol.to_dict(),
+        "model": {
+            "model_name_or_path": m.model_name_or_path,
+            "adapter_name_or_path": m.adapter_name_or_path,
+            "template": setup.data_args.template,
+            "backend": _backend(setup, engine),
+            "base_url": a.eval_base_url,
+            "served_model": a.eval_model_name,
+        },
+        "benchmarks": {
+            b.spec.name: {
+                "path": b.path,
+                "sha256": b.sha256,
+                "samples": len(b.samples),
+                "metric": b.spec.metric,
+                "task": b.spec.task,
+                "search_mode": b.spec.search_mode,
+            }
+            for b in benchmarks
+        },
+        "groups": registry.groups,
+        "num_shards": num_shards,
+        "scoring": {
+            "judge_base_url": a.eval_judge_base_url,
+            "judge_model": a.eval_judge_model,
+            "judge_api_key_env": a.eval_judge_api_key_env,
+            "judge_workers": a.eval_judge_workers,
+            "judge_timeout": a.eval_judge_timeout,
+            "judge_retries": a.eval_judge_retries,
+            "judge_cache": a.eval_judge_cache,
+            "headline_metric": a.eval_headline_metric,
+            "report": a.eval_report,
+            "report_max_trajectories": a.eval_report_max_trajectories,
+        },
+        "versions": _versions(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "warnings": warnings,
+    }
+    out = Path(a.eval_output_dir)
+    open_run(out, meta, overwrite=a.eval_overwrite)
+    done = {r["key"] for r in load_all_records(out)}
+    work = [(sample, run) for b in benchmarks for sample in b.samples for run in range(protocol.runs)]
+    mine = [item for i, item in enumerate(work) if i % num_shards == shard]
+    todo = [(s, r) for s, r in mine if record_key(s.benchmark, s.sample_id, r) not in done]
+    logger.info(
+        f"{LOG_PREFIX} fingerprint {protocol.fingerprint}: {len(work)} records in the run, {len(mine)} in shard "
+        f"{shard}/{num_shards}, {len(mine) - len(todo)} already done, {len(todo)} to generate"
+    )
+    counters = _generate(setup, protocol, todo, out, (shard, num_shards), engine, executor) if todo else {}
+    with _file_lock(out / ".finalize.lock", blocking=True):
+        metrics = finalize(out, {**meta["scoring"]})
+    if counters and metrics.get("complete"):
+        metrics["timing"]["generation"] = counters
+    return metrics

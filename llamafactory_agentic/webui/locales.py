@@ -1,0 +1,150 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Labels of the agentic panel in LLaMA-Board's languages (English and Chinese; the others show the English text).
+
+Entries have LLaMA-Board's `LOCALES` shape, `{element name: {lang: {"label": ..., "info": ...}}}`, and are merged
+into it, so LLaMA-Board's language switch relabels the panel like its own fields. A field's info is its help text
+from the dataclass (the single source, in English; HTML-escaped, as gradio renders it as Markdown) followed by its
+preset values per stage.
+"""
+
+import html
+from typing import Any
+
+from .fields import panel_fields, preset_summary
+
+
+LANGS = ("en", "ru", "zh", "ko", "ja")  # LLaMA-Board's language drop-down
+
+FIELD_LABELS: dict[str, tuple[str, str]] = {  # element name: (English, Chinese)
+    "arpo_rollout_n": ("Group size M", "组大小 M"),
+    "arpo_initial_rollouts": ("Global rollouts N", "全局采样数 N"),
+    "arpo_beam_size": ("Beam size", "分支束宽"),
+    "arpo_branch_rule": ("Branch rule", "分支规则"),
+    "arpo_branch_tau": ("Branch threshold τ", "分支阈值 τ"),
+    "arpo_entropy_weight": ("Entropy weight β", "熵权重 β"),
+    "arpo_budget_fill": ("Budget fill", "预算补齐方式"),
+    "arpo_max_prompt_length": ("Prompt budget (tokens)", "提示长度上限（token）"),
+    "arpo_max_response_length": ("Response budget R (tokens)", "回复预算 R（token）"),
+    "arpo_rollout_batch_size": ("Prompts per rollout", "每次采样的提示数"),
+    "arpo_rollout_backend": ("Rollout backend", "采样后端"),
+    "arpo_hf_generation_batch_size": ("HF generation batch", "HF 生成批大小"),
+    "rollout_temperature": ("Sampling temperature", "采样温度"),
+    "rollout_top_p": ("Sampling top-p", "采样 Top-p"),
+    "rollout_top_k": ("Sampling top-k", "采样 Top-k"),
+    "arpo_rollout_log_ratio": ("Groups written to rollouts.jsonl", "写入 rollouts.jsonl 的组比例"),
+    "arpo_val_max_samples": ("Validation prompts", "验证提示数"),
+    "agentic_tool_config": ("Tool config file", "工具配置文件"),
+    "agentic_search_backend": ("Search backend", "搜索后端"),
+    "agentic_search_index": ("Local search index", "本地搜索索引"),
+    "agentic_cache_path": ("Tool cache", "工具缓存"),
+    "agentic_cache_mode": ("Cache mode", "缓存模式"),
+    "agentic_max_tool_calls": ("Tool calls per trajectory", "每条轨迹的工具调用上限"),
+    "agentic_python_timeout": ("Python timeout (s)", "Python 超时（秒）"),
+    "agentic_tool_workers": ("Concurrent tool calls", "并发工具调用数"),
+    "agentic_reward": ("Reward function", "奖励函数"),
+    "agentic_reward_math": ("Math correctness", "数学题判分方式"),
+    "rl_epsilon": ("Clip ε (low)", "裁剪 ε（下界）"),
+    "rl_epsilon_high": ("Clip ε (high)", "裁剪 ε（上界）"),
+    "rl_kl_coef": ("KL coefficient", "KL 系数"),
+    "rl_entropy_coef": ("Entropy bonus", "熵奖励系数"),
+    "aepo_variant": ("AEPO variant", "AEPO 变体"),
+    "aepo_dynamic_rollouts": ("Entropy pre-monitoring", "熵预监测"),
+    "aepo_branch_penalty": ("Consecutive-branch penalty λ", "连续分支惩罚 λ"),
+    "aepo_branch_penalty_scope": ("Penalty scope", "惩罚范围"),
+    "aepo_balanced_clip": ("Balanced clip", "熵平衡裁剪"),
+    "aepo_balanced_clip_scope": ("Balanced clip scope", "平衡裁剪范围"),
+    "aepo_entropy_advantage": ("Entropy-aware advantage", "熵感知优势"),
+    "agentic_sft_mask_results": ("Mask tool results", "屏蔽工具结果"),
+    "agentic_sft_check": ("Pre-run check", "训练前检查"),
+    "agentic_tool_protocol": ("Tool-call protocol", "工具调用协议"),
+    "agentic_skip_bad_rows": ("Skip bad rows", "跳过错误样本"),
+    "agentic_repair_boxed": ("Repair \\x08oxed", "修复 \\x08oxed"),
+}
+
+OTHER_LABELS: dict[str, dict[str, tuple[str, str]]] = {  # element name: {property: (English, Chinese)}
+    "agentic_tab": {
+        "label": ("Agentic configurations (llamafactory-agentic)", "智能体训练参数设置 (llamafactory-agentic)")
+    },
+    "agentic_rollout_tab": {"label": ("Rollout", "采样 (Rollout)")},
+    "agentic_tools_tab": {"label": ("Tools", "工具")},
+    "agentic_reward_tab": {"label": ("Reward", "奖励")},
+    "agentic_optim_tab": {"label": ("Optimisation", "优化")},
+    "agentic_aepo_tab": {"label": ("AEPO", "AEPO")},
+    "agentic_sft_tab": {"label": ("Agentic SFT", "智能体 SFT")},
+    "agentic_data_tab": {"label": ("Data", "数据")},
+    "agentic_check_btn": {"value": ("Run checks", "运行检查")},
+    "rl_viewer": {"label": ("RL metrics", "强化学习指标")},
+    "rollout_viewer_tab": {"label": ("Rollout viewer", "采样查看器")},
+    "rollout_step": {
+        "label": ("Rollout", "采样批次"),
+        "info": ("A rollout from rollouts.jsonl of the output directory.", "输出目录中 rollouts.jsonl 的一次采样。"),
+    },
+    "rollout_refresh_btn": {"value": ("Refresh", "刷新")},
+}
+
+MESSAGES: dict[str, tuple[str, str]] = {  # key: (English, Chinese)
+    "checks_title": ("Checks before Start", "启动前检查"),
+    "checks_ok": ("No problems found.", "未发现问题。"),
+    "checks_not_run": ("Press *Run checks*, *Preview command* or *Start*.", "点击“运行检查”、“预览命令”或“开始”。"),
+    "error": ("error", "错误"),
+    "warning": ("warning", "警告"),
+    "info": ("note", "提示"),
+    "fix": ("fix", "修复"),
+    "start_blocked": (
+        "The checks before Start found errors (see the agentic panel at the top):",
+        "启动前检查发现错误（见上方智能体参数设置）：",
+    ),
+    "no_rollouts": (
+        "No rollouts.jsonl in {path} yet (set *Groups written to rollouts.jsonl* above 0).",
+        "{path} 中还没有 rollouts.jsonl（请将“写入 rollouts.jsonl 的组比例”设为大于 0）。",
+    ),
+    "rollout_running": (
+        "Rollout {rollout} · round {round} · {active} active trajectories · {new_tokens} new tokens "
+        "({total_tokens} in this rollout) · {elapsed}",
+        "采样 {rollout} · 第 {round} 轮 · {active} 条活跃轨迹 · 新增 {new_tokens} 个 token（本次采样共 {total_tokens}）· {elapsed}",
+    ),
+    "rollout_done": (
+        "Last rollout {rollout}: {round} rounds, {total_tokens} new tokens in {elapsed}",
+        "上次采样 {rollout}：{round} 轮，新增 {total_tokens} 个 token，用时 {elapsed}",
+    ),
+}
+
+
+def message(key: str, lang: str | None, **kwargs: Any) -> str:
+    r"""Text of `MESSAGES[key]` in `lang` (Chinese for `zh`, English otherwise), formatted with `kwargs`."""
+    english, chinese = MESSAGES[key]
+    return (chinese if lang == "zh" else english).format(**kwargs)
+
+
+def _entry(texts: dict[str, tuple[str, str]]) -> dict[str, dict[str, str]]:
+    return {lang: {prop: pair[1] if lang == "zh" else pair[0] for prop, pair in texts.items()} for lang in LANGS}
+
+
+def build_locales() -> dict[str, dict[str, dict[str, str]]]:
+    r"""Entries for LLaMA-Board's `LOCALES`: every panel field (label, info) and the panel's other elements.
+
+    Raises:
+        KeyError: a panel field has no label here.
+    """
+    locales = {}
+    for field in panel_fields():
+        english, chinese = FIELD_LABELS[field.name]
+        # the info is rendered as Markdown: tags such as <result> in the help text must stay visible
+        info = html.escape(" ".join(part for part in (field.help, preset_summary(field)) if part), quote=False)
+        locales[field.name] = _entry({"label": (english, chinese), "info": (info, info)})
+    for name, texts in OTHER_LABELS.items():
+        locales[name] = _entry(texts)
+    return locales

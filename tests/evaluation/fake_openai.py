@@ -1,0 +1,121 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""A local OpenAI-compatible server over real HTTP (stdlib `ThreadingHTTPServer` on 127.0.0.1).
+
+It stands in for what cannot run here: a vLLM server hosting a trained policy (`POST /v1/completions` with token-id
+prompts) and the judge model (`POST /v1/chat/completions`). The completions side follows vLLM's contract: the prompt
+is a list of token ids, `stop` strings end the text right after the first one found (kept with
+`include_stop_str_in_output`), `finish_reason` "stop" with `stop_reason` the stop string (None for end of turn),
+"length" at `max_tokens`, `token_ids` returned when `return_token_ids` is true. What the "model" writes is a
+function of the decoded context (`policy(context_text, body) -> reply text`, a reply ending in `<|im_end|>` is an
+end of turn). The judge side answers with `judge(prompt) -> reply text` or an `(http_status, body)` tuple.
+Every request body is recorded.
+"""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+EOT = "<|im_end|>"
+
+
+class FakeOpenAIServer:
+    def __init__(self, tokenizer, policy=None, judge=None, delay_s=0.0, model="fake-policy", token_ids=True):
+        self.tokenizer, self.policy, self.judge = tokenizer, policy, judge
+        self.delay_s, self.model, self.token_ids = delay_s, model, token_ids
+        self.completions, self.chats = [], []
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status, payload):
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
+                else:
+                    self._send(404, {"error": "not found"})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path.endswith("/completions") and "/chat/" not in self.path:
+                    self._send(*server._complete(body))
+                elif self.path.endswith("/chat/completions"):
+                    self._send(*server._chat(body))
+                else:
+                    self._send(404, {"error": "not found"})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def _complete(self, body):
+        with self.lock:
+            self.completions.append(body)
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        prompt = body["prompt"]
+        if not (isinstance(prompt, list) and all(isinstance(t, int) for t in prompt)):
+            return 400, {"error": "this fake server only takes token-id prompts"}
+        context = self.tokenizer.decode(prompt, skip_special_tokens=False)
+        reply = self.policy(context, body)
+        if isinstance(reply, tuple):
+            return reply
+        finish, stop_reason = "length", None
+        hits = [(reply.find(s), s) for s in body.get("stop") or [] if s in reply]
+        if hits:
+            pos, stop = min(hits)
+            reply, finish, stop_reason = reply[: pos + len(stop)], "stop", stop
+        elif reply.endswith(EOT):
+            reply, finish = reply[: -len(EOT)], "stop"
+        ids = self.tokenizer.encode(reply, add_special_tokens=False)
+        if len(ids) > body["max_tokens"]:
+            ids, finish, stop_reason = ids[: body["max_tokens"]], "length", None
+            reply = self.tokenizer.decode(ids)
+        elif finish == "stop" and stop_reason is None:
+            ids = ids + [self.tokenizer.convert_tokens_to_ids(EOT)]
+        choice = {"index": 0, "text": reply, "finish_reason": finish, "stop_reason": stop_reason}
+        if body.get("return_token_ids") and self.token_ids:
+            choice["token_ids"] = ids
+        return 200, {"id": "cmpl-1", "object": "text_completion", "model": self.model, "choices": [choice]}
+
+    def _chat(self, body):
+        with self.lock:
+            self.chats.append(body)
+        reply = self.judge(body["messages"][-1]["content"])
+        if isinstance(reply, tuple):
+            return reply
+        message = {"role": "assistant", "content": reply}
+        return 200, {"id": "chat-1", "object": "chat.completion", "choices": [{"index": 0, "message": message}]}

@@ -1,0 +1,353 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Security boundaries of the python tool, tested for real: the tests run as root here and in CI (issue 8 item 1).
+
+Model-written code is run through `run_python_code` exactly as in a rollout, at every sandbox that switches a root
+trainer's code to uid 65534 on this machine: `bwrap` (CI installs bubblewrap), `unshare` (the fallback for root
+machines without bubblewrap, forced with `isolation=`) and `rlimits-only` (with an interpreter uid 65534 can read:
+this checkout's virtual environment may live under /root, so the system Python is used there). Nothing is mocked.
+"""
+
+import ast
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from llamafactory_agentic.tools import build_executor_from_args
+from llamafactory_agentic.tools.python_tool import (
+    IsolationError,
+    check_min_isolation,
+    measure_isolation,
+    probe_sandbox,
+    run_python_code,
+)
+
+
+REPO = Path(__file__).resolve().parents[2]
+ROOT = os.geteuid() == 0
+pytestmark = pytest.mark.skipif(not ROOT, reason="these boundaries are about a trainer running as root (CI is root)")
+
+
+def _nobody_python() -> str | None:
+    """An interpreter uid 65534 can run without a mount namespace (for the `rlimits-only` level)."""
+    for exe in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.path.exists(exe) and probe_sandbox("rlimits-only", exe, as_nobody=True).usable:
+            return exe
+    return None
+
+
+@pytest.fixture(params=["bwrap", "unshare", "rlimits-only"])
+def sandbox(request):
+    """(sandbox, interpreter, report) for a sandbox that runs the code as uid 65534 here."""
+    name = request.param
+    executable = None if name == "rlimits-only" else sys.executable
+    if name == "bwrap" and shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed (CI installs it: apt-get install bubblewrap)")
+    if executable is None:
+        executable = _nobody_python()
+        if executable is None:
+            pytest.skip("no interpreter that uid 65534 can read without a mount namespace")
+    report = probe_sandbox(name, executable, as_nobody=True)
+    if name == "unshare" and not report.usable:
+        pytest.skip(f"this machine does not allow mount namespaces to root: {report.error}")
+    assert report.usable, report.error
+    assert measure_isolation(name, executable).sandbox == name  # `isolation=` really forces it
+    return name, executable, report
+
+
+def _run(sandbox, code, **kwargs):
+    name, executable, _ = sandbox
+    kwargs.setdefault("timeout_s", 20)
+    return run_python_code(code, isolation=name, executable=executable, **kwargs)
+
+
+def test_best_level_here_is_full_and_the_repro_of_issue_8_fails():
+    """The issue's reproduction: as root, the code printed `0 000001fffeffffff` and the first line of /etc/shadow."""
+    report = measure_isolation()
+    code = (
+        "import os\nprint(os.getuid(), open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n"
+        "try:\n    print(open('/etc/shadow').read()[:10])\nexcept OSError as exc:\n    print(type(exc).__name__)"
+    )
+    status, text = run_python_code(code, timeout_s=20)
+    uid, cap_eff = text.splitlines()[0].split()
+    assert status == "ok" and uid != "0" and cap_eff == "0000000000000000", text
+    assert text.splitlines()[1] in ("PermissionError", "FileNotFoundError"), text
+    if shutil.which("bwrap") or probe_sandbox("unshare").usable:
+        assert report.level == "full", report.describe()
+
+
+def test_code_has_no_capabilities_and_an_unprivileged_uid(sandbox):
+    code = (
+        "import json, os\nst = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines() if ':' in l)\n"
+        "print(json.dumps({'uid': os.getuid(), 'euid': os.geteuid(), 'gid': os.getgid(), 'groups': os.getgroups(),\n"
+        "  **{k: st[k].strip() for k in ('CapEff', 'CapPrm', 'CapInh', 'CapAmb', 'NoNewPrivs') if k in st}}))"
+    )
+    status, text = _run(sandbox, code)
+    assert status == "ok", text
+    seen = json.loads(text)
+    assert seen["uid"] == seen["euid"] == 65534 and seen["gid"] == 65534 and seen["groups"] in ([], [65534])
+    for key in ("CapEff", "CapPrm", "CapInh", "CapAmb"):
+        assert seen[key] == "0000000000000000", (key, seen)
+    if sandbox[0] != "rlimits-only" or shutil.which("setpriv"):
+        assert seen["NoNewPrivs"] == "1"  # setuid binaries (su, mount, sudo) cannot give privileges back
+
+
+def test_root_only_files_stay_unreadable(sandbox):
+    folder = tempfile.mkdtemp(dir="/var/tmp")
+    os.chmod(folder, 0o755)
+    secret = os.path.join(folder, "secret")
+    with open(secret, "w") as f:
+        f.write("TOP-SECRET-VALUE")
+    os.chmod(secret, 0o600)
+    try:
+        code = (
+            "out = []\n"
+            f"for path in ('/etc/shadow', {secret!r}, '/root/.bashrc', '/proc/{os.getpid()}/environ'):\n"
+            "    try:\n        out.append(open(path).read()[:40])\n    except OSError as exc:\n"
+            "        out.append(type(exc).__name__)\nprint(out)"
+        )
+        status, text = _run(sandbox, code)
+        assert status == "ok", text
+        assert "TOP-SECRET-VALUE" not in text and "root:" not in text
+        read = ast.literal_eval(text)  # the list printed by the code above
+        assert all(v in ("PermissionError", "FileNotFoundError", "ProcessLookupError") for v in read), text
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_no_write_to_host_paths(sandbox):
+    """Under the repository, in /root, in a world-writable host folder, and after trying to remount / read-write."""
+    name, _, report = sandbox
+    token = uuid.uuid4().hex
+    world = tempfile.mkdtemp(dir="/var/tmp")
+    os.chmod(world, 0o777)
+    targets = [str(REPO / f"sandbox-escape-{token}"), f"/root/sandbox-escape-{token}", f"{world}/escape-{token}"]
+    code = (
+        "import subprocess\n"
+        "subprocess.run(['mount', '-o', 'remount,rw', '/'], capture_output=True)\n"
+        "subprocess.run(['mount', '-o', 'remount,rw', '/work'], capture_output=True)\n"
+        "done = []\n"
+        f"for path in {targets!r}:\n"
+        "    try:\n        open(path, 'w').write('escaped')\n        done.append(path)\n    except OSError:\n        pass\n"
+        "print('claimed', done)"
+    )
+    try:
+        status, text = _run(sandbox, code)
+        assert status == "ok", text
+        on_host = [t for t in targets if os.path.exists(t)]
+        if report.level in ("confined", "full"):
+            assert on_host == [], text
+        else:  # `rlimits-only` (level unprivileged): only world-writable host folders are writable, as measured
+            assert name == "rlimits-only" and report.host_write and on_host == [targets[2]], text
+    finally:
+        for target in targets[:2]:
+            if os.path.exists(target):
+                os.remove(target)
+        shutil.rmtree(world, ignore_errors=True)
+
+
+def test_no_network(sandbox):
+    name, _, report = sandbox
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    try:
+        code = (
+            "import socket\ntry:\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n    print('connected')\n"
+            "except OSError as exc:\n    print('blocked', [n for _, n in socket.if_nameindex()])"
+        )
+        status, text = _run(sandbox, code)
+    finally:
+        listener.close()
+    assert status == "ok", text
+    if name == "rlimits-only":  # documented: no network isolation there, and the probe says so
+        assert text == "connected" and report.network and report.level == "unprivileged"
+    else:
+        assert text == "blocked ['lo']" and report.network is False
+
+
+def test_cannot_signal_the_trainer(sandbox):
+    code = f"import os\ntry:\n    os.kill({os.getpid()}, 15)\n    print('sent')\nexcept OSError as exc:\n    print(type(exc).__name__)"
+    status, text = _run(sandbox, code)
+    assert (status, text) in (("ok", "PermissionError"), ("ok", "ProcessLookupError"))
+
+
+def _sandbox_pids(root):
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if root in os.readlink(f"/proc/{pid}/cwd"):
+                pids.append(pid)
+        except OSError:
+            pass
+    return pids
+
+
+def test_fork_bomb_is_contained(sandbox):
+    root = tempfile.mkdtemp(prefix="lfa-bomb-")
+    os.chmod(root, 0o755)
+    code = (
+        "import os, time\nn = 0\nfor _ in range(100000):\n    try:\n        if os.fork() == 0:\n"
+        "            time.sleep(60)\n            os._exit(0)\n        n += 1\n    except OSError:\n        break\n"
+        "print('forked', n)"
+    )
+    try:
+        start = time.time()
+        status, text = _run(sandbox, code, timeout_s=5, max_processes=24, workdir_root=root)
+        assert time.time() - start < 15
+        assert status == "ok" and text.startswith("forked "), text
+        assert int(text.split()[1]) < 24  # RLIMIT_NPROC holds for uid 65534
+        deadline = time.time() + 10
+        while _sandbox_pids(root) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not _sandbox_pids(root), "forked children survived the call"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_memory_limit_holds_and_cannot_be_raised(sandbox):
+    code = (
+        "import resource\ntry:\n    resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, "
+        "resource.RLIM_INFINITY))\n    print('raised')\nexcept (ValueError, OSError):\n    print('kept')\n"
+        "try:\n    block = bytearray(1024 * 1024 * 1024)\n    print('allocated')\nexcept MemoryError:\n    print('MemoryError')"
+    )
+    status, text = _run(sandbox, code, memory_mb=512)
+    assert (status, text) == ("ok", "kept\nMemoryError")
+
+
+def test_cpu_limit_holds_and_cannot_be_raised(sandbox):
+    code = (
+        "import resource, sys\ntry:\n    resource.setrlimit(resource.RLIMIT_CPU, (resource.RLIM_INFINITY, "
+        "resource.RLIM_INFINITY))\n    sys.stderr.write('raised\\n')\nexcept (ValueError, OSError):\n"
+        "    sys.stderr.write('kept\\n')\nwhile True:\n    pass"
+    )
+    start = time.time()
+    status, text = _run(sandbox, code, timeout_s=20, cpu_time_s=1)
+    assert (status, text) == ("error", "kept\nProcess killed by signal SIGXCPU: CPU time limit of 1 seconds exceeded.")
+    assert time.time() - start < 10
+
+
+def test_measured_levels(sandbox):
+    name, _, report = sandbox
+    assert report.as_nobody and report.uid == report.host_uid == 65534 and report.cap_eff == "0000000000000000"
+    assert report.root_file_read is False and report.private_file_read is False and report.process_limit
+    if name == "rlimits-only":
+        assert (report.level, report.network, report.host_write) == ("unprivileged", True, True)
+    else:
+        assert (report.level, report.network, report.host_write) == ("full", False, False)
+
+
+def test_code_kept_as_root_is_measured_as_none():
+    """`run_as: self` (or no way to switch uid) keeps root: the probe measures it and says `none`."""
+    report = probe_sandbox("rlimits-only", sys.executable, as_nobody=False)
+    assert report.usable and report.level == "none"
+    assert report.uid == report.host_uid == 0 and report.root_file_read and report.network and report.host_write
+    assert measure_isolation("rlimits-only", run_as="self").level == "none"
+    with pytest.raises(IsolationError, match=r"agentic_python_min_isolation: unprivileged.*uid 0.*bubblewrap"):
+        check_min_isolation(report, "unprivileged")
+    check_min_isolation(report, "none")
+
+
+def _executor_args(**kw):
+    base = dict(agentic_tool_config=None, agentic_cache_path=None, agentic_search_backend="replay")
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def test_rl_refuses_to_start_below_the_minimum(monkeypatch):
+    """`build_executor_from_args` (called by the arpo/aepo workflow) measures the python tool and refuses below
+    `agentic_python_min_isolation`, naming the key, the measurement and how to get a stronger level."""
+    with build_executor_from_args(_executor_args(agentic_python_min_isolation="unprivileged")) as ex:
+        assert ex.tools["python"].isolation_level() in ("unprivileged", "confined", "full")
+    executable = _nobody_python()
+    if executable is not None:  # `rlimits-only` as uid 65534 measures `unprivileged`: below `full`
+        args = _executor_args(agentic_python_isolation="rlimits-only", agentic_python_min_isolation="full")
+        monkeypatch.setattr(sys, "executable", executable)
+        with pytest.raises(IsolationError) as info:
+            build_executor_from_args(args)
+        message = str(info.value)
+        assert "agentic_python_min_isolation: full" in message and "network REACHABLE" in message
+        assert "agentic_python_min_isolation: unprivileged" in message  # how to accept it
+
+
+def test_no_bubblewrap_on_path_falls_back_to_unshare(tmp_path):
+    """A root machine without bubblewrap (like the lent GPU machine): PATH without bwrap, in a fresh process."""
+    if not probe_sandbox("unshare").usable:
+        pytest.skip("this machine does not allow mount namespaces to root")
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent), AGENTIC_PYTHON_ISOLATION="")
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    code = (
+        "import shutil; from llamafactory_agentic.tools.python_tool import measure_isolation, run_python_code\n"
+        "assert shutil.which('bwrap') is None\nr = measure_isolation()\n"
+        "print(r.sandbox, r.level, run_python_code('import os\\nprint(os.getuid())')[1])"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["unshare", "full", "65534"]
+
+
+def test_a_killed_trainer_leaves_no_sandbox_behind(sandbox, tmp_path):
+    """SIGKILL of the process that runs the tool: bwrap dies with its parent, `unshare` too (parent-death signal),
+    and the pid namespace takes the code with it. (`rlimits-only` has no pid namespace: documented, not tested.)"""
+    name, executable, _ = sandbox
+    if name == "rlimits-only":
+        pytest.skip("rlimits-only has no pid namespace: the code outlives a killed trainer until its CPU limit")
+    root = tempfile.mkdtemp(prefix="lfa-orphan-")
+    os.chmod(root, 0o755)
+    code = (
+        "import sys; from llamafactory_agentic.tools.python_tool import run_python_code\n"
+        f"run_python_code('import time\\ntime.sleep(300)', isolation={name!r}, timeout_s=600, workdir_root={root!r})"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    trainer = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        deadline = time.time() + 60
+        while not _sandbox_pids(root) and time.time() < deadline:
+            time.sleep(0.1)
+        assert _sandbox_pids(root), "the sandbox never started"
+        time.sleep(0.5)
+        trainer.kill()
+        trainer.wait()
+        deadline = time.time() + 10
+        while _sandbox_pids(root) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not _sandbox_pids(root), "sandbox processes outlived the killed trainer"
+    finally:
+        for pid in _sandbox_pids(root):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_recipe_default_is_the_documented_minimum():
+    from llamafactory_agentic.hparams import AgenticArguments
+    from llamafactory_agentic.tools.python_tool import DEFAULT_MIN_ISOLATION
+
+    assert AgenticArguments().agentic_python_min_isolation == DEFAULT_MIN_ISOLATION == "unprivileged"

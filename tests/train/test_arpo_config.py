@@ -1,0 +1,99 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License").
+
+"""Arguments to config objects in one place (`build_run_config`): defaults only from hparams and the presets."""
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+
+
+pytest.importorskip("trl")
+
+from transformers import Seq2SeqTrainingArguments  # noqa: E402
+
+from llamafactory_agentic.rollout import STOP_STRINGS, RolloutConfig  # noqa: E402
+from llamafactory_agentic.tools import build_executor_from_args  # noqa: E402
+from llamafactory_agentic.train.arpo.config import (  # noqa: E402
+    ArpoLossConfig,
+    ToolsConfig,
+    build_run_config,
+    rollout_config_from_args,
+    tools_config_from_args,
+)
+from llamafactory_agentic.train.presets import PRESETS, resolve_presets  # noqa: E402
+
+from ._helpers import agentic_args  # noqa: E402
+
+
+SAMPLING = SimpleNamespace(do_sample=True, temperature=1.0, top_p=1.0, top_k=0)  # the recipes' rollout sampling
+
+
+def resolved(stage: str = "arpo", **overrides):
+    args = agentic_args(stage, **overrides)
+    resolve_presets(args, verbose=False)
+    return args
+
+
+def test_rollout_config_reads_the_resolved_keys_and_the_sampling_arguments():
+    cfg = rollout_config_from_args(resolved("arpo"), SAMPLING, eos_token_id=7, seed=3)
+    assert (cfg.beam_size, cfg.branch_rule, cfg.branch_tau, cfg.entropy_weight) == (2, "stochastic", 0.5, 0.2)
+    assert (cfg.entropy_source, cfg.entropy_topk, cfg.entropy_tokens, cfg.max_tool_calls) == ("topk", 10, 20, 3)
+    assert cfg.group_size == 16 and cfg.initial_rollouts == 8 and cfg.eos_token_id == 7 and cfg.seed == 3
+    assert cfg.budget_fill == "per_round" and cfg.stop_strings == STOP_STRINGS
+
+    args = resolved("aepo", arpo_budget_fill="all_at_once", aepo_branch_penalty=0)  # YAML writes 0 for 0.0
+    cfg = rollout_config_from_args(args, SimpleNamespace(do_sample=False, temperature=0.7, top_p=0.9, top_k=50), 7)
+    assert (
+        cfg.budget_fill == "all_at_once" and cfg.branch_penalty_scope == PRESETS["aepo"]["aepo_branch_penalty_scope"]
+    )
+    assert cfg.branch_penalty == 0.0 and isinstance(cfg.branch_penalty, float)
+    assert (cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_tool_calls) == (0.0, 0.9, 50, 6)
+
+
+def test_unresolved_arguments_are_refused_when_the_configs_are_built():
+    args = agentic_args("arpo")  # presets not applied: the preset keys are still None
+    with pytest.raises(ValueError, match=r"Unresolved keys \[.*'beam_size'.*resolve_presets"):
+        rollout_config_from_args(args, SAMPLING, eos_token_id=7)
+    with pytest.raises(ValueError, match=r"Unresolved keys \['agentic_tool_retries', 'agentic_tool_workers'\]"):
+        tools_config_from_args(args)
+    with pytest.raises(ValueError, match="balanced_clip"):
+        ArpoLossConfig.from_args(args)
+
+
+def test_config_defaults_equal_hparams_plus_the_arpo_preset():
+    # RolloutConfig's field defaults serve code that builds one directly; they must be the resolved `arpo` stage
+    assert RolloutConfig() == rollout_config_from_args(resolved("arpo"), SAMPLING, eos_token_id=0, seed=0)
+
+
+def test_tools_config_carries_every_key_the_executor_reads():
+    cfg = tools_config_from_args(resolved("aepo"))
+    assert (cfg.agentic_tool_retries, cfg.agentic_tool_workers) == (PRESETS["aepo"]["agentic_tool_retries"], 32)
+    read = set()
+
+    class Recorder:
+        def __getattr__(self, name):
+            read.add(name)
+            return getattr(cfg, name)
+
+    with build_executor_from_args(Recorder()) as executor:
+        assert executor.workers == 32
+        assert all(tool.retries == cfg.agentic_tool_retries for tool in executor.tools.values())
+    assert read and read <= {f.name for f in dataclasses.fields(ToolsConfig)}, read
+
+
+def test_build_run_config_builds_every_part_once():
+    args = resolved("aepo", arpo_rollout_n=4, arpo_initial_rollouts=2, arpo_rollout_batch_size=2)
+    training_args = Seq2SeqTrainingArguments(
+        output_dir="unused", per_device_train_batch_size=2, gradient_accumulation_steps=2, seed=5, report_to=[]
+    )
+    run = build_run_config(training_args, args, SAMPLING, eos_token_id=9, world_size=1)
+    assert run.grpo.steps_per_generation == 4 and run.grpo.num_generations == 4
+    assert run.loss == ArpoLossConfig.from_args(args) and run.loss.balanced_clip and run.loss.policy_loss == "ppo_clip"
+    assert run.rollout.group_size == 4 and run.rollout.eos_token_id == 9 and run.rollout.seed == 5  # seed + rank 0
+    assert run.tools == tools_config_from_args(args)
+    assert (run.reward, run.reward_math) == ("f1", "f1")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.rollout.group_size = 8

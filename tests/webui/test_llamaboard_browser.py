@@ -1,0 +1,379 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License").
+
+"""LLaMA-Board in a real browser: `llamafactory-cli webui` in a subprocess, driven by Playwright with Debian's
+headless Chromium (the system browser: Playwright never downloads one here).
+
+One user session, step by step: choose `arpo`, see the agentic panel (RLHF hidden, presets shown, stage-specific
+output directory, fitting datasets first), run the checks (a mistyped key, a bad row, a batch geometry that does not
+split), fix them in the panel, preview the command with the effective values, save and load the arguments, start a
+2-step run of the tiny model on real ARPO rows with the real tools, watch the RL plots fill and the rollout progress
+line, open the rollout viewer, and switch to Chinese. Screenshots of every step go to `saves/webui_screens/`.
+"""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from llamafactory_agentic.webui.fields import field_by_name
+
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+SCREENS = Path(os.environ.get("AGENTIC_WEBUI_SCREENS", REPO / "saves" / "webui_screens"))
+CHROMIUM = os.environ.get("AGENTIC_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # root in CI and here
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
+
+
+@pytest.fixture(scope="module")
+def board_env(tmp_path_factory, tiny_model_dir, shared_data):
+    import pyarrow.parquet as pq
+    from train._helpers import fit_tool_policy
+
+    from llamafactory_agentic.tools.index import build_corpus_from_cache_json
+
+    root = tmp_path_factory.mktemp("llamaboard")
+    datasets = root / "data"
+    datasets.mkdir()
+    shutil.copy(REPO / "data" / "dataset_info.json", datasets / "dataset_info.json")
+    shutil.copy(REPO / "data" / "arpo_sft_demo.jsonl", datasets / "arpo_sft_demo.jsonl")
+    (datasets / "arpo").symlink_to(shared_data / "arpo", target_is_directory=True)
+    rows = pq.read_table(shared_data / "arpo" / "rl" / "train_10k.parquet").slice(0, 16).to_pylist()
+    policy = root / "policy"
+    fit_tool_policy(tiny_model_dir, policy, rows, steps=120, context=48)
+    build_corpus_from_cache_json(shared_data / "arpo" / "search_cache.json", root / "search_index")
+    workdir = root / "board"
+    workdir.mkdir()
+    return {
+        "root": root,
+        "datasets": datasets,
+        "policy": policy,
+        "search_index": root / "search_index",
+        "cwd": workdir,
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def board(board_env):
+    """`llamafactory-cli webui` on a free port (its own process group, stopped at the end)."""
+    port = _free_port()
+    env = dict(
+        os.environ,
+        PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        GRADIO_SERVER_NAME="127.0.0.1",
+        GRADIO_SERVER_PORT=str(port),
+        GRADIO_ANALYTICS_ENABLED="False",
+        BROWSER="true",  # LLaMA-Board opens a browser tab on launch: let it run `true` instead
+        CUDA_VISIBLE_DEVICES="",
+        HF_HUB_OFFLINE="1",
+        WANDB_DISABLED="true",
+        OMP_NUM_THREADS="1",
+    )
+    env.pop("LLAMAFACTORY_AGENTIC_DISABLE", None)
+    log = open(board_env["root"] / "board.log", "w")
+    proc = subprocess.Popen(
+        [str(BIN / "llamafactory-cli"), "webui"],
+        cwd=board_env["cwd"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            break
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.5)
+    else:
+        proc.kill()
+    if proc.poll() is not None:
+        pytest.fail("LLaMA-Board did not start:\n" + (board_env["root"] / "board.log").read_text()[-5000:])
+    yield {"url": url, "log": board_env["root"] / "board.log"}
+    os.killpg(proc.pid, signal.SIGTERM)  # the group this fixture started (the web UI and its training children)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def page(board):
+    try:
+        from playwright import sync_api
+    except ImportError:
+        pytest.fail("Playwright is missing: pip install -c constraints.txt -e '.[dev]'")
+    if not os.path.isfile(CHROMIUM):
+        pytest.fail(f"no Chromium at {CHROMIUM}: apt-get install chromium (or set AGENTIC_CHROMIUM)")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1440, "height": 1000})
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        page.goto(board["url"])
+        yield page
+        browser.close()
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+class Board:
+    def __init__(self, page):
+        self.page = page
+        self.shots: list[Path] = []
+        SCREENS.mkdir(parents=True, exist_ok=True)
+
+    def shot(self, name: str, locator=None, at=None) -> None:
+        r"""Screenshot of `locator`, or of the window scrolled so that `at` is at its top (LLaMA-Board's page is
+        several thousand pixels tall once the training log fills)."""
+        path = SCREENS / f"{len(self.shots) + 1:02d}_{name}.png"
+        if at is not None:
+            at.evaluate("e => { e.scrollIntoView({block: 'start'}); window.scrollBy(0, -60); }")
+            self.page.wait_for_timeout(300)
+        (locator or self.page).screenshot(path=str(path))
+        self.shots.append(path)
+
+    def field(self, label: str):
+        return self.page.get_by_label(label).filter(visible=True).first
+
+    def choose(self, label: str, option: str, exact_label: bool = True) -> None:
+        box = self.page.get_by_label(label, exact=exact_label).filter(visible=True).first
+        box.click()
+        box.fill(option)
+        self.page.get_by_role("option", name=option, exact=True).filter(visible=True).first.click()
+        self.page.keyboard.press("Escape")
+        self.page.wait_for_timeout(200)
+
+    def fill(self, label: str, value) -> None:
+        box = self.field(label)
+        box.fill(str(value))
+        box.blur()
+
+    def agentic(self, name: str, value) -> None:
+        root = self.page.locator(f"#ag-{name}")
+        if isinstance(value, bool):
+            root.locator("input[type=checkbox]").set_checked(value)
+            return
+        box = root.locator("input, textarea").first
+        box.fill(str(value))
+        box.blur()
+
+    def agentic_value(self, name: str) -> str:
+        return self.page.locator(f"#ag-{name}").locator("input, textarea").first.input_value()
+
+    def click(self, text: str) -> None:
+        self.page.get_by_role("button", name=text, exact=True).filter(visible=True).first.click()
+
+    def checks(self) -> str:
+        return self.page.locator("#agentic_checks").inner_text()
+
+    def wait_text(self, locator, pattern: str, timeout: float = 60) -> str:
+        deadline = time.time() + timeout
+        text = ""
+        while time.time() < deadline:
+            text = locator.inner_text()
+            if re.search(pattern, text):
+                return text
+            self.page.wait_for_timeout(250)
+        raise AssertionError(f"{pattern!r} did not appear within {timeout}s; last text:\n{text[-3000:]}")
+
+    def run_checks(self, pattern: str) -> str:
+        box = self.page.locator("#agentic_checks")
+        stamp = re.compile(r"Checks before Start · (\d\d:\d\d:\d\d)")
+        before = stamp.search(box.inner_text())
+        self.page.wait_for_timeout(1100)  # the title carries the time of the check, in seconds
+        self.click("Run checks")
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            now = stamp.search(box.inner_text())
+            if now and (before is None or now.group(1) != before.group(1)):
+                break
+            self.page.wait_for_timeout(250)
+        return self.wait_text(box, pattern, timeout=5)
+
+
+def test_arpo_from_llamaboard(page, board, board_env):
+    ui = Board(page)
+    output_box = page.locator(".agentic-output").first
+    ui.wait_text(output_box, "Ready")
+
+    # model: a local tiny policy (LLaMA-Board's "Custom" model name), full fine-tuning, qwen template
+    ui.choose("Model name", "Custom")
+    ui.fill("Model path", board_env["policy"])
+    ui.choose("Finetuning method", "full")
+    ui.choose("Chat template", "qwen")
+
+    # 1. the plugin's stage: the agentic panel replaces the RLHF accordion; presets and output directory follow
+    assert not page.locator("#agentic_checks").is_visible()
+    ui.choose("Stage", "ARPO (agentic RL)")
+    page.locator("#agentic_checks").wait_for(state="visible")
+    assert not page.get_by_text("RLHF configurations", exact=True).is_visible()
+    assert page.locator("#ag-arpo_beam_size input").get_attribute("placeholder") == "preset: 2"
+    assert page.locator("#ag-agentic_max_tool_calls input").get_attribute("placeholder") == "preset: 3"
+    assert ui.agentic_value("arpo_rollout_n") == "16"  # AgenticArguments' default
+    assert "Group size M" in page.locator("#ag-arpo_rollout_n").inner_text()
+    assert field_by_name("arpo_rollout_n").help in page.locator("#ag-arpo_rollout_n").inner_text()  # hparams help
+    assert "Preset: arpo 2 · aepo 2 · aepo-paper 2" in page.locator("#ag-arpo_beam_size").inner_text()
+    output_dir = page.get_by_label("Output dir", exact=True).filter(visible=True).first
+    assert output_dir.input_value().startswith("arpo_")
+    ui.shot("arpo_panel", page.locator("#agentic_panel"))
+
+    # 2. datasets: the formats that fit the stage first, the others marked
+    ui.fill("Data dir", board_env["datasets"])
+    dataset_box = page.get_by_label("Dataset", exact=True).filter(visible=True).first
+    dataset_box.click()
+    options = page.get_by_role("option").filter(visible=True)
+    options.first.wait_for()
+    labels = [options.nth(i).inner_text() for i in range(options.count())]
+    fitting = [i for i, label in enumerate(labels) if "not for arpo" not in label]
+    assert fitting and max(fitting) < min(i for i, label in enumerate(labels) if "not for arpo" in label), labels
+    assert any("arpo_sft_demo (arpo_sft: not for arpo)" in label for label in labels), labels
+    ui.shot("dataset_list")
+    page.get_by_role("option", name="arpo_rl_reasoning_10k_local", exact=True).click()
+    page.keyboard.press("Escape")
+
+    # 3. checks before Start: a mistyped key, a row with an empty ground truth, a batch that does not split
+    page.get_by_text("Extra configurations", exact=True).click()
+    extra = {"optim": "adamw_torch", "max_steps": 2, "logging_steps": 1, "preprocessing_num_workers": 1}
+    ui.fill("Extra arguments", str({**extra, "arpo_rolout_n": 4}).replace("'", '"'))
+    text = ui.run_checks("did you mean")
+    assert "arpo_rolout_n is not a key" in text and "did you mean arpo_rollout_n" in text
+    assert re.search(r"train_10k\.parquet row \d+: field reward_model\.ground_truth is empty", text), text
+    assert "Skip bad rows" in text
+    ui.shot("checks_errors", page.locator("#agentic_checks"))
+    page.locator("#agentic_checks").scroll_into_view_if_needed()
+    ui.click("Start")  # refused: the checks' errors, not a failed training process
+    ui.wait_text(output_box, "checks before Start found errors")
+
+    # 4. fix everything in the panel (no key typed): the tiny recipe's settings
+    ui.fill("Extra arguments", str(extra).replace("'", '"'))
+    ui.fill("Max samples", 16)
+    ui.choose("Compute type", "fp32")  # CPU
+    for name, value in {
+        "arpo_rollout_n": 4,
+        "arpo_initial_rollouts": 2,
+        "arpo_max_prompt_length": 2048,
+        "arpo_max_response_length": 96,
+        "arpo_rollout_batch_size": 2,
+        "arpo_hf_generation_batch_size": 16,
+        "rollout_temperature": 1.0,
+        "rollout_top_p": 1.0,
+        "rollout_top_k": 0,
+        "arpo_rollout_log_ratio": 1.0,
+        "agentic_search_index": board_env["search_index"],
+        "agentic_cache_path": board_env["root"] / "tool_cache.sqlite",
+        "agentic_max_tool_calls": 2,
+        "agentic_python_timeout": 10,
+        "agentic_tool_workers": 4,
+        "agentic_skip_bad_rows": True,
+    }.items():
+        ui.agentic(name, value)
+    text = ui.run_checks("optimiser update")  # 2 prompts x 4 = 8 trajectories; LLaMA-Board's 2 x 8 per update
+    assert "8 trajectories per rollout must be a multiple of the trajectories per optimiser update" in text, text
+    ui.fill("number input for Batch size", 8)
+    ui.fill("number input for Gradient accumulation", 1)
+    text = ui.run_checks("No problems found")
+    assert "error" not in text.lower().replace("errors", ""), text
+    assert "2 x 4 trajectories for 1 optimiser update" in text
+    ui.shot("checks_ok", page.locator("#agentic_checks"))
+
+    # 5. preview: the command carries the panel's keys; the effective values include the presets
+    ui.click("Preview command")
+    preview = ui.wait_text(output_box, "Effective values")
+    assert "--arpo_rollout_n 4" in preview and "--agentic_skip_bad_rows True" in preview
+    assert "--arpo_beam_size" not in preview  # left to the preset
+    assert re.search(r"arpo_beam_size +preset +2\n", preview), preview
+    assert re.search(r"agentic_max_tool_calls +explicit +2\n", preview), preview
+    assert re.search(r"agentic_tool_retries +preset +3\n", preview), preview
+    ui.shot("preview", output_box)
+
+    # 6. save and load the arguments: the panel's fields round-trip
+    ui.click("Save arguments")
+    ui.wait_text(output_box, "saved")
+    ui.agentic("arpo_rollout_n", 16)
+    ui.click("Load arguments")
+    ui.wait_text(output_box, "restored")
+    deadline = time.time() + 20
+    while ui.agentic_value("arpo_rollout_n") != "4" and time.time() < deadline:
+        page.wait_for_timeout(250)
+    assert ui.agentic_value("arpo_rollout_n") == "4"
+    assert page.locator("#ag-agentic_skip_bad_rows input").is_checked()
+
+    # 7. start a 2-step run: the rollout progress line, then the RL plots and the RL log line
+    started = time.time()
+    ui.click("Start")
+    progress = page.locator("#agentic_rollout_progress")
+    deadline = time.time() + 300
+    while not re.search(r"[Rr]ollout \d+", progress.inner_text()) and time.time() < deadline:
+        assert "Failed" not in output_box.inner_text(), output_box.inner_text()[-4000:]
+        page.wait_for_timeout(200)
+    ui.shot("running", at=page.locator(".agentic-output").first)
+    finished = ui.wait_text(output_box, "Finished|Failed", timeout=300)
+    assert "Finished" in finished, finished[-4000:]
+    run_seconds = time.time() - started
+    assert "✖" not in ui.checks(), ui.checks()  # the checks pressed with Start passed (a running job is no error)
+    assert "'tool_calls'" in finished and "'reward'" in finished  # the RL line of every step
+    plot = page.locator("#agentic_rl_plot")
+    plot.locator("img, svg").first.wait_for(timeout=30_000)
+    ui.wait_text(progress, r"rollout \d+", timeout=30)
+    ui.shot("rl_plots", at=page.locator(".agentic-output").first)
+    ui.shot("rl_plots_panel", plot)
+
+    saves = board_env["cwd"] / "saves" / "Custom" / "full"
+    run_dir = next(p for p in saves.iterdir() if p.name.startswith("arpo_"))
+    records = [line for line in (run_dir / "trainer_log.jsonl").read_text().splitlines() if '"loss"' in line]
+    assert len(records) == 2 and all('"reward/mean"' in line for line in records)
+
+    # 8. the rollout viewer: pick a rollout, see each group as a branch tree
+    page.get_by_text("Rollout viewer", exact=True).click()
+    viewer = page.locator("#agentic_rollout_html")
+    ui.wait_text(viewer, "Group 0", timeout=30)
+    ui.choose("Rollout", "rollout 0 · step 1 · 2 groups")
+    text = ui.wait_text(viewer, r"Rollout 0 \(trained from step 1\)", timeout=30)
+    assert "global rollout" in text and "reward" in text and "ΔH" in text
+    assert "branch of #" in text  # the fitted policy calls tools, so ARPO branches after a call
+    ui.shot("rollout_viewer", page.locator("#agentic_rollout_viewer"))
+
+    # 9. agentic SFT: its own group, no rollout fields, no RL monitor, its own output directory
+    ui.choose("Stage", "Agentic SFT (tool trajectories)")
+    page.locator("#ag-agentic_sft_mask_results").wait_for(state="visible")
+    assert not page.locator("#ag-arpo_rollout_n").is_visible() and not page.locator("#agentic_rl_plot").is_visible()
+    assert not page.locator("#ag-agentic_repair_boxed").is_visible()  # an RL-only field of the shared Data group
+    assert "(<result>...</result>, tags included)" in page.locator("#ag-agentic_sft_mask_results").inner_text()
+    assert output_dir.input_value().startswith("agentic_sft_")
+
+    # 10. LLaMA-Board's language switch relabels the panel
+    ui.choose("Language", "zh")
+    ui.wait_text(page.locator("#ag-agentic_sft_mask_results"), "屏蔽工具结果", timeout=20)
+    ui.shot("agentic_sft_zh", page.locator("#agentic_panel"))
+
+    print(f"\n[webui] run took {run_seconds:.1f}s; screenshots:\n" + "\n".join(str(p) for p in ui.shots))

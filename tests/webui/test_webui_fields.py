@@ -1,0 +1,120 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License").
+
+"""The agentic panel's fields come from the dataclasses and the presets; UI values become keys; effective values."""
+
+import dataclasses
+import html
+
+import pytest
+
+from llamafactory_agentic.hparams import AgenticArguments
+from llamafactory_agentic.train.presets import PRESETS
+from llamafactory_agentic.webui import fields as F
+from llamafactory_agentic.webui.locales import LANGS, build_locales
+
+
+def test_every_field_is_derived_from_its_dataclass():
+    from llamafactory.hparams import GeneratingArguments
+
+    agentic = {f.name: f for f in dataclasses.fields(AgenticArguments)}
+    generating = {f.name: f for f in dataclasses.fields(GeneratingArguments)}
+    names = [f.name for f in F.panel_fields()]
+    assert len(names) == len(set(names))
+    for field in F.panel_fields():
+        source = generating if field.name in F.GENERATING_FIELDS else agentic
+        spec = source[field.key]
+        assert field.default == spec.default and field.help == spec.metadata["help"], field.name
+        assert field.preset == (field.key in PRESETS["arpo"]), field.name
+        if field.preset:  # a preset key is left to the preset: None in the dataclass, "preset: <value>" in the UI
+            assert field.default is None and field.optional
+    by_name = {f.name: f for f in F.panel_fields()}
+    assert by_name["arpo_branch_rule"].choices == ("stochastic", "deterministic")
+    assert by_name["aepo_dynamic_rollouts"].kind == "bool" and by_name["aepo_dynamic_rollouts"].optional
+    assert by_name["rollout_top_k"].key == "top_k" and by_name["rollout_top_k"].kind == "int"
+    assert "f1" in by_name["agentic_reward"].choices  # the reward registry's names
+
+
+def test_issue_groups_and_stages():
+    groups = {f.name: f.group for f in F.panel_fields()}
+    for name in ("arpo_rollout_n", "arpo_initial_rollouts", "arpo_beam_size", "arpo_branch_rule",
+                 "arpo_entropy_weight", "arpo_budget_fill", "arpo_max_prompt_length", "arpo_max_response_length",
+                 "arpo_rollout_batch_size", "arpo_rollout_backend"):  # fmt: skip
+        assert groups[name] == "rollout"
+    for name in ("agentic_tool_config", "agentic_search_backend", "agentic_search_index", "agentic_cache_path",
+                 "agentic_cache_mode", "agentic_max_tool_calls", "agentic_python_timeout"):  # fmt: skip
+        assert groups[name] == "tools"
+    assert groups["agentic_reward"] == groups["agentic_reward_math"] == "reward"
+    assert groups["aepo_variant"] == "aepo" and groups["agentic_sft_mask_results"] == "sft"
+    assert F.field_by_name("aepo_variant").stages == ("aepo",)
+    assert F.field_by_name("agentic_sft_mask_results").stages == ("agentic_sft",)
+
+
+def test_placeholders_and_choices_follow_the_stage_preset():
+    beam, calls, clip = (
+        F.field_by_name(n) for n in ("arpo_beam_size", "agentic_max_tool_calls", "aepo_balanced_clip")
+    )
+    assert F.placeholder(calls, F.stage_preset("arpo")) == "preset: 3"
+    assert F.placeholder(calls, F.stage_preset("aepo")) == "preset: 6"
+    assert F.placeholder(beam, F.stage_preset("aepo", "paper")) == "preset: 2"
+    assert F.ui_choices(clip, F.stage_preset("arpo"))[0] == ("preset: false", F.PRESET_CHOICE)
+    assert F.ui_choices(clip, F.stage_preset("aepo"))[0] == ("preset: true", F.PRESET_CHOICE)
+    assert F.stage_preset("agentic_sft") == {}
+    assert F.preset_summary(calls) == "Preset: arpo 3 · aepo 6 · aepo-paper 6"
+
+
+def test_panel_args_writes_only_set_values_that_differ_from_the_default():
+    values = {f.name: F.initial_value(f) for f in F.panel_fields()}
+    assert F.panel_args("arpo", values) == {}  # untouched panel: nothing typed, presets and defaults apply
+    values.update(
+        arpo_rollout_n=4.0,  # gradio's Number may hand floats
+        arpo_beam_size=None,  # empty: the preset
+        arpo_branch_rule="deterministic",
+        aepo_balanced_clip=F.TRUE,
+        aepo_variant="paper",
+        agentic_search_index="  saves/index ",
+        agentic_sft_mask_results=False,
+        rollout_top_k=0,
+    )
+    assert F.panel_args("arpo", values) == {
+        "arpo_rollout_n": 4,
+        "arpo_branch_rule": "deterministic",
+        "top_k": 0,
+        "agentic_search_index": "saves/index",
+    }
+    assert F.panel_args("aepo", values)["aepo_balanced_clip"] is True
+    assert F.panel_args("aepo", values)["aepo_variant"] == "paper"
+    assert F.panel_args("agentic_sft", values) == {"agentic_sft_mask_results": False}
+    with pytest.raises(ValueError, match="arpo_rollout_n"):
+        F.panel_args("arpo", {"arpo_rollout_n": 2.5})
+
+
+def test_effective_values_resolve_presets_like_the_training_process():
+    effective = F.effective_values("aepo", {"arpo_rollout_n": 4, "aepo_variant": "paper", "rl_epsilon": 0.3})
+    rows = {key: (value, origin) for key, value, origin in effective["rows"]}
+    assert effective["preset"] == "aepo-paper"
+    assert rows["arpo_rollout_n"] == (4, "explicit")
+    assert rows["aepo_dynamic_rollouts"] == (True, "preset")
+    assert rows["aepo_premonitor_rounds"] == ("post_tool", "preset")  # reported by resolve_presets, not in the panel
+    assert rows["rl_epsilon_high"] == (0.3, "rl_epsilon")
+    assert rows["temperature"] == (0.95, "default")  # LLaMA-Factory's GeneratingArguments
+    assert rows["arpo_initial_rollouts"] == (8, "default")
+    text = F.format_effective(effective)
+    assert "preset `aepo-paper`" in text and "aepo_balanced_clip_scope" in text
+    sft = F.effective_values("agentic_sft", {"agentic_sft_mask_results": False})
+    assert sft["preset"] is None and ("agentic_sft_mask_results", False, "explicit") in sft["rows"]
+
+
+def test_locales_cover_every_field_and_language_without_clashing_with_llamaboard():
+    from llamafactory.webui.locales import LOCALES
+
+    locales = build_locales()
+    for field in F.panel_fields():
+        entry = locales[field.name]
+        assert set(entry) == set(LANGS)
+        assert html.unescape(entry["en"]["info"]).startswith(field.help)
+        assert entry["zh"]["label"] != entry["en"]["label"] or field.name.startswith("aepo_variant")
+    assert "&lt;result&gt;" in locales["agentic_sft_mask_results"]["en"]["info"]  # shown, not swallowed as HTML
+    # LLaMA-Board has no element of these names (or, once patched, the same entries): no label is overwritten
+    assert all(LOCALES.get(name, entry) == entry for name, entry in locales.items())

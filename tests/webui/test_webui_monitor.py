@@ -1,0 +1,90 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License").
+
+"""RL plots from trainer_log.jsonl (zeros kept), the rollout progress line, and LLaMA-Board's patched loss plot."""
+
+import json
+import time
+
+from llamafactory_agentic.webui.monitor import loss_figure, progress_line, read_jsonl, rl_figure, rl_panels
+
+
+# two training steps fed by one rollout (its metrics only on step 1), then a validation record
+LOG = [
+    {"current_steps": 1, "loss": 0.0, "reward": 0.0, "reward/mean": 0.0, "reward/accuracy": 0.0,
+     "rollout/tool_calls_per_traj": 1.5, "rollout/branches": 2.0, "rollout/response_length": 80.0,
+     "loss/entropy": 0.4, "loss/approx_kl": 0.0, "loss/clip_frac": 0.0, "aepo/grad_preserved_frac": 0.0},
+    {"current_steps": 2, "loss": 0.0, "loss/entropy": 0.38, "loss/approx_kl": 1e-7, "loss/clip_frac": 0.0,
+     "aepo/grad_preserved_frac": 0.0},
+    {"current_steps": 2, "eval_reward": 0.5, "eval_reward/accuracy": 0.5},
+]  # fmt: skip
+
+
+def test_panels_keep_zeros_and_use_the_rollout_steps():
+    panels = {p["title"]: p for p in rl_panels(LOG)}
+    assert list(panels) == [
+        "reward (mean)",
+        "accuracy",
+        "tool calls / trajectory",
+        "branches / rollout",
+        "entropy (trained tokens)",
+        "response length (tokens)",
+        "KL (approx., rl_kl_coef = 0)",
+        "clip fraction",
+    ]
+    assert panels["reward (mean)"]["values"] == [0.0] and panels["reward (mean)"]["eval_values"] == [0.5]
+    assert panels["clip fraction"]["steps"] == [1, 2] and panels["clip fraction"]["values"] == [0.0, 0.0]
+    assert panels["entropy (trained tokens)"]["values"] == [0.4, 0.38]
+    with_kl = [dict(LOG[0], **{"loss/kl": 0.01})]
+    assert {p["key"] for p in rl_panels(with_kl)} >= {"loss/kl"}  # the real KL when rl_kl_coef > 0
+    assert "AEPO: gradient-preserved clip fraction" in [p["title"] for p in rl_panels(LOG, aepo=True)]
+
+
+def test_figures():
+    figure = rl_figure(LOG)
+    assert len(figure.axes) == 8
+    assert list(figure.axes[-1].get_lines()[0].get_ydata()) == [0.0, 0.0]  # clip fraction drawn at 0
+    assert rl_figure([{"current_steps": 1, "loss": 1.0}]) is None  # an SFT log: no RL panel
+    loss = loss_figure(LOG)
+    assert list(loss.axes[0].get_lines()[0].get_ydata()) == [0.0, 0.0]
+
+
+def test_llamaboard_loss_plot_keeps_zero_losses_for_rl_logs():
+    from llamafactory_agentic.integration.activation import register
+
+    register()
+    import llamafactory.webui.interface  # noqa: F401  (applies the LLaMA-Board patch)
+    from llamafactory.extras.ploting import gen_loss_plot as original
+    from llamafactory.webui import control
+
+    assert getattr(control.gen_loss_plot, "__agentic_patched__", False)
+    assert len(original(LOG).axes[0].get_lines()[0].get_xdata()) == 0  # LLaMA-Board drops the zero losses
+    assert list(control.gen_loss_plot(LOG).axes[0].get_lines()[0].get_xdata()) == [1, 2]
+    sft = [{"current_steps": 1, "loss": 2.0}, {"current_steps": 2, "loss": 1.5}]
+    assert list(control.gen_loss_plot(sft).axes[0].get_lines()[0].get_ydata()) == [2.0, 1.5]  # unchanged for SFT
+
+
+def test_read_jsonl_skips_a_half_written_line(tmp_path):
+    path = tmp_path / "trainer_log.jsonl"
+    path.write_text(json.dumps(LOG[0]) + "\n" + '{"current_steps": 2, "lo')
+    assert read_jsonl(str(path)) == [LOG[0]]
+    assert read_jsonl(str(tmp_path / "missing.jsonl")) == []
+
+
+def test_progress_line(tmp_path):
+    assert progress_line(str(tmp_path)) == ""
+    now = time.time()
+    status = {"rollout": 3, "phase": "training", "round": 2, "active": 8, "new_tokens": 1234,
+              "total_tokens": 5678, "started": now - 75, "updated": now - 1, "done": False}  # fmt: skip
+    (tmp_path / "rollout_progress.json").write_text(json.dumps(status))
+    line = progress_line(str(tmp_path), now=now)
+    assert line == (
+        "↻ Rollout 3 · round 2 · 8 active trajectories · 1,234 new tokens (5,678 in this rollout) · 1m 15s"
+    )
+    assert "第 2 轮" in progress_line(str(tmp_path), lang="zh", now=now)
+    status.update(done=True, phase="validation")
+    (tmp_path / "rollout_progress.json").write_text(json.dumps(status))
+    assert progress_line(str(tmp_path), now=now) == (
+        "Last rollout 3 (validation): 2 rounds, 5,678 new tokens in 1m 14s"
+    )
