@@ -4,8 +4,8 @@
 
 """GRPO vs ARPO vs AEPO (released) vs AEPO (paper) on the synthetic tool-use task, from the same cold start.
 
-    python benchmarks/compare_algorithms.py                          # CPU, small scale, seeds 0 1 2
-    python benchmarks/compare_algorithms.py --scale gpu --gpus 0,1,2,3,4,5,6,7   # larger model, one run per GPU
+    python benchmarks/compare_algorithms.py                          # CPU, the demo's settings, seeds 0 1 2
+    python benchmarks/compare_algorithms.py --scale gpu --gpus 0 --runs-per-gpu 6   # larger model, 6 runs per GPU
 
 Per seed: the task is generated (`llamafactory-agentic task generate`), a model is built from scratch
 (`task build-model`, size `demo` on CPU, `gpu` on GPU) and cold-started once with agentic SFT; every algorithm then
@@ -50,25 +50,35 @@ CURVE_KEYS = {
     "reward/identical_groups": "groups with identical rewards",
 }
 SCALES = {
-    # CPU: the demo's model and recipes, shorter RL
-    "cpu": {
-        "model": "demo",
-        "sizes": {"sft": 1200, "train": 600, "heldout": 100},
-        "sft": [],
-        "rl": ["max_steps=20", "eval_steps=5", "arpo_val_max_samples=50", "per_device_eval_batch_size=50"],
+    # CPU: exactly the demo's task, model and recipes (`llamafactory-agentic demo` = the `arpo` run of a seed)
+    "cpu": {"model": "demo", "sizes": None, "sft": [], "rl": []},
+    # smoke run of the script itself (seconds of training; the numbers mean nothing)
+    "smoke": {
+        "model": "test",
+        "sizes": {"sft": 64, "train": 32, "heldout": 8},
+        "sft": ["max_steps=4"],
+        "rl": [
+            "max_steps=2",
+            "eval_steps=1",
+            "arpo_val_max_samples=4",
+            "per_device_eval_batch_size=4",
+            "arpo_rollout_batch_size=2",
+            "per_device_train_batch_size=16",
+            "gradient_accumulation_steps=1",
+        ],
     },
-    # GPU: a larger model trained from scratch, more data and steps, bigger rollouts
+    # GPU: a larger model trained from scratch on more cold-start data, bigger rollouts (16 prompts x M = 8)
     "gpu": {
         "model": "gpu",
-        "sizes": {"sft": 8000, "train": 4000, "heldout": 300},
+        "sizes": {"sft": 16000, "train": 2000, "heldout": 300},
         "sft": ["max_steps=2000", "per_device_train_batch_size=64", "learning_rate=1.0e-3", "bf16=true"],
         "rl": [
-            "max_steps=60",
-            "arpo_rollout_batch_size=32",
+            "max_steps=20",
+            "arpo_rollout_batch_size=16",
             "per_device_train_batch_size=64",
-            "gradient_accumulation_steps=4",
-            "arpo_hf_generation_batch_size=256",
-            "learning_rate=5.0e-5",
+            "gradient_accumulation_steps=2",
+            "arpo_hf_generation_batch_size=128",
+            "learning_rate=1.0e-4",
             "bf16=true",
             "eval_steps=10",
             "arpo_val_max_samples=300",
@@ -103,7 +113,7 @@ def train(workdir: Path, recipe: str, overrides: list[str], log: Path, env: dict
 
 def prepare_seed(root: Path, seed: int, scale: dict, env: dict) -> Path:
     """Task, model and cold start of one seed (shared by every algorithm); skipped when already done."""
-    from llamafactory_agentic.tasks.demo import copy_recipes
+    from llamafactory_agentic.tasks.demo import DEMO_SIZES, copy_recipes
     from llamafactory_agentic.tasks.model import build_task_model
     from llamafactory_agentic.tasks.synthetic import TaskConfig, generate_task
 
@@ -111,7 +121,7 @@ def prepare_seed(root: Path, seed: int, scale: dict, env: dict) -> Path:
     if (workdir / "sft" / "config.json").is_file():
         return workdir
     workdir.mkdir(parents=True, exist_ok=True)
-    generate_task(TaskConfig(seed=seed, sizes=dict(scale["sizes"])), workdir / "data")
+    generate_task(TaskConfig(seed=seed, sizes=dict(scale["sizes"] or DEMO_SIZES)), workdir / "data")
     build_task_model(workdir / "model", workdir / "data", size=scale["model"], seed=seed)
     copy_recipes(workdir)
     seconds = train(workdir, "recipes/agentic_sft_cpu.yaml", [f"seed={seed}", *scale["sft"]], workdir / "sft.log", env)
@@ -277,15 +287,17 @@ def main() -> None:
     parser.add_argument("--algorithms", nargs="+", choices=ALGORITHMS, default=list(ALGORITHMS))
     parser.add_argument("--work-dir", help="default: saves/compare_algorithms/<scale>")
     parser.add_argument("--gpus", help="comma-separated CUDA devices; one run per device at a time (GPU scale)")
+    parser.add_argument("--runs-per-gpu", type=int, default=1, help="runs sharing one device at a time (small models)")
     parser.add_argument("--extra", nargs="*", default=[], help="more key=value overrides for every RL run")
     parser.add_argument("--sft-extra", nargs="*", default=[], help="more key=value overrides for the cold start")
+    parser.add_argument("--report-only", action="store_true", help="only rebuild the tables from finished runs")
     args = parser.parse_args()
 
     scale = dict(SCALES[args.scale])
     scale["sft"] = scale["sft"] + args.sft_extra
     root = Path(args.work_dir or REPO / "saves" / "compare_algorithms" / args.scale).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    gpus = args.gpus.split(",") if args.gpus else [None]
+    gpus = (args.gpus.split(",") if args.gpus else [None]) * max(args.runs_per_gpu, 1)
 
     def env_for(slot: int) -> dict:
         env = dict(os.environ)
@@ -296,18 +308,19 @@ def main() -> None:
         return env
 
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=len(gpus)) as pool:
-        workdirs = dict(zip(args.seeds, pool.map(lambda i_s: prepare_seed(root, i_s[1], scale, env_for(i_s[0])),
-                                                  enumerate(args.seeds))))  # fmt: skip
-        jobs = [(seed, algorithm) for seed in args.seeds for algorithm in args.algorithms]
-        results = list(
-            pool.map(
-                lambda i_job: run_algorithm(
-                    workdirs[i_job[1][0]], i_job[1][0], i_job[1][1], scale, args.extra, env_for(i_job[0])
-                ),
-                enumerate(jobs),
+    if not args.report_only:
+        with ThreadPoolExecutor(max_workers=len(gpus)) as pool:
+            workdirs = dict(zip(args.seeds, pool.map(lambda i_s: prepare_seed(root, i_s[1], scale, env_for(i_s[0])),
+                                                      enumerate(args.seeds))))  # fmt: skip
+            jobs = [(seed, algorithm) for seed in args.seeds for algorithm in args.algorithms]
+            list(
+                pool.map(
+                    lambda i_job: run_algorithm(
+                        workdirs[i_job[1][0]], i_job[1][0], i_job[1][1], scale, args.extra, env_for(i_job[0])
+                    ),
+                    enumerate(jobs),
+                )
             )
-        )
     # every finished run in the work dir (also from earlier invocations) enters the tables
     results = [json.loads(p.read_text()) for p in sorted(root.glob("seed*/*/compare_result.json"))]
     summary = write_outputs(root, results)

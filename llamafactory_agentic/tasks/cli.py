@@ -129,8 +129,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--sft-size", type=int, default=600, help="cold-start trajectories (sft.jsonl)")
     p.add_argument("--heldout-size", type=int, default=100, help="held-out evaluation prompts (heldout.jsonl)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--difficulty", type=int, default=1, choices=(1, 2, 3), help="1: 3-digit sums, 5-item lists, "
-                   "60 people per split; 2: products, 8-item lists; 3: modular products, 12-item lists")  # fmt: skip
+    p.add_argument("--difficulty", type=int, default=0, choices=(0, 1, 2, 3), help="0 (the demo's): 2-digit sums, 5-item lists, 4-digit ids, "
+                   "joining years 1900-1999; 1: 3-digit sums, 3-digit ids; 2: products, 8-item lists; 3: modular "
+                   "products, 12-item lists")  # fmt: skip
     p.add_argument("--mix", nargs="*", metavar="KIND=WEIGHT", help=f"kind weights; kinds: {', '.join(KINDS)}")
     p.add_argument("--skip-tool-rate", nargs="+", metavar="RATE|KIND=RATE",
                    help="share of cold-start trajectories that answer a tool question without a tool, one rate or "

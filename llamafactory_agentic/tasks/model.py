@@ -14,121 +14,39 @@
 
 r"""Locally built models for the synthetic task: a tokenizer trained on the task's text and a random Qwen2 model.
 
-The tokenizer never sees a whole invented name: every name in its training text is split into its syllables first, so
-names of held-out people are made of the same pieces as names seen in training (no untrained embedding is ever needed
-to answer). Digits are single tokens, as in Qwen's tokenizer.
+The tokenizer is a byte-level BPE trained on the task's text: numbers are cut into chunks of up to two digits
+(`TOKENIZER`), and the city names, shared by every split, become whole tokens. People are numeric ids, so a held-out
+question never needs a token that training did not use.
 """
 
 import json
 import os
-import re
 from pathlib import Path
 
-from .synthetic import _CITY_SUFFIXES, _CONSONANTS, _VOWELS, SYSTEM_PROMPT
+from .synthetic import SYSTEM_PROMPT
 
 
 # sizes of the model trained from scratch on the synthetic cold-start data (Qwen2 architecture, random init)
 MODEL_SIZES = {
     # the CPU demo: small enough for agentic SFT + ARPO in a few minutes on 2 cores
-    "demo": dict(
-        hidden_size=128,
-        num_layers=4,
-        intermediate_size=384,
-        num_heads=4,
-        num_kv_heads=2,
-        vocab_size=640,
-        digits="individual",
-    ),
+    "demo": dict(hidden_size=128, num_layers=4, intermediate_size=384, num_heads=4, num_kv_heads=2),
     # the learning test in the suite
-    "test": dict(
-        hidden_size=96,
-        num_layers=3,
-        intermediate_size=256,
-        num_heads=4,
-        num_kv_heads=2,
-        vocab_size=640,
-        digits="individual",
-    ),
-    "small": dict(
-        hidden_size=96,
-        num_layers=4,
-        intermediate_size=256,
-        num_heads=4,
-        num_kv_heads=2,
-        vocab_size=640,
-        digits="individual",
-    ),
-    "l3": dict(
-        hidden_size=128,
-        num_layers=3,
-        intermediate_size=384,
-        num_heads=4,
-        num_kv_heads=2,
-        vocab_size=640,
-        digits="individual",
-    ),
-    "h8": dict(
-        hidden_size=128,
-        num_layers=4,
-        intermediate_size=384,
-        num_heads=8,
-        num_kv_heads=4,
-        vocab_size=640,
-        digits="individual",
-    ),
-    "d6": dict(
-        hidden_size=96,
-        num_layers=6,
-        intermediate_size=256,
-        num_heads=4,
-        num_kv_heads=2,
-        vocab_size=640,
-        digits="individual",
-    ),
+    "test": dict(hidden_size=96, num_layers=3, intermediate_size=256, num_heads=4, num_kv_heads=2),
     # GPU comparison runs (benchmarks/compare_algorithms.py --scale gpu)
-    "gpu": dict(
-        hidden_size=512,
-        num_layers=8,
-        intermediate_size=1536,
-        num_heads=8,
-        num_kv_heads=4,
-        vocab_size=1024,
-        digits="individual",
-    ),
-    "g128": dict(
-        hidden_size=128,
-        num_layers=4,
-        intermediate_size=384,
-        num_heads=4,
-        num_kv_heads=2,
-        vocab_size=1024,
-        digits="pairs",
-    ),
-    "g96": dict(
-        hidden_size=96,
-        num_layers=4,
-        intermediate_size=256,
-        num_heads=4,
-        num_kv_heads=2,
-        vocab_size=1024,
-        digits="pairs",
-    ),
+    "gpu": dict(hidden_size=512, num_layers=8, intermediate_size=1536, num_heads=8, num_kv_heads=4),
 }
-
-_SYLLABLE = f"[{_CONSONANTS}][{_VOWELS}]"
-_NAME = re.compile(rf"\b[{_CONSONANTS.upper()}][{_VOWELS}](?:{_SYLLABLE}){{1,2}}(?:{'|'.join(_CITY_SUFFIXES)})?\b")
-
-
-def _split_name(match: re.Match) -> str:
-    word = match.group(0)
-    suffix = next((s for s in _CITY_SUFFIXES if word.endswith(s) and len(word) > len(s) + 3), "")
-    stem = word[: len(word) - len(suffix)] if suffix else word
-    parts = [stem[i : i + 2] for i in range(0, len(stem), 2)] + ([suffix] if suffix else [])
-    return "-".join(parts)
+# numbers in chunks of up to two digits, each chunk one token (in the way Llama 3's tokenizer cuts numbers into chunks
+# of up to three): a four-digit id such as 4817 is two tokens, `48` `17`; the 100 chunks are frequent enough for a model
+# trained from scratch to learn to copy them in a few hundred steps (chunks of three digits were too rare, single
+# digits too long to copy)
+TOKENIZER = dict(vocab_size=1024, digits="pairs")
 
 
 def tokenizer_corpus(task_dir: str | os.PathLike) -> list[str]:
-    r"""Text lines for the tokenizer: the task's prompts, trajectories and facts, every invented name syllable-split.
+    r"""Text lines for the tokenizer: the task's prompts, trajectories and facts.
+
+    The city names (the only invented words; every split shares them) become whole tokens, so that an answer read
+    from a search result is one copied token.
 
     Args:
         task_dir: A folder written by `generate_task`.
@@ -151,9 +69,7 @@ def tokenizer_corpus(task_dir: str | os.PathLike) -> list[str]:
                     lines += [m["content"] for m in row["prompt"][1:]]
                 else:
                     lines.append(row["text"])
-    syllables = [c + v for c in _CONSONANTS for v in _VOWELS]
-    lines.append(" ".join(syllables + [s.capitalize() for s in syllables] + list(_CITY_SUFFIXES)))
-    return list(dict.fromkeys(_NAME.sub(_split_name, line) for line in lines))
+    return list(dict.fromkeys(lines))
 
 
 def build_task_model(
@@ -177,7 +93,7 @@ def build_task_model(
 
     if size not in MODEL_SIZES:
         raise KeyError(f"unknown model size {size!r}; choose one of {', '.join(MODEL_SIZES)}")
-    spec = dict(MODEL_SIZES[size])
+    spec = {**TOKENIZER, **MODEL_SIZES[size]}
     path = build_tiny_model(output_dir, seed=seed, extra_corpus=tokenizer_corpus(task_dir), **spec)
     with open(Path(path) / "tiny_model.json", "w", encoding="utf-8") as f:
         json.dump({"built_by": "llamafactory_agentic.tasks.model.build_task_model", "size": size, "seed": seed}, f)

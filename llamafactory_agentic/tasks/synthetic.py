@@ -21,13 +21,14 @@ fact is one sentence (`Employee #4817 joined in the year 1993.`, `Employee #4817
 (`tools.index.BM25Index`). Every look-up question is about an employee of its own, so answering needs the search tool,
 never a memorised fact. Question kinds (`KINDS`):
 
-* `python_arith` (`python`): integer arithmetic, e.g. `Compute 481 + 392.`; code `print(481 + 392)`.
+* `python_arith` (`python`): integer arithmetic, e.g. `Compute 481 + 392.`; code `print('481 + 392 =', 481 + 392)`
+  (the output `481 + 392 = 873` names what it computed, so the trajectory can restate it).
 * `python_count` (`python`): `How many times does 7 appear in the list [3, 7, 1, 7, 2]?`; code `print([...].count(7))`.
 * `search_1hop` (`search`): `In which year did employee #4817 join?`; query `year did employee #4817 join`.
 * `search_2hop` (`search` twice): `In which city does the manager of employee #4817 work?`; queries
   `manager of employee #4817`, then `city does employee #2290 work` (the manager's id read from the first result).
 * `search_python` (both tools): `What is the joining year of employee #4817 plus 37?`; query
-  `joining year of employee #4817`, then `print(1993 + 37)`.
+  `joining year of employee #4817`, then `print('1993 + 37 =', 1993 + 37)`.
 * `no_tool`: the fact is given in the question (`Employee #5120 works in Kestrovale. In which city does employee #5120
   work?`, an employee outside the directory); answering directly is right, and a tool cannot help.
 
@@ -40,9 +41,9 @@ Splits (`sft`, `train`, `heldout`) use disjoint employees and managers, and no q
 held-out look-up can only be answered by searching, never from a fact that training showed.
 
 Cold-start trajectories (`build_sft_trajectory`) are deliberately imperfect, as real cold-start data is: with
-`skip_tool_rate` a tool-needing question is answered without any tool call (the teacher "knew" the answer, which the
-student cannot know; by default the teacher does this mostly for the questions that look easy, sums and one-hop
-look-ups, as real models under-use tools there), with `wrong_tool_rate` the first call uses the wrong tool and the trajectory recovers, and with
+`skip_tool_rate` a tool-needing question is answered without any tool call, with a guess from the teacher's prior
+(`prior_guess`; by default the teacher does this mostly for the questions that look easy, sums and one-hop look-ups,
+as real models under-use tools there), with `wrong_tool_rate` the first call uses the wrong tool and the trajectory recovers, and with
 `extra_tool_rate` a `no_tool` question gets an unnecessary search. The observations are the real tools' outputs: search
 results come from the built index through the `search` tool's own formatting, python outputs are the printed values of
 the generated code (the code only prints one integer expression, so its output is exactly `str(value)`).
@@ -76,35 +77,76 @@ _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
 _CITY_SUFFIXES = ("vale", "ford", "ton", "mere", "holm", "wick")
 
-# per difficulty: arithmetic, operand digits, list length and values, id digits, managers per split, year offsets
+# per difficulty: arithmetic, operand digits, list length and values, id digits, managers per split, year offsets, and
+# at most how many employees each split asks about (None: a new employee per question; 3-digit ids leave room for
+# about 900 employees, so questions share them; ids outside the directory, for `no_tool`, come from a pool of 100)
 _LEVELS = {
-    1: {"arith": "add", "digits": 3, "list_len": 5, "list_max": 5, "id_digits": 4, "managers": 20, "offset": 50},
-    2: {"arith": "mul", "digits": 3, "list_len": 8, "list_max": 9, "id_digits": 5, "managers": 40, "offset": 100},
-    3: {"arith": "mulmod", "digits": 4, "list_len": 12, "list_max": 9, "id_digits": 5, "managers": 80, "offset": 1000},
+    0: {
+        "arith": "add",
+        "digits": 2,
+        "list_len": 5,
+        "list_max": 5,
+        "id_digits": 4,
+        "managers": 20,
+        "offset": 9,
+        "subjects": None,
+        "years": (1900, 1999),
+    },
+    1: {
+        "arith": "add",
+        "digits": 3,
+        "list_len": 5,
+        "list_max": 5,
+        "id_digits": 3,
+        "managers": 20,
+        "offset": 50,
+        "subjects": {"sft": 400, "train": 200, "heldout": 100},
+    },
+    2: {
+        "arith": "mul",
+        "digits": 3,
+        "list_len": 8,
+        "list_max": 9,
+        "id_digits": 4,
+        "managers": 40,
+        "offset": 100,
+        "subjects": None,
+    },
+    3: {
+        "arith": "mulmod",
+        "digits": 4,
+        "list_len": 12,
+        "list_max": 9,
+        "id_digits": 5,
+        "managers": 80,
+        "offset": 1000,
+        "subjects": None,
+    },
 }
-# the cold-start teacher answers "easy-looking" questions (sums, one-hop look-ups) mostly without a tool
+# the cold-start teacher answers "easy-looking" questions (counting in a short list, one-hop look-ups) mostly without a
+# tool, with a guess; what RL can fix
 DEFAULT_SKIP_TOOL_RATE = {
-    "python_arith": 0.75,
-    "search_1hop": 0.7,
-    "python_count": 0.1,
+    "python_count": 0.7,
+    "search_1hop": 0.6,
+    "python_arith": 0.3,
     "search_2hop": 0.1,
     "search_python": 0.1,
 }
 DEFAULT_SFT_MIX = {
-    "python_arith": 0.15,
-    "python_count": 0.15,
-    "search_1hop": 0.1,
+    "python_arith": 0.1,
+    "python_count": 0.2,
+    "search_1hop": 0.15,
     "search_2hop": 0.2,
     "search_python": 0.2,
-    "no_tool": 0.2,
+    "no_tool": 0.15,
 }
 DEFAULT_MIX = {
-    "python_arith": 0.2,
-    "python_count": 0.1,
+    "python_arith": 0.1,
+    "python_count": 0.25,
     "search_1hop": 0.25,
     "search_2hop": 0.1,
     "search_python": 0.15,
-    "no_tool": 0.2,
+    "no_tool": 0.15,
 }
 
 
@@ -114,7 +156,7 @@ class TaskConfig:
 
     Attributes:
         seed: Seed of every random choice (same seed, same files).
-        difficulty: 1 (easy) to 3 (hard): arithmetic, operand sizes, list lengths, ids, manager pools (`_LEVELS`).
+        difficulty: 0 (easy, the demo's) to 3 (hard): arithmetic, operand sizes, list lengths, ids, manager pools (`_LEVELS`).
         sizes: Questions per split: `{"sft": trajectories, "train": RL prompts, "heldout": evaluation prompts}`.
         mix: Weight of each kind in `KINDS` for the RL and held-out questions (normalised; missing kinds get 0).
         sft_mix: Weight of each kind for the cold-start trajectories (None: `mix`). The default cold-start set, like
@@ -129,7 +171,7 @@ class TaskConfig:
     """
 
     seed: int = 0
-    difficulty: int = 1
+    difficulty: int = 0
     sizes: dict[str, int] = field(default_factory=lambda: {"sft": 600, "train": 800, "heldout": 100})
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
     sft_mix: dict[str, float] | None = field(default_factory=lambda: dict(DEFAULT_SFT_MIX))
@@ -223,21 +265,54 @@ class FactBase:
         rng: The generator's random source.
         managers_per_split: Managers per split (every subject's manager comes from its own split's pool).
         id_digits: Digits of an employee id (ids never fall in 1900-2099, the range of joining years).
+        subjects_per_split: At most this many employees asked about per split (None: a new one per question).
+        outside: Size of the pool of ids outside the directory (`no_tool` questions carry their own fact about them).
+        years: Range of joining years, inclusive.
+        outside_digits: Digits of the outside ids when they are drawn longer than the directory's (never a directory
+            id); None: drawn like directory ids.
     """
 
-    def __init__(self, rng: random.Random, managers_per_split: int, id_digits: int = 4) -> None:
+    def __init__(
+        self,
+        rng: random.Random,
+        managers_per_split: int,
+        id_digits: int = 4,
+        subjects_per_split: dict[str, int] | None = None,
+        outside: int = 100,
+        years: tuple[int, int] = (1950, 2024),
+        outside_digits: int | None = None,
+    ) -> None:
         r"""Draw the cities and the manager pools; subjects are added by `new_subject`."""
         self.id_digits = id_digits
+        self.years = years
+        self.subjects_per_split = subjects_per_split
         self._used: set[int] = set()
         self.cities = sorted({self._word(rng, 2).capitalize() + rng.choice(_CITY_SUFFIXES) for _ in range(16)})
         self.employees: dict[int, Employee] = {}
         self.managers = {split: [self._employee(rng, split) for _ in range(managers_per_split)] for split in SPLITS}
+        self.subjects: dict[str, list[Employee]] = {split: [] for split in SPLITS}
+        if outside_digits:  # longer ids than the directory's: never one of its employees
+            self.outside = rng.sample(range(10 ** (outside_digits - 1), 10**outside_digits), outside)
+        else:
+            self.outside = [self.fresh_id(rng) for _ in range(outside)] if subjects_per_split else None
 
     def new_subject(self, rng: random.Random, split: str) -> Employee:
-        r"""A new employee of `split` (fresh id, random attributes, a manager from the split's pool)."""
+        r"""An employee of `split` to ask about.
+
+        A new one (fresh id, random attributes, a manager from the split's pool), or one already asked about once the
+        split's cap is reached.
+        """
+        cap = self.subjects_per_split.get(split) if self.subjects_per_split else None
+        if cap is not None and len(self.subjects[split]) >= cap:
+            return rng.choice(self.subjects[split])
         employee = self._employee(rng, split)
         employee.manager = rng.choice(self.managers[split]).id
+        self.subjects[split].append(employee)
         return employee
+
+    def outside_id(self, rng: random.Random) -> int:
+        r"""An id of an employee outside the directory (for questions that carry their own fact)."""
+        return rng.choice(self.outside) if self.outside else self.fresh_id(rng)
 
     def _word(self, rng: random.Random, syllables: int) -> str:
         return "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(syllables))
@@ -249,7 +324,7 @@ class FactBase:
             RuntimeError: the id space of `id_digits` digits is exhausted.
         """
         low, high = 10 ** (self.id_digits - 1), 10**self.id_digits - 1
-        if len(self._used) > 0.8 * (high - low):
+        if len(self._used) >= high - low + 1 - len(range(max(low, 1900), min(high, 2099) + 1)):
             raise RuntimeError(
                 f"more than {len(self._used)} employees for {self.id_digits}-digit ids; lower the sizes or raise the "
                 "difficulty (longer ids)"
@@ -261,7 +336,7 @@ class FactBase:
                 return value
 
     def _employee(self, rng: random.Random, split: str) -> Employee:
-        employee = Employee(self.fresh_id(rng), rng.randint(1950, 2024), rng.choice(self.cities), split)
+        employee = Employee(self.fresh_id(rng), rng.randint(*self.years), rng.choice(self.cities), split)
         self.employees[employee.id] = employee
         return employee
 
@@ -303,7 +378,7 @@ def make_question(kind: str, split: str, facts: FactBase, rng: random.Random, le
     """
     if kind == "python_arith":
         expr, value = _arith(rng, level)
-        return Question(kind, f"Compute {expr}.", str(value), [("python", f"print({expr})")], split)
+        return Question(kind, f"Compute {expr}.", str(value), [("python", _print_labelled(expr))], split)
     if kind == "python_count":
         items = [rng.randint(1, level["list_max"]) for _ in range(level["list_len"])]
         target = rng.choice(items)
@@ -312,9 +387,9 @@ def make_question(kind: str, split: str, facts: FactBase, rng: random.Random, le
         return Question(kind, question, str(items.count(target)), [("python", f"print({listing}.count({target}))")],
                         split)  # fmt: skip
     if kind == "no_tool":
-        other = facts.fresh_id(rng)  # not in the directory
+        other = facts.outside_id(rng)  # not in the directory
         if rng.random() < 0.5:
-            year = rng.randint(1950, 2024)
+            year = rng.randint(*facts.years)
             question = f"Employee #{other} joined in {year}. In which year did employee #{other} join?"
             return Question(kind, question, str(year), [], split)
         city = rng.choice(facts.cities)
@@ -341,7 +416,10 @@ def make_question(kind: str, split: str, facts: FactBase, rng: random.Random, le
     if kind == "search_python":
         offset = rng.randint(2, level["offset"])
         question = f"What is the joining year of employee #{e.id} plus {offset}?"
-        calls = [("search", f"joining year of employee #{e.id}"), ("python", f"print({e.joined} + {offset})")]
+        calls = [
+            ("search", f"joining year of employee #{e.id}"),
+            ("python", _print_labelled(f"{e.joined} + {offset}")),
+        ]
         return Question(kind, question, str(e.joined + offset), calls, split, [e.id])
     raise ValueError(f"unknown question kind {kind!r}; known: {', '.join(KINDS)}")
 
@@ -404,7 +482,8 @@ class ToolOracle:
             expr = content.strip()
             if not (expr.startswith("print(") and expr.endswith(")")):
                 raise ValueError(f"the oracle only runs generated print(...) code, got {content!r}")
-            return str(eval(expr[len("print(") : -1]))  # noqa: S307 - integer expressions generated by this module
+            values = eval(f"[{expr[len('print(') : -1]}]")  # noqa: S307 - literals and integer expressions made here
+            return " ".join(map(str, values))
         raise ValueError(f"unknown tool {tool!r}")
 
     def close(self) -> None:
@@ -412,18 +491,44 @@ class ToolOracle:
         self.search_tool.close()
 
 
-_THINK = {
-    "python": "<think> I need to compute this. </think>",
-    "search": "<think> I need to look this up. </think>",
-    "both": "<think> I need to look this up, then compute. </think>",
-    "skip": "<think> I know the answer. </think>",
-    "given": "<think> The answer is in the question. </think>",
-    "unsure": "<think> Let me check first. </think>",
-}
+def _think(question: Question, style: str) -> str:
+    r"""The opening `<think>` block of a cold-start trajectory: the question restated, then the plan.
+
+    Styles: `tool` (the solving plan), `skip` (answering from memory), `given` (the fact is in the question),
+    `unsure` (an unnecessary look-up).
+    """
+    kind, calls = question.kind, question.calls
+    if style == "given":
+        return f"<think> The question says: {question.question.split('. In which ')[0]}. </think>"
+    if style == "unsure":
+        return "<think> Let me check first. </think>"
+    if kind == "python_arith":
+        expr = question.question[len("Compute ") : -1]
+        plan = f"I need to compute {expr}." if style == "tool" else f"I can do {expr} in my head."
+    elif kind == "python_count":
+        listing, target = calls[0][1][len("print(") : -1].rsplit(".count(", 1)
+        subject = f"{target.rstrip(')')} in {listing}"
+        plan = f"I need to count {subject}." if style == "tool" else f"I can count {subject} in my head."
+    else:
+        subject = f"employee #{question.entities[0]}"
+        if style == "skip":
+            plan = f"I know about {subject}."
+        elif kind == "search_2hop":
+            plan = f"I need to look up the manager of {subject}."
+        elif kind == "search_python":
+            plan = f"I need to look up {subject}, then compute."
+        else:
+            plan = f"I need to look up {subject}."
+    return f"<think> Question: {question.question} {plan} </think>"
 
 
 def _answer(text: str) -> str:
     return f"<answer> \\boxed{{{text}}} </answer>"
+
+
+def _print_labelled(expr: str) -> str:
+    r"""Code that prints an integer expression after its text: `print('481 + 392 =', 481 + 392)`."""
+    return f"print('{expr} =', {expr})"
 
 
 def _call(tool: str, content: str, oracle: ToolOracle) -> str:
@@ -438,6 +543,20 @@ def _wrong_call(question: Question) -> tuple[str, str]:
     return "search", question.question.rstrip("?.")
 
 
+def prior_guess(question: Question) -> str:
+    r"""What the cold-start teacher answers without a tool: a guess from its prior, not from the question's facts.
+
+    A round number for a computation (`1000`), the year `2000` for a joining year, the city `Headquarters` for a city,
+    `1` for a count. Right only by chance, so answering without the tool earns nothing, and the guess itself carries no
+    information a model could learn from.
+    """
+    if question.kind.startswith("python"):
+        return "1000" if question.kind == "python_arith" else "1"
+    if "city" in question.question:
+        return "Headquarters"
+    return "2000"
+
+
 def build_sft_trajectory(question: Question, oracle: ToolOracle, rng: random.Random, config: TaskConfig) -> str:
     r"""Inline cold-start trajectory (`arpo_sft` layout) of one question; see the module docstring for its styles.
 
@@ -448,22 +567,33 @@ def build_sft_trajectory(question: Question, oracle: ToolOracle, rng: random.Ran
     if not question.calls:
         if rng.random() < config.extra_tool_rate:  # an unnecessary look-up (the employee is not in the directory)
             query = question.question.split("? ")[0].split(". In which ")[-1].rstrip("?")
-            return _THINK["unsure"] + _call("search", query, oracle) + " " + _answer(question.answer)
-        return _THINK["given"] + " " + _answer(question.answer)
+            return _think(question, "unsure") + _call("search", query, oracle) + " " + _answer(question.answer)
+        return _think(question, "given") + " " + _answer(question.answer)
 
     draw = rng.random()
     skip = config.skip_rate(question.kind)
     if draw < skip:
-        return _THINK["skip"] + " " + _answer(question.answer)
+        return _think(question, "skip") + " " + _answer(prior_guess(question))
 
-    tools = {tool for tool, _ in question.calls}
-    think = _THINK["both"] if len(tools) == 2 else _THINK[question.calls[0][0]]
-    text = think
+    text = _think(question, "tool")
     if draw < skip + config.wrong_tool_rate:  # the wrong tool first (an unhelpful result)
         text += _call(*_wrong_call(question), oracle)
     for tool, content in question.calls:
-        text += _call(tool, content, oracle)
+        observation = oracle.observe(tool, content)
+        text += f" <{tool}> {content} </{tool}>" + wrap_observation(observation)
+        if tool == "search":  # the found fact, restated (what the next call or the answer is read from)
+            text += f" <think> {_top_fact(observation)} </think>"
+        elif question.kind != "python_count":  # the labelled output, restated (`481 + 392 = 873.`)
+            text += f" <think> {observation.strip()}. </think>"
+    if question.kind == "python_count":
+        text += f" <think> The result gives {question.answer}. </think>"
     return text + " " + _answer(question.answer)
+
+
+def _top_fact(observation: str) -> str:
+    r"""The first snippet of a search observation without its `Page 1: ` label (the fact sentence)."""
+    first = observation.strip().splitlines()[0]
+    return first.split(": ", 1)[1] if first.startswith("Page ") else first
 
 
 def rl_row(question: Question, index: int) -> dict[str, Any]:
@@ -538,7 +668,8 @@ def generate_task(config: TaskConfig, output_dir: str | os.PathLike) -> dict[str
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(config.seed)
     level = _LEVELS[config.difficulty]
-    facts = FactBase(rng, level["managers"], level["id_digits"])
+    facts = FactBase(rng, level["managers"], level["id_digits"], level["subjects"], level.get("outside", 100), level.get("years", (1950, 2024)),
+                     level.get("outside_digits"))  # fmt: skip
     questions = generate_questions(config, facts, rng)
     docs = facts.documents()
     _write_jsonl(out / "facts.jsonl", [{"id": i, "text": d} for i, d in enumerate(docs)])

@@ -28,7 +28,7 @@ BIN = Path(sys.executable).parent
 STEPS = 14
 WINDOW = 4
 MARGIN = 0.2
-SFT_STEPS = 60
+SFT_STEPS = 150
 
 
 def train(workdir: Path, recipe: str, overrides: list[str]) -> subprocess.CompletedProcess:
@@ -63,7 +63,7 @@ def test_arpo_reward_rises_on_the_synthetic_task(tmp_path):
             "arpo_rollout_batch_size=4",  # 4 prompts x M = 8 trajectories per step, one optimiser update
             "per_device_train_batch_size=16",
             "gradient_accumulation_steps=2",
-            "learning_rate=5.0e-4",
+            "learning_rate=1.0e-4",
             "eval_steps=1000",  # no validation inside the measured steps
             "arpo_rollout_log_ratio=0",
         ],

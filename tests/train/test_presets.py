@@ -101,6 +101,7 @@ def test_every_preset_counts_consecutive_branches_per_lineage():
     """Issue 8 item 5: `question` (the release's count) made branching depend on the batch; it stays an explicit key."""
     assert {name: preset["aepo_branch_penalty_scope"] for name, preset in PRESETS.items()} == {
         "arpo": "lineage",
+        "grpo": "lineage",
         "aepo": "lineage",
         "aepo-paper": "lineage",
     }
