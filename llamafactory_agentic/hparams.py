@@ -57,11 +57,18 @@ class AgenticArguments:
         default=16,
         metadata={"help": "Group size M: trajectories per prompt. Every group has exactly M members."},
     )
-    arpo_initial_rollouts: int = field(
-        default=8,
+    arpo_initial_rollouts: int | None = field(
+        default=None,
         metadata={
             "help": "Global rollouts N started per prompt; M - N is the branch/fill budget. N = M is plain GRPO "
-            "sampling (RUC-NLPIR/ARPO issue 22)."
+            "sampling (RUC-NLPIR/ARPO issue 22). Preset default: 8 (arpo, aepo), M (`arpo_variant: grpo`)."
+        },
+    )
+    arpo_variant: Literal["arpo", "grpo"] = field(
+        default="arpo",
+        metadata={
+            "help": "Preset of `stage: arpo`: `arpo` (entropy-guided branching) or `grpo` (the baseline of both papers: "
+            "M independent trajectories per prompt, N = M, no branching; same tools, rewards, loss and logging)."
         },
     )
     arpo_budget_fill: Literal["per_round", "all_at_once"] = field(

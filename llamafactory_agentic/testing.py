@@ -97,6 +97,7 @@ def build_tiny_tokenizer(
     chat_format: str = "qwen",
     vocab_size: int = 1024,
     extra_corpus: list[str] | None = None,
+    digits: str = "bytes",
 ):
     r"""Train a byte-level BPE tokenizer in-process whose special tokens follow one model family (no model hub).
 
@@ -105,6 +106,10 @@ def build_tiny_tokenizer(
         chat_format: `qwen`, `qwen3` or `llama3` (see `CHAT_FORMATS`).
         vocab_size: Target BPE vocabulary size (tokens), special tokens included.
         extra_corpus: Extra text lines for the training corpus.
+        digits: How numbers are pre-tokenized before BPE: `bytes` (like any text), `individual` (every digit its own
+            token, as Qwen's tokenizer does), `pairs` or `triples` (chunks of up to two or three digits from the left,
+            as Llama 3's tokenizer cuts numbers into chunks of up to three: `4817` is `481` `7` wherever it stands;
+            every chunk is in the vocabulary).
 
     Returns:
         The `PreTrainedTokenizerFast` (right padding; the tool tags are ordinary text, Qwen3's `<think>` pair an
@@ -112,13 +117,26 @@ def build_tiny_tokenizer(
 
     Raises:
         KeyError: for an unknown `chat_format`.
+        ValueError: for an unknown `digits`.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     layout = CHAT_FORMATS[chat_format]
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if digits == "bytes":
+        tokenizer.pre_tokenizer = byte_level
+    elif digits == "individual":
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+    elif digits in ("pairs", "triples"):
+        width = 2 if digits == "pairs" else 3
+        chunks = pre_tokenizers.Split(Regex(rf"\d{{1,{width}}}"), behavior="isolated")
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([chunks, byte_level])
+        # every chunk of `width` digits becomes one token
+        extra_corpus = list(extra_corpus or []) + [" ".join(f"{i:0{width}d}" for i in range(10**width))] * 5
+    else:
+        raise ValueError(f"digits must be bytes, individual, pairs or triples, got {digits!r}")
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -158,6 +176,10 @@ def build_tiny_model(
     num_layers: int = 2,
     seed: int = 0,
     extra_corpus: list[str] | None = None,
+    intermediate_size: int | None = None,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
+    digits: str = "bytes",
 ) -> Path:
     r"""Build and save a tiny Qwen2-architecture causal LM with a locally trained tokenizer.
 
@@ -168,6 +190,10 @@ def build_tiny_model(
         num_layers: Number of decoder layers.
         seed: Seed of the random weight initialisation.
         extra_corpus: Extra text lines for the tokenizer's training corpus.
+        intermediate_size: Width of the MLP (default `2 * hidden_size`).
+        num_heads: Attention heads (query).
+        num_kv_heads: Key/value heads (grouped-query attention).
+        digits: How numbers are pre-tokenized before BPE (see `build_tiny_tokenizer`).
 
     Returns:
         The output directory, loadable with `AutoTokenizer`/`AutoModelForCausalLM.from_pretrained` and LLaMA-Factory's
@@ -177,16 +203,16 @@ def build_tiny_model(
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     output_dir = Path(output_dir)
-    hf_tokenizer = build_tiny_tokenizer(output_dir, "qwen", vocab_size=vocab_size, extra_corpus=extra_corpus)
+    hf_tokenizer = build_tiny_tokenizer(output_dir, "qwen", vocab_size, extra_corpus, digits)
 
     torch.manual_seed(seed)
     config = Qwen2Config(
         vocab_size=len(hf_tokenizer),
         hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
+        intermediate_size=intermediate_size or hidden_size * 2,
         num_hidden_layers=num_layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
         max_position_embeddings=4096,
         tie_word_embeddings=True,
         bos_token_id=None,

@@ -160,7 +160,7 @@ def _validate_rl_arguments(args: Any) -> None:
     if args.arpo_rollout_n < 1:
         raise ValueError(f"`arpo_rollout_n` must be >= 1, got {args.arpo_rollout_n}.")
 
-    if not 1 <= args.arpo_initial_rollouts <= args.arpo_rollout_n:
+    if args.arpo_initial_rollouts is not None and not 1 <= args.arpo_initial_rollouts <= args.arpo_rollout_n:
         raise ValueError(
             f"`arpo_initial_rollouts` must be in [1, arpo_rollout_n={args.arpo_rollout_n}], "
             f"got {args.arpo_initial_rollouts}."

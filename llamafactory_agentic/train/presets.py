@@ -14,7 +14,8 @@
 
 """Presets of the `arpo` and `aepo` stages (docs/algorithms.md §5.5) and their resolution against a recipe.
 
-`stage: arpo` applies the `arpo` preset; `stage: aepo` applies `aepo` (the released scripts, RUC-NLPIR/ARPO
+`stage: arpo` applies the `arpo` preset (`grpo` with `arpo_variant: grpo`: the GRPO baseline, N = M trajectories per
+prompt, no branching); `stage: aepo` applies `aepo` (the released scripts, RUC-NLPIR/ARPO
 `AEPO/scripts/AEPO_Qwen3_14B_DeepResearch.sh:52-54`) or, with `aepo_variant: paper`, `aepo-paper` (arXiv 2510.14545).
 Every preset key defaults to `None` in `llamafactory_agentic.hparams.AgenticArguments`, so a key written in a recipe
 (explicit) always wins over the preset. The trainer and the rollout read only the resolved keys, never the stage name:
@@ -37,6 +38,7 @@ from ..hparams import TOOL_RETRIES, TOOL_WORKERS
 AGENTIC_CONFIG_NAME = "agentic_config.json"
 
 _COMMON: dict[str, Any] = {
+    "arpo_initial_rollouts": 8,
     "arpo_beam_size": 2,
     "arpo_branch_rule": "stochastic",
     "arpo_branch_tau": 0.5,
@@ -100,10 +102,18 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
+
+def _group_size(finetuning_args: Any) -> int:
+    return finetuning_args.arpo_rollout_n
+
+
+# GRPO, the baseline of both papers (`stage: arpo` + `arpo_variant: grpo`): N = M independent trajectories per prompt,
+# so the group is full before any branching decision; beam 1 makes that explicit. Everything else is ARPO's.
+PRESETS["grpo"] = {**PRESETS["arpo"], "arpo_initial_rollouts": _group_size, "arpo_beam_size": 1}
+
 # Keys outside the presets whose values are reported next to them (fixed defaults, same in every preset).
 _REPORTED_KEYS = (
     "arpo_rollout_n",
-    "arpo_initial_rollouts",
     "arpo_branch_alpha",
     "arpo_hard_dedup",
     "arpo_max_prompt_length",
@@ -128,16 +138,23 @@ _REPORTED_KEYS = (
 
 
 def preset_name(finetuning_args: Any) -> str:
-    r"""Name of the preset that applies to `finetuning_args` (`arpo`, `aepo` or `aepo-paper`).
+    r"""Name of the preset that applies to `finetuning_args` (`arpo`, `grpo`, `aepo` or `aepo-paper`).
 
-    The stage is read from `agentic_stage` when the activation layer set it, else from `stage`.
+    The stage is read from `agentic_stage` when the activation layer set it, else from `stage`; `stage: arpo` with
+    `arpo_variant: grpo` is the GRPO baseline.
 
     Raises:
-        ValueError: if the stage is neither `arpo` nor `aepo`.
+        ValueError: if the stage is neither `arpo` nor `aepo`, or `arpo_variant: grpo` is set with `stage: aepo`.
     """
     stage = getattr(finetuning_args, "agentic_stage", None) or getattr(finetuning_args, "stage", None)
+    arpo_variant = getattr(finetuning_args, "arpo_variant", "arpo") or "arpo"
+    if arpo_variant not in ("arpo", "grpo"):
+        raise ValueError(f"Unknown `arpo_variant` {arpo_variant!r}; expected `arpo` or `grpo`.")
     if stage == "arpo":
-        return "arpo"
+        return arpo_variant
+
+    if arpo_variant != "arpo":
+        raise ValueError(f"`arpo_variant: {arpo_variant}` applies to `stage: arpo`, not to stage {stage!r}.")
 
     if stage == "aepo":
         variant = getattr(finetuning_args, "aepo_variant", "released")
@@ -154,6 +171,7 @@ def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose
     r"""Fill every `None`-valued preset key of `finetuning_args` in place from the preset (docs/algorithms.md §5.5).
 
     Explicit keys (not `None`) are kept. `rl_epsilon_high` left at `None` becomes `rl_epsilon` (its documented meaning).
+    The `grpo` preset fills `arpo_initial_rollouts` with M (`arpo_rollout_n`).
 
     Args:
         finetuning_args: LLaMA-Factory's `FinetuningArguments` extended with `AgenticArguments` (or any object with the
@@ -165,17 +183,27 @@ def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose
         `{"stage", "preset", "values": {key: value}, "explicit": [keys set in the recipe], "from_preset": [keys filled]}`.
 
     Raises:
-        ValueError: for an unknown stage or AEPO variant.
+        ValueError: for an unknown stage or variant, `arpo_initial_rollouts` outside [1, M], or set to other than M
+            under `arpo_variant: grpo`.
     """
     name = preset_name(finetuning_args)
     preset = PRESETS[name]
     explicit, filled = [], []
     for key, value in preset.items():
         if getattr(finetuning_args, key, None) is None:
-            setattr(finetuning_args, key, value)
+            setattr(finetuning_args, key, value(finetuning_args) if callable(value) else value)
             filled.append(key)
         else:
             explicit.append(key)
+
+    group_size, initial = getattr(finetuning_args, "arpo_rollout_n", None), finetuning_args.arpo_initial_rollouts
+    if name == "grpo" and initial != group_size:
+        raise ValueError(
+            f"`arpo_variant: grpo` samples N = M = {group_size} trajectories per prompt, got "
+            f"arpo_initial_rollouts={initial}; remove arpo_initial_rollouts from the recipe (or use `arpo_variant: arpo`)."
+        )
+    if group_size is not None and not 1 <= initial <= group_size:
+        raise ValueError(f"`arpo_initial_rollouts` must be in [1, arpo_rollout_n={group_size}], got {initial}.")
 
     if getattr(finetuning_args, "rl_epsilon_high", None) is None and hasattr(finetuning_args, "rl_epsilon"):
         finetuning_args.rl_epsilon_high = finetuning_args.rl_epsilon

@@ -15,6 +15,7 @@
 """Agent-loop tests (docs/algorithms.md §2, §3.4, §5.1, §5.2, §12) with a scripted engine of known entropy shift."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -316,3 +317,41 @@ def test_premonitor_sets_initial_counts(tiny_tokenizer):
     assert all(sum(not t.is_fill and t.parent is None for t in g) == m for g in out.groups)
     assert all(len(g) == 16 for g in out.groups)
     assert out.timing["time/premonitor"] > 0
+
+
+def test_grpo_preset_rollout_never_branches(tiny_tokenizer):
+    """`arpo_variant: grpo` (N = M) gives M independent trajectories; the same plan under ARPO (N < M) branches."""
+
+    from llamafactory_agentic.hparams import AgenticArguments
+    from llamafactory_agentic.train.arpo.config import rollout_config_from_args
+    from llamafactory_agentic.train.presets import resolve_presets
+
+    def agentic_args(**overrides):
+        args = AgenticArguments(**overrides)
+        args.stage = args.agentic_stage = "arpo"
+        return args
+
+    args = agentic_args(arpo_variant="grpo", arpo_rollout_n=6)
+    resolve_presets(args, verbose=False)
+    eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+    def plan(r):  # two tool calls with a large entropy rise, then an answer: ARPO would branch
+        if r < 2:
+            return "<python> print(1) </python>", "stop", 1.0 + 3.0 * r
+        return "<answer> \\boxed{1} </answer>", "eos", 4.0
+
+    arpo = agentic_args(arpo_rollout_n=6, arpo_initial_rollouts=2)
+    for variant_args, expect_branches in ((args, False), (arpo, True)):
+        resolve_presets(variant_args, verbose=False)
+        sampling = SimpleNamespace(do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
+        config = rollout_config_from_args(variant_args, sampling, eos, seed=0)
+        rollout = AgenticRollout(
+            ScriptedEngine(tiny_tokenizer, plan, eos), RecordingExecutor(), tiny_tokenizer, config
+        )
+        prompt = tiny_tokenizer.encode("<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n")
+        out = rollout.rollout([prompt, prompt], training=True)
+        parents = [t.parent for g in out.groups for t in g]
+        assert all(len(g) == 6 for g in out.groups)
+        assert any(p is not None for p in parents) == expect_branches
+        if not expect_branches:
+            assert out.metrics["rollout/decisions"] == 0 and out.metrics["rollout/fills"] == 0

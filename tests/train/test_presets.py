@@ -66,10 +66,42 @@ def test_unknown_stage_or_variant():
         preset_name(agentic_args("aepo", aepo_variant="nightly"))
 
 
+def test_grpo_preset_is_arpo_with_full_groups_and_no_branching():
+    args = agentic_args("arpo", arpo_variant="grpo", arpo_rollout_n=4)
+    result = resolve_presets(args, verbose=False)
+    assert result["preset"] == "grpo" and preset_name(args) == "grpo"
+    assert (args.arpo_initial_rollouts, args.arpo_beam_size) == (4, 1)
+    assert "arpo_initial_rollouts" in result["from_preset"] and result["values"]["arpo_initial_rollouts"] == 4
+
+
+def test_grpo_shares_everything_else_with_arpo():
+    grpo, arpo = agentic_args("arpo", arpo_variant="grpo"), agentic_args("arpo")
+    resolve_presets(grpo, verbose=False)
+    resolve_presets(arpo, verbose=False)
+    differing = {k for k in PRESETS["arpo"] if getattr(grpo, k) != getattr(arpo, k)}
+    assert differing == {"arpo_initial_rollouts", "arpo_beam_size"}
+    assert (arpo.arpo_initial_rollouts, grpo.arpo_initial_rollouts) == (8, 16)  # M = 16 by default
+
+
+def test_grpo_refuses_n_below_m_and_other_stages():
+    with pytest.raises(ValueError, match="N = M = 4"):
+        resolve_presets(agentic_args("arpo", arpo_variant="grpo", arpo_rollout_n=4, arpo_initial_rollouts=2))
+    with pytest.raises(ValueError, match="applies to `stage: arpo`"):
+        preset_name(agentic_args("aepo", arpo_variant="grpo"))
+    with pytest.raises(ValueError, match="arpo_variant"):
+        preset_name(agentic_args("arpo", arpo_variant="dapo"))
+
+
+def test_default_n_must_fit_the_group():
+    with pytest.raises(ValueError, match=r"`arpo_initial_rollouts` must be in \[1, arpo_rollout_n=4\], got 8"):
+        resolve_presets(agentic_args("arpo", arpo_rollout_n=4), verbose=False)
+
+
 def test_every_preset_counts_consecutive_branches_per_lineage():
     """Issue 8 item 5: `question` (the release's count) made branching depend on the batch; it stays an explicit key."""
     assert {name: preset["aepo_branch_penalty_scope"] for name, preset in PRESETS.items()} == {
         "arpo": "lineage",
+        "grpo": "lineage",
         "aepo": "lineage",
         "aepo-paper": "lineage",
     }

@@ -139,6 +139,42 @@ def combine_tool_metrics(shards: list[dict[str, float]]) -> dict[str, float]:
     return tools
 
 
+def consecutive_branch_stats(records: list[ScoredTrajectory]) -> tuple[int, dict[int, int]]:
+    r"""Consecutive branches of a rollout, read from the branch trees (independent of the penalty's scope).
+
+    A branch is consecutive when its source is itself a branch created at the previous tool call of the same lineage
+    (`branch_call_index` one lower): the chains of branching at successive tool calls that AEPO's penalty targets
+    (docs/algorithms.md §5.2; arXiv 2510.14545 section 3). The chain length of a branch is 1 plus its source's when
+    consecutive, else 1.
+
+    Args:
+        records: Scored trajectories (`group`, `member`, `parent`: member index of the source or None for a global
+            rollout, `branch_call_index`).
+
+    Returns:
+        `(number of consecutive branches, {group: longest chain of branches, 0 without branches})`.
+    """
+    by_key = {(r.group, r.member): r for r in records}
+    chain: dict[tuple[int, int], int] = {}
+    consecutive = 0
+    longest = {r.group: 0 for r in records}
+    for r in sorted(records, key=lambda r: (r.group, r.member)):  # a source precedes its branches
+        if r.parent is None:
+            continue
+        source = by_key.get((r.group, r.parent))
+        linked = (
+            source is not None
+            and source.parent is not None
+            and r.branch_call_index is not None
+            and source.branch_call_index is not None
+            and r.branch_call_index == source.branch_call_index + 1
+        )
+        consecutive += int(linked)
+        chain[(r.group, r.member)] = chain.get((r.group, r.parent), 0) + 1 if linked else 1
+        longest[r.group] = max(longest[r.group], chain[(r.group, r.member)])
+    return consecutive, longest
+
+
 def rollout_log_values(
     records: list[ScoredTrajectory],
     metrics: dict[str, float],
@@ -183,6 +219,9 @@ def rollout_log_values(
     branches = [r for r in records if r.parent is not None]
     out["rollout/branches"] = float(len(branches))
     out["rollout/branches_per_group"] = len(branches) / num_groups
+    consecutive, longest = consecutive_branch_stats(records)
+    out["rollout/consecutive_branches"] = float(consecutive)
+    out["rollout/longest_branch_chain"] = sum(longest.values()) / num_groups
     out["aepo/global_samples_per_group"] = (len(records) - len(branches)) / num_groups
     out["aepo/branch_samples_per_group"] = len(branches) / num_groups
     out["rollout/fills_per_group"] = sum(r.is_fill for r in records) / num_groups

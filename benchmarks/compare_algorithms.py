@@ -1,0 +1,350 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License").
+
+"""GRPO vs ARPO vs AEPO (released) vs AEPO (paper) on the synthetic tool-use task, from the same cold start.
+
+    python benchmarks/compare_algorithms.py                          # CPU, the demo's settings, seeds 0 1 2
+    python benchmarks/compare_algorithms.py --scale gpu --gpus 0 --runs-per-gpu 6   # larger model, 6 runs per GPU
+
+Per seed: the task is generated (`llamafactory-agentic task generate`), a model is built from scratch
+(`task build-model`, size `demo` on CPU, `gpu` on GPU) and cold-started once with agentic SFT; every algorithm then
+trains from that same checkpoint with `llamafactory-cli train` on the demo's RL recipe, with equal M, prompts per step,
+steps, learning rate and seed; only the preset differs (`arpo_variant: grpo`, `stage: arpo`, `stage: aepo`,
+`stage: aepo` + `aepo_variant: paper`). Validation runs on held-out questions every `--eval-steps` (greedy), and the
+final model is evaluated on the whole held-out set.
+
+Writes to `--work-dir` (default saves/compare_algorithms/<scale>):
+    runs.csv     one row per (algorithm, seed): final held-out accuracy, tool calls per question, step means of tool
+                 calls per trajectory, branches, consecutive branches, entropy, generated tokens, wall time
+    curves.csv   one row per (algorithm, seed, step, metric)
+    summary.csv  mean and std over seeds per algorithm
+    compare_algorithms.png   held-out accuracy curve, tool calls per trajectory, branches, consecutive branches, mean
+                 token entropy, generated tokens, wall time
+Finished runs are kept and skipped when the script is run again (split the work with --seeds / --algorithms).
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+
+REPO = Path(__file__).resolve().parents[1]
+ALGORITHMS = ("grpo", "arpo", "aepo", "aepo-paper")
+CURVE_KEYS = {
+    "eval_reward/accuracy": "held-out accuracy (greedy)",
+    "rollout/tool_calls_per_traj": "tool calls / trajectory",
+    "rollout/branches_per_group": "branches / group",
+    "rollout/consecutive_branches": "consecutive branches / step",
+    "loss/entropy": "mean token entropy",
+    "rollout/generated_tokens": "generated tokens / step",
+    "reward/accuracy": "training accuracy",
+    "reward/identical_groups": "groups with identical rewards",
+}
+SCALES = {
+    # CPU: exactly the demo's task, model and recipes (`llamafactory-agentic demo` = the `arpo` run of a seed)
+    "cpu": {"model": "demo", "sizes": None, "sft": [], "rl": []},
+    # smoke run of the script itself (seconds of training; the numbers mean nothing)
+    "smoke": {
+        "model": "test",
+        "sizes": {"sft": 64, "train": 32, "heldout": 8},
+        "sft": ["max_steps=4"],
+        "rl": [
+            "max_steps=2",
+            "eval_steps=1",
+            "arpo_val_max_samples=4",
+            "per_device_eval_batch_size=4",
+            "arpo_rollout_batch_size=2",
+            "per_device_train_batch_size=16",
+            "gradient_accumulation_steps=1",
+        ],
+    },
+    # GPU: a larger model trained from scratch on more cold-start data, bigger rollouts (16 prompts x M = 8)
+    "gpu": {
+        "model": "gpu",
+        "sizes": {"sft": 16000, "train": 2000, "heldout": 300},
+        "sft": ["max_steps=2000", "per_device_train_batch_size=64", "learning_rate=1.0e-3", "bf16=true"],
+        "rl": [
+            "max_steps=20",
+            "arpo_rollout_batch_size=16",
+            "per_device_train_batch_size=64",
+            "gradient_accumulation_steps=2",
+            "arpo_hf_generation_batch_size=128",
+            "learning_rate=1.0e-4",
+            "bf16=true",
+            "eval_steps=10",
+            "arpo_val_max_samples=300",
+            "per_device_eval_batch_size=300",
+        ],
+    },
+}
+
+
+def stage_overrides(algorithm: str) -> list[str]:
+    from llamafactory_agentic.tasks.demo import stage_overrides as overrides
+
+    return overrides(algorithm)
+
+
+def cli() -> str:
+    here = Path(sys.executable).parent / "llamafactory-cli"
+    return str(here) if here.is_file() else (shutil.which("llamafactory-cli") or "llamafactory-cli")
+
+
+def train(workdir: Path, recipe: str, overrides: list[str], log: Path, env: dict) -> float:
+    start = time.perf_counter()
+    with open(log, "w") as f:
+        proc = subprocess.run(
+            [cli(), "train", recipe, *overrides], cwd=workdir, stdout=f, stderr=subprocess.STDOUT, env=env
+        )
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"{recipe} {' '.join(overrides)} failed in {workdir}:\n{tail}")
+    return time.perf_counter() - start
+
+
+def prepare_seed(root: Path, seed: int, scale: dict, env: dict) -> Path:
+    """Task, model and cold start of one seed (shared by every algorithm); skipped when already done."""
+    from llamafactory_agentic.tasks.demo import DEMO_SIZES, copy_recipes
+    from llamafactory_agentic.tasks.model import build_task_model
+    from llamafactory_agentic.tasks.synthetic import TaskConfig, generate_task
+
+    workdir = root / f"seed{seed}"
+    if (workdir / "sft" / "config.json").is_file():
+        return workdir
+    workdir.mkdir(parents=True, exist_ok=True)
+    generate_task(TaskConfig(seed=seed, sizes=dict(scale["sizes"] or DEMO_SIZES)), workdir / "data")
+    build_task_model(workdir / "model", workdir / "data", size=scale["model"], seed=seed)
+    copy_recipes(workdir)
+    seconds = train(workdir, "recipes/agentic_sft_cpu.yaml", [f"seed={seed}", *scale["sft"]], workdir / "sft.log", env)
+    (workdir / "sft_seconds.json").write_text(json.dumps({"seconds": seconds}))
+    return workdir
+
+
+def run_algorithm(workdir: Path, seed: int, algorithm: str, scale: dict, extra: list[str], env: dict) -> dict:
+    from llamafactory_agentic.tasks.demo import heldout_metrics
+
+    out = workdir / algorithm
+    done = out / "compare_result.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    overrides = [
+        f"seed={seed}",
+        f"output_dir={algorithm}",
+        f"agentic_cache_path={algorithm}/tool_cache.sqlite",
+        "eval_on_start=true",
+        "arpo_rollout_log_ratio=0",
+        *stage_overrides(algorithm),
+        *scale["rl"],
+        *extra,
+    ]
+    seconds = train(workdir, "recipes/arpo_cpu.yaml", overrides, workdir / f"{algorithm}.log", env)
+    records = [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines() if line.strip()]
+    final = heldout_metrics(out, workdir / "data" / "heldout.jsonl", workdir / "data" / "search_index")
+    start = heldout_metrics(workdir / "sft", workdir / "data" / "heldout.jsonl", workdir / "data" / "search_index")
+    curves = {
+        key: [(r["current_steps"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
+        for key in CURVE_KEYS
+    }
+    result = {
+        "algorithm": algorithm,
+        "seed": seed,
+        "wall_s": seconds,
+        "sft_accuracy": start["accuracy"],
+        "final_accuracy": final["accuracy"],
+        "final_tool_calls_per_question": final["tool_calls_per_question"],
+        "curves": curves,
+    }
+    done.write_text(json.dumps(result))
+    return result
+
+
+def mean(values: list[float]) -> float:
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def std(values: list[float]) -> float:
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    if len(values) < 2:
+        return 0.0
+    m = sum(values) / len(values)
+    return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1))
+
+
+def step_mean(result: dict, key: str) -> float:
+    return mean([v for _, v in result["curves"].get(key, [])])
+
+
+def write_outputs(root: Path, results: list[dict]) -> list[dict]:
+    run_rows = []
+    for r in results:
+        run_rows.append(
+            {
+                "algorithm": r["algorithm"],
+                "seed": r["seed"],
+                "sft_accuracy": round(r["sft_accuracy"], 4),
+                "final_accuracy": round(r["final_accuracy"], 4),
+                "final_tool_calls_per_question": round(r["final_tool_calls_per_question"], 3),
+                "tool_calls_per_traj": round(step_mean(r, "rollout/tool_calls_per_traj"), 3),
+                "branches_per_group": round(step_mean(r, "rollout/branches_per_group"), 3),
+                "consecutive_branches_per_step": round(step_mean(r, "rollout/consecutive_branches"), 3),
+                "mean_token_entropy": round(step_mean(r, "loss/entropy"), 4),
+                "entropy_std_over_steps": round(std([v for _, v in r["curves"].get("loss/entropy", [])]), 4),
+                "generated_tokens_per_step": round(step_mean(r, "rollout/generated_tokens"), 1),
+                "identical_reward_groups": round(step_mean(r, "reward/identical_groups"), 3),
+                "wall_s": round(r["wall_s"], 1),
+            }
+        )
+    with open(root / "runs.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(run_rows[0]))
+        writer.writeheader()
+        writer.writerows(run_rows)
+    with open(root / "curves.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["algorithm", "seed", "step", "metric", "value"])
+        for r in results:
+            for key, points in r["curves"].items():
+                for step, value in points:
+                    writer.writerow([r["algorithm"], r["seed"], step, key, value])
+    summary = []
+    for algorithm in ALGORITHMS:
+        rows = [row for row in run_rows if row["algorithm"] == algorithm]
+        if not rows:
+            continue
+        entry = {"algorithm": algorithm, "seeds": len(rows)}
+        for key in list(run_rows[0])[2:]:
+            values = [row[key] for row in rows]
+            entry[key] = round(mean(values), 4)
+            entry[key + "_std"] = round(std(values), 4)
+        summary.append(entry)
+    with open(root / "summary.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(summary[0]))
+        writer.writeheader()
+        writer.writerows(summary)
+    plot(root, results)
+    return summary
+
+
+def plot(root: Path, results: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [
+        "eval_reward/accuracy",
+        "rollout/tool_calls_per_traj",
+        "rollout/branches_per_group",
+        "rollout/consecutive_branches",
+        "loss/entropy",
+        "rollout/generated_tokens",
+    ]
+    fig, axes = plt.subplots(2, 4, figsize=(20, 8))
+    algorithms = [a for a in ALGORITHMS if any(r["algorithm"] == a for r in results)]
+    for ax, key in zip(axes.flat, keys):
+        for algorithm in algorithms:
+            runs = [r["curves"].get(key, []) for r in results if r["algorithm"] == algorithm]
+            steps = sorted({s for run in runs for s, _ in run})
+            if not steps:
+                continue
+            means = [mean([dict(run).get(s, float("nan")) for run in runs]) for s in steps]
+            ax.plot(steps, means, marker="o", markersize=3, label=algorithm)
+        ax.set_title(CURVE_KEYS[key])
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes.flat[0].legend()
+    ax = axes.flat[6]
+    walls = [mean([r["wall_s"] for r in results if r["algorithm"] == a]) for a in algorithms]
+    ax.bar(algorithms, walls)
+    ax.set_title("wall time of the RL run (s, mean over seeds)")
+    ax = axes.flat[7]
+    finals = [mean([r["final_accuracy"] for r in results if r["algorithm"] == a]) for a in algorithms]
+    errs = [std([r["final_accuracy"] for r in results if r["algorithm"] == a]) for a in algorithms]
+    start = mean([r["sft_accuracy"] for r in results])
+    ax.bar(algorithms, finals, yerr=errs, capsize=4)
+    ax.axhline(start, color="gray", linestyle="--", label=f"cold start {start:.2f}")
+    ax.set_title("final held-out accuracy (mean ± std over seeds)")
+    ax.legend()
+    fig.suptitle(f"GRPO vs ARPO vs AEPO on the synthetic tool-use task ({len(results)} runs)")
+    fig.tight_layout()
+    fig.savefig(root / "compare_algorithms.png", dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", choices=sorted(SCALES), default="cpu")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--algorithms", nargs="+", choices=ALGORITHMS, default=list(ALGORITHMS))
+    parser.add_argument("--work-dir", help="default: saves/compare_algorithms/<scale>")
+    parser.add_argument("--gpus", help="comma-separated CUDA devices; one run per device at a time (GPU scale)")
+    parser.add_argument("--runs-per-gpu", type=int, default=1, help="runs sharing one device at a time (small models)")
+    parser.add_argument("--extra", nargs="*", default=[], help="more key=value overrides for every RL run")
+    parser.add_argument("--sft-extra", nargs="*", default=[], help="more key=value overrides for the cold start")
+    parser.add_argument("--report-only", action="store_true", help="only rebuild the tables from finished runs")
+    args = parser.parse_args()
+
+    scale = dict(SCALES[args.scale])
+    scale["sft"] = scale["sft"] + args.sft_extra
+    root = Path(args.work_dir or REPO / "saves" / "compare_algorithms" / args.scale).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    gpus = (args.gpus.split(",") if args.gpus else [None]) * max(args.runs_per_gpu, 1)
+
+    def env_for(slot: int) -> dict:
+        env = dict(os.environ)
+        if gpus[slot % len(gpus)] is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
+        else:
+            env.setdefault("CUDA_VISIBLE_DEVICES", "" if args.scale == "cpu" else env.get("CUDA_VISIBLE_DEVICES", ""))
+        return env
+
+    start = time.perf_counter()
+    if not args.report_only:
+        with ThreadPoolExecutor(max_workers=len(gpus)) as pool:
+            workdirs = dict(zip(args.seeds, pool.map(lambda i_s: prepare_seed(root, i_s[1], scale, env_for(i_s[0])),
+                                                      enumerate(args.seeds))))  # fmt: skip
+            jobs = [(seed, algorithm) for seed in args.seeds for algorithm in args.algorithms]
+            list(
+                pool.map(
+                    lambda i_job: run_algorithm(
+                        workdirs[i_job[1][0]], i_job[1][0], i_job[1][1], scale, args.extra, env_for(i_job[0])
+                    ),
+                    enumerate(jobs),
+                )
+            )
+    # every finished run in the work dir (also from earlier invocations) enters the tables
+    results = [json.loads(p.read_text()) for p in sorted(root.glob("seed*/*/compare_result.json"))]
+    summary = write_outputs(root, results)
+    header = ["algorithm", "seeds", "sft_accuracy", "final_accuracy", "final_tool_calls_per_question",
+              "tool_calls_per_traj", "branches_per_group", "consecutive_branches_per_step", "mean_token_entropy",
+              "entropy_std_over_steps", "generated_tokens_per_step", "wall_s"]  # fmt: skip
+    print(" | ".join(header))
+    for entry in summary:
+        cells = [entry["algorithm"], str(entry["seeds"])]
+        for key in header[2:]:
+            cells.append(f"{entry[key]:.3f} ± {entry[key + '_std']:.3f}")
+        print(" | ".join(cells))
+    base = next((e for e in summary if e["algorithm"] == "grpo"), None)
+    if base:
+        for entry in summary:
+            if entry["algorithm"] != "grpo" and base["tool_calls_per_traj"]:
+                print(
+                    f"{entry['algorithm']} / grpo: tool calls per trajectory {entry['tool_calls_per_traj'] / base['tool_calls_per_traj']:.2f}, "
+                    f"wall time {entry['wall_s'] / base['wall_s']:.2f}"
+                )
+    print(
+        f"outputs in {root} (runs.csv, curves.csv, summary.csv, compare_algorithms.png); {time.perf_counter() - start:.0f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()
