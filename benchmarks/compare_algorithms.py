@@ -70,7 +70,7 @@ SCALES = {
     # GPU: a larger model trained from scratch on more cold-start data, bigger rollouts (16 prompts x M = 8)
     "gpu": {
         "model": "gpu",
-        "sizes": {"sft": 16000, "train": 2000, "heldout": 300},
+        "sizes": {"sft": 8000, "train": 1500, "heldout": 300},
         "sft": ["max_steps=2000", "per_device_train_batch_size=64", "learning_rate=1.0e-3", "bf16=true"],
         "rl": [
             "max_steps=20",
