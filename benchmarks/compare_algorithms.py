@@ -71,7 +71,7 @@ SCALES = {
     "gpu": {
         "model": "gpu",
         "sizes": {"sft": 8000, "train": 1500, "heldout": 300},
-        "sft": ["max_steps=2000", "per_device_train_batch_size=64", "learning_rate=1.0e-3", "bf16=true"],
+        "sft": ["max_steps=1200", "per_device_train_batch_size=64", "learning_rate=1.0e-3", "bf16=true"],
         "rl": [
             "max_steps=20",
             "arpo_rollout_batch_size=16",
@@ -309,6 +309,9 @@ def main() -> None:
 
     start = time.perf_counter()
     if not args.report_only:
+        # transformers resolves its classes lazily, and that is not thread-safe: resolve them here, once
+        from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM  # noqa: F401
+
         with ThreadPoolExecutor(max_workers=len(gpus)) as pool:
             workdirs = dict(zip(args.seeds, pool.map(lambda i_s: prepare_seed(root, i_s[1], scale, env_for(i_s[0])),
                                                       enumerate(args.seeds))))  # fmt: skip
@@ -323,6 +326,8 @@ def main() -> None:
             )
     # every finished run in the work dir (also from earlier invocations) enters the tables
     results = [json.loads(p.read_text()) for p in sorted(root.glob("seed*/*/compare_result.json"))]
+    if not results:
+        raise SystemExit(f"no finished run under {root}")
     summary = write_outputs(root, results)
     header = ["algorithm", "seeds", "sft_accuracy", "final_accuracy", "final_tool_calls_per_question",
               "tool_calls_per_traj", "branches_per_group", "consecutive_branches_per_step", "mean_token_entropy",
