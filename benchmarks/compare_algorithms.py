@@ -82,7 +82,7 @@ SCALES = {
             "bf16=true",
             "eval_steps=10",
             "arpo_val_max_samples=300",
-            "per_device_eval_batch_size=300",
+            "per_device_eval_batch_size=50",
         ],
     },
 }
