@@ -268,8 +268,7 @@ def heldout_metrics(
 ) -> dict[str, Any]:
     r"""Held-out accuracy and tool calls per question of one model (the one place the demo and benchmark evaluate).
 
-    Today a greedy in-process rollout through the training agent loop (`evaluate.evaluate_policy`); the evaluation
-    harness can take its place here without changing the callers.
+    A greedy in-process rollout through the training agent loop (`evaluate.evaluate_policy`).
 
     Returns:
         `{"accuracy", "tool_calls_per_question", "reward", "questions", "by_kind"}`.

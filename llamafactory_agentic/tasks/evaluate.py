@@ -17,8 +17,8 @@ r"""Held-out evaluation of a policy on `arpo_rl` rows: one greedy trajectory per
 `evaluate_policy` is the one entry point the demo and the comparison benchmark use. It runs the training rollout's own
 agent loop (`rollout.AgenticRollout`, hf engine, `training=False`: greedy, no branching), the real tools (python
 sandbox, local BM25 search) and the training reward on the model view, so the numbers are what the trainer's
-validation reports. It can later be backed by the evaluation harness (`llamafactory-agentic eval`) without changing
-its callers.
+validation reports. The evaluation harness (`llamafactory-agentic eval`) is the tool for the papers' benchmarks and
+protocol (pass@k, judges, endpoints); this is the quick in-process check of a checkpoint on the synthetic task.
 """
 
 import json

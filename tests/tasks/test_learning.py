@@ -2,14 +2,19 @@
 #
 # Licensed under the Apache License, Version 2.0 (the "License").
 
-"""ARPO learns: a short fixed-seed `llamafactory-cli train` run on the synthetic task in which the reward rises.
+"""ARPO learns: a short fixed-seed run of the README's main job in which the held-out reward rises.
 
-Everything is real: the task generated from a seed, a small model built and cold-started here with
-`llamafactory-cli train` (agentic SFT, a few dozen steps: the model has picked up the tags but still breaks the format
-or answers wrongly often), then `llamafactory-cli train` of the shipped ARPO recipe with the python sandbox, the local
-BM25 search and the exact-match reward. The test reads `trainer_log.jsonl` and requires the mean reward of the last
-`WINDOW` steps to exceed that of the first `WINDOW` steps by `MARGIN` (rewards are in [-1, 1.1]; the format gate gives
--1). It also checks that most groups had non-identical rewards, so the policy gradient was not zero.
+Everything is real: the synthetic task generated from seed 0 at the demo's sizes, the demo's model built here, agentic
+SFT with `llamafactory-cli train` on the shipped recipe (900 steps, as the demo), then `llamafactory-cli train` of the
+shipped ARPO recipe for `STEPS` steps with the python sandbox, the local BM25 search and the exact-match reward.
+
+What is asserted, from the RL run's `trainer_log.jsonl`:
+* the greedy held-out reward (`eval_reward`, 50 held-out questions, validation at the start and at the end of the run)
+  rises by at least `MARGIN` (rewards are in [-1, 1.1]: format gate -1, wrong 0, right 1); the training reward of one
+  step is a sample of 8 prompts x 8 trajectories and too noisy for a short run, so the test reads the held-out one;
+* on average fewer than half of the groups had identical rewards (the policy gradient was not zero);
+* the loss and gradient norm were not zero.
+Measured on this project's 2-core machine: about 4 minutes; the held-out reward went from 0.26 to 0.46 (seed 0).
 """
 
 import json
@@ -25,10 +30,8 @@ import pytest
 pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
-STEPS = 14
-WINDOW = 4
-MARGIN = 0.2
-SFT_STEPS = 150
+STEPS = 10
+MARGIN = 0.10
 
 
 def train(workdir: Path, recipe: str, overrides: list[str]) -> subprocess.CompletedProcess:
@@ -39,43 +42,45 @@ def train(workdir: Path, recipe: str, overrides: list[str]) -> subprocess.Comple
         env=env,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1200,
     )
 
 
-def test_arpo_reward_rises_on_the_synthetic_task(tmp_path):
-    from llamafactory_agentic.tasks.demo import copy_recipes
+def test_arpo_heldout_reward_rises_on_the_synthetic_task(tmp_path):
+    from llamafactory_agentic.tasks.demo import DEMO_SIZES, copy_recipes
     from llamafactory_agentic.tasks.model import build_task_model
     from llamafactory_agentic.tasks.synthetic import TaskConfig, generate_task
 
     start = time.perf_counter()
-    generate_task(TaskConfig(seed=0, sizes={"sft": 400, "train": 200, "heldout": 16}), tmp_path / "data")
-    build_task_model(tmp_path / "model", tmp_path / "data", size="test", seed=0)
+    generate_task(TaskConfig(seed=0, sizes=dict(DEMO_SIZES)), tmp_path / "data")
+    build_task_model(tmp_path / "model", tmp_path / "data", size="demo", seed=0)
     copy_recipes(tmp_path)
 
-    sft = train(tmp_path, "recipes/agentic_sft_cpu.yaml", [f"max_steps={SFT_STEPS}", "logging_steps=20"])
+    sft = train(tmp_path, "recipes/agentic_sft_cpu.yaml", ["seed=0", "logging_steps=100"])
     assert sft.returncode == 0, sft.stdout[-3000:] + sft.stderr[-3000:]
     rl = train(
         tmp_path,
         "recipes/arpo_cpu.yaml",
         [
+            "seed=0",
             f"max_steps={STEPS}",
-            "arpo_rollout_batch_size=4",  # 4 prompts x M = 8 trajectories per step, one optimiser update
-            "per_device_train_batch_size=16",
-            "gradient_accumulation_steps=2",
-            "learning_rate=1.0e-4",
-            "eval_steps=1000",  # no validation inside the measured steps
+            f"eval_steps={STEPS}",  # validation at the start (eval_on_start) and after the last step
+            "arpo_val_max_samples=50",
+            "per_device_eval_batch_size=50",
             "arpo_rollout_log_ratio=0",
         ],
     )
     assert rl.returncode == 0, rl.stdout[-3000:] + rl.stderr[-3000:]
 
     records = [json.loads(line) for line in (tmp_path / "arpo" / "trainer_log.jsonl").read_text().splitlines()]
-    rewards = [r["reward"] for r in records if "reward" in r]
-    identical = [r["reward/identical_groups"] for r in records if "reward/identical_groups" in r]
-    assert len(rewards) == STEPS
-    first, last = sum(rewards[:WINDOW]) / WINDOW, sum(rewards[-WINDOW:]) / WINDOW
-    print(f"reward first {WINDOW} steps {first:.3f}, last {WINDOW} steps {last:.3f}; per step {rewards}")
-    print(f"share of groups with identical rewards per step {identical}; {time.perf_counter() - start:.0f} s")
-    assert last > first + MARGIN, rewards
+    heldout = [r["eval_reward"] for r in records if "eval_reward" in r]
+    train_steps = [r for r in records if "reward" in r]
+    identical = [r["reward/identical_groups"] for r in train_steps]
+    print(f"held-out reward at start and end {heldout}; {time.perf_counter() - start:.0f} s")
+    print(f"training reward per step {[round(r['reward'], 3) for r in train_steps]}")
+    print(f"share of groups with identical rewards per step {identical}")
+    assert len(train_steps) == STEPS and len(heldout) == 2, heldout
+    assert heldout[-1] >= heldout[0] + MARGIN, heldout
     assert sum(identical) / len(identical) < 0.5, identical
+    assert any(abs(r.get("loss", 0.0)) > 0 for r in train_steps)
+    assert any(r.get("grad_norm", 0.0) > 0 for r in train_steps)
