@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 
-from .synthetic import DEFAULT_MIX, DEFAULT_SKIP_TOOL_RATE, KINDS
+from .synthetic import DEFAULT_MIX, DEFAULT_SFT_MIX, DEFAULT_SKIP_TOOL_RATE, KINDS
 
 
 def _parse_mix(items: list[str] | None) -> dict[str, float]:
@@ -129,10 +129,14 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--sft-size", type=int, default=600, help="cold-start trajectories (sft.jsonl)")
     p.add_argument("--heldout-size", type=int, default=100, help="held-out evaluation prompts (heldout.jsonl)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--difficulty", type=int, default=0, choices=(0, 1, 2, 3), help="0 (the demo's): 2-digit sums, 5-item lists, 4-digit ids, "
-                   "joining years 1900-1999; 1: 3-digit sums, 3-digit ids; 2: products, 8-item lists; 3: modular "
-                   "products, 12-item lists")  # fmt: skip
-    p.add_argument("--mix", nargs="*", metavar="KIND=WEIGHT", help=f"kind weights; kinds: {', '.join(KINDS)}")
+    p.add_argument("--difficulty", type=int, default=0, choices=(0, 1, 2, 3),
+                   help="0 (the default, the demo's): 2-digit sums, 5-item lists, 4-digit ids, joining years "
+                   "1900-1999; 1: 3-digit sums, 3-digit ids; 2: products, 8-item lists; 3: modular products, 12-item "
+                   "lists")  # fmt: skip
+    p.add_argument("--mix", nargs="*", metavar="KIND=WEIGHT",
+                   help="weights of the question kinds of train.jsonl and heldout.jsonl, changing the defaults "
+                   f"({' '.join(f'{k}={v}' for k, v in DEFAULT_MIX.items())}); sft.jsonl keeps its own mix "
+                   f"({' '.join(f'{k}={v}' for k, v in DEFAULT_SFT_MIX.items())})")  # fmt: skip
     p.add_argument("--skip-tool-rate", nargs="+", metavar="RATE|KIND=RATE",
                    help="share of cold-start trajectories that answer a tool question without a tool, one rate or "
                    f"one per kind (default {' '.join(f'{k}={v}' for k, v in DEFAULT_SKIP_TOOL_RATE.items())})")  # fmt: skip

@@ -14,9 +14,11 @@
 
 r"""Locally built models for the synthetic task: a tokenizer trained on the task's text and a random Qwen2 model.
 
-The tokenizer is a byte-level BPE trained on the task's text: numbers are cut into chunks of up to two digits
-(`TOKENIZER`), and the city names, shared by every split, become whole tokens. People are numeric ids, so a held-out
-question never needs a token that training did not use.
+The tokenizer is a byte-level BPE (`TOKENIZER`: at most 1024 tokens) trained on the task's text. Numbers are cut
+from the left into chunks of up to two digits before BPE, each chunk one token (`4817` is `48` `17`, `150` is `15`
+`0`), and every two-digit chunk `00`-`99` is in the vocabulary. The city names, shared by every split and frequent in
+the text, become whole tokens, with and without a leading space (` Dalumere` in a fact, `Dalumere` in
+`\boxed{Dalumere}`). People are numeric ids, so a held-out question never needs a token that training did not use.
 """
 
 import json
@@ -36,17 +38,17 @@ MODEL_SIZES = {
     "gpu": dict(hidden_size=512, num_layers=8, intermediate_size=1536, num_heads=8, num_kv_heads=4),
 }
 # numbers in chunks of up to two digits, each chunk one token (in the way Llama 3's tokenizer cuts numbers into chunks
-# of up to three): a four-digit id such as 4817 is two tokens, `48` `17`; the 100 chunks are frequent enough for a model
-# trained from scratch to learn to copy them in a few hundred steps (chunks of three digits were too rare, single
+# of up to three): a four-digit id such as 4817 is two tokens, `48` `17`; the 100 chunks are frequent enough for a
+# model trained from scratch to learn to copy them in a few hundred steps (chunks of three digits were too rare, single
 # digits too long to copy)
 TOKENIZER = dict(vocab_size=1024, digits="pairs")
 
 
 def tokenizer_corpus(task_dir: str | os.PathLike) -> list[str]:
-    r"""Text lines for the tokenizer: the task's prompts, trajectories and facts.
+    r"""Text lines for the tokenizer: the task's prompts, trajectories and facts (used as they are, nothing split).
 
-    The city names (the only invented words; every split shares them) become whole tokens, so that an answer read
-    from a search result is one copied token.
+    The city names (the only invented words; every split shares them) are frequent enough in these lines to become
+    whole tokens, so that an answer read from a search result is one token to write.
 
     Args:
         task_dir: A folder written by `generate_task`.
@@ -76,6 +78,9 @@ def build_task_model(
     output_dir: str | os.PathLike, task_dir: str | os.PathLike, size: str = "demo", seed: int = 0
 ) -> Path:
     r"""Build a random-weight Qwen2 model with a tokenizer trained on the synthetic task's text (no model hub).
+
+    The tokenizer is `TOKENIZER`'s (two-digit number chunks, at most 1024 tokens; see the module docstring) trained on
+    `tokenizer_corpus(task_dir)`; the model's vocabulary is the tokenizer's size.
 
     Args:
         output_dir: Where to save the model and tokenizer.

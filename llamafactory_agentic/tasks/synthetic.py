@@ -14,39 +14,51 @@
 
 r"""A synthetic tool-use task family, generated from a seed: python computation, search look-ups, both, or neither.
 
-The world is a company directory (`FactBase`): employees with numeric ids (never a year), each with the year they
-joined, the city they work in and, for the employees questions are asked about, a manager from a separate pool. Each
-fact is one sentence (`Employee #4817 joined in the year 1993.`, `Employee #4817 works in the city of Dalumere.`,
-`The manager of employee #4817 is employee #2290.`), indexed by the local BM25 search backend
-(`tools.index.BM25Index`). Every look-up question is about an employee of its own, so answering needs the search tool,
-never a memorised fact. Question kinds (`KINDS`):
+The world is a company directory (`FactBase`): employees with numeric ids (never a number in 1900-2099, the years),
+each with the year they joined, the city they work in and, for the employees questions are asked about, a manager from
+a separate pool. Each fact is one sentence (`Employee #4817 joined in the year 1993.`, `Employee #4817 works in the
+city of Dalumere.`, `The manager of employee #4817 is employee #2290.`), indexed by the local BM25 search backend
+(`tools.index.BM25Index`). Every look-up question is about an employee no other split asks about, so answering needs
+the search tool, never a memorised fact. Question kinds (`KINDS`; examples at difficulty 0):
 
-* `python_arith` (`python`): integer arithmetic, e.g. `Compute 481 + 392.`; code `print('481 + 392 =', 481 + 392)`
-  (the output `481 + 392 = 873` names what it computed, so the trajectory can restate it).
-* `python_count` (`python`): `How many times does 7 appear in the list [3, 7, 1, 7, 2]?`; code `print([...].count(7))`.
+* `python_arith` (`python`): integer arithmetic, e.g. `Compute 60 + 90.`; labelled code `print('60 + 90 =', 60 + 90)`,
+  whose output `60 + 90 = 150` names what it computed, so the trajectory can restate it.
+* `python_count` (`python`): `How many times does 3 appear in the list [3, 5, 1, 3, 2]?`; code
+  `print([3, 5, 1, 3, 2].count(3))` (output `2`, unlabelled).
 * `search_1hop` (`search`): `In which year did employee #4817 join?`; query `year did employee #4817 join`.
 * `search_2hop` (`search` twice): `In which city does the manager of employee #4817 work?`; queries
   `manager of employee #4817`, then `city does employee #2290 work` (the manager's id read from the first result).
-* `search_python` (both tools): `What is the joining year of employee #4817 plus 37?`; query
-  `joining year of employee #4817`, then `print('1993 + 37 =', 1993 + 37)`.
+* `search_python` (both tools): `What is the joining year of employee #4817 plus 6?`; query
+  `joining year of employee #4817`, then `print('1993 + 6 =', 1993 + 6)` (output `1993 + 6 = 1999`).
 * `no_tool`: the fact is given in the question (`Employee #5120 works in Kestrovale. In which city does employee #5120
   work?`, an employee outside the directory); answering directly is right, and a tool cannot help.
 
 The cold-start queries are the part of the question that names what is sought (as a person pastes part of a question
 into a search engine); the facts are worded so that BM25 ranks the needed one first for such a query. Answers are exact
-strings (integers or city names) checked by the `em` reward. The `difficulty` knob (1-3) sets the arithmetic (sums,
-products, modular products), operand sizes, list lengths, the id length and the size of the manager pools.
+strings (integers or city names) checked by the `em` reward. The `difficulty` knob (`_LEVELS`) sets the arithmetic,
+operand sizes, list lengths, id length, joining years and manager pools: 0 (the default, the demo's: what a model
+trained from scratch on CPU learns) has 2-digit sums, 5-item lists of 1-5, 4-digit ids and joining years 1900-1999; 1
+has 3-digit sums, 5-item lists and 3-digit ids (about 900 of them, so questions of one split share their employees:
+at most 400, 200 and 100 per split); 2 has products of a 3-digit and a 2-digit number, 8-item lists of 1-9 and 4-digit
+ids; 3 has modular products, 12-item lists and 5-digit ids. Joining years are 1950-2024 above difficulty 0.
 
-Splits (`sft`, `train`, `heldout`) use disjoint employees and managers, and no question text occurs in two splits: a
-held-out look-up can only be answered by searching, never from a fact that training showed.
+Splits (`sft`, `train`, `heldout`) use disjoint employees and managers, and no question text occurs in two splits (a
+repeated one is redrawn, kind included): a held-out look-up can only be answered by searching, never from a fact that
+training showed. `no_tool` ids never belong to the directory (a fresh id per question, or at difficulty 1 one from a
+pool of 100 ids outside it).
 
-Cold-start trajectories (`build_sft_trajectory`) are deliberately imperfect, as real cold-start data is: with
-`skip_tool_rate` a tool-needing question is answered without any tool call, with a guess from the teacher's prior
-(`prior_guess`; by default the teacher does this mostly for the questions that look easy, sums and one-hop look-ups,
-as real models under-use tools there), with `wrong_tool_rate` the first call uses the wrong tool and the trajectory recovers, and with
-`extra_tool_rate` a `no_tool` question gets an unnecessary search. The observations are the real tools' outputs: search
-results come from the built index through the `search` tool's own formatting, python outputs are the printed values of
-the generated code (the code only prints one integer expression, so its output is exactly `str(value)`).
+Cold-start trajectories (`build_sft_trajectory`) open with a `<think>` block that restates the question and the plan,
+then make the solving calls; after each solving search, a `<think>` block restates the top snippet's fact (`<think>
+Employee #4817 joined in the year 1993. </think>`), after each labelled python call the output (`<think> 60 + 90 =
+150. </think>`), and a count ends with `<think> The result gives 2. </think>`; the answer follows as `<answer>
+\boxed{...} </answer>`. They are deliberately imperfect, as real cold-start data is: with `skip_tool_rate` a
+tool-needing question is answered without any tool call, with a guess from the teacher's prior (`prior_guess`; by
+default mostly for the questions that look easy, as real models under-use tools there: counts 0.7, one-hop look-ups
+0.6, sums 0.3, the rest 0.1), with `wrong_tool_rate` the first call uses the wrong tool (its result is not restated)
+and the trajectory recovers, and with `extra_tool_rate` a `no_tool` question gets an unnecessary search (not restated
+either). The observations are the real tools' outputs: search results come from the built index through the `search`
+tool's own formatting; python outputs are what the generated `print(...)` prints, its arguments evaluated and joined
+by spaces (`ToolOracle`), which is what the python tool prints for that code.
 """
 
 import json
@@ -77,9 +89,11 @@ _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
 _CITY_SUFFIXES = ("vale", "ford", "ton", "mere", "holm", "wick")
 
-# per difficulty: arithmetic, operand digits, list length and values, id digits, managers per split, year offsets, and
-# at most how many employees each split asks about (None: a new employee per question; 3-digit ids leave room for
-# about 900 employees, so questions share them; ids outside the directory, for `no_tool`, come from a pool of 100)
+# per difficulty: arithmetic, operand digits, list length and values, id digits, managers per split, largest offset
+# added to a joining year (`search_python`), at most how many employees each split asks about (None: a new employee
+# per question; 3-digit ids leave room for about 900 employees, so questions share them, and the ids outside the
+# directory, for `no_tool`, come from a pool of 100 instead of a fresh id per question) and the joining years
+# (default 1950-2024)
 _LEVELS = {
     0: {
         "arith": "add",
@@ -156,7 +170,8 @@ class TaskConfig:
 
     Attributes:
         seed: Seed of every random choice (same seed, same files).
-        difficulty: 0 (easy, the demo's) to 3 (hard): arithmetic, operand sizes, list lengths, ids, manager pools (`_LEVELS`).
+        difficulty: 0 (easy, the default and the demo's) to 3 (hard): arithmetic, operand sizes, list lengths, ids,
+            joining years, manager pools (`_LEVELS`, described in the module docstring).
         sizes: Questions per split: `{"sft": trajectories, "train": RL prompts, "heldout": evaluation prompts}`.
         mix: Weight of each kind in `KINDS` for the RL and held-out questions (normalised; missing kinds get 0).
         sft_mix: Weight of each kind for the cold-start trajectories (None: `mix`). The default cold-start set, like
@@ -266,7 +281,8 @@ class FactBase:
         managers_per_split: Managers per split (every subject's manager comes from its own split's pool).
         id_digits: Digits of an employee id (ids never fall in 1900-2099, the range of joining years).
         subjects_per_split: At most this many employees asked about per split (None: a new one per question).
-        outside: Size of the pool of ids outside the directory (`no_tool` questions carry their own fact about them).
+        outside: Size of the pool of ids outside the directory (`no_tool` questions carry their own fact about them),
+            drawn when `subjects_per_split` or `outside_digits` is set; otherwise every outside id is a fresh one.
         years: Range of joining years, inclusive.
         outside_digits: Digits of the outside ids when they are drawn longer than the directory's (never a directory
             id); None: drawn like directory ids.
@@ -458,7 +474,11 @@ def generate_questions(config: TaskConfig, facts: FactBase, rng: random.Random) 
 
 
 class ToolOracle:
-    r"""Observations of the solving calls as the rollout would see them (search: the real `search` tool on the index).
+    r"""Observations of the solving calls as the rollout would see them.
+
+    Search: the real `search` tool on the index. Python: the generated `print(...)`'s arguments evaluated and joined by
+    spaces, as `print` does (`print('60 + 90 =', 60 + 90)` gives `60 + 90 = 150`): what the python tool prints for
+    that code, without starting a sandbox per call.
 
     Args:
         index_dir: The folder of the built corpus and BM25 index.
@@ -475,7 +495,11 @@ class ToolOracle:
         )
 
     def observe(self, tool: str, content: str) -> str:
-        r"""Tool output text (without the `<result>` wrapper) of one call."""
+        r"""Tool output text (without the `<result>` wrapper) of one call.
+
+        Raises:
+            ValueError: an unknown tool, or python code other than one generated `print(...)`.
+        """
         if tool == "search":
             return self.search_tool.run(self.search_tool.parse(content)).text
         if tool == "python":
@@ -546,9 +570,11 @@ def _wrong_call(question: Question) -> tuple[str, str]:
 def prior_guess(question: Question) -> str:
     r"""What the cold-start teacher answers without a tool: a guess from its prior, not from the question's facts.
 
-    A round number for a computation (`1000`), the year `2000` for a joining year, the city `Headquarters` for a city,
-    `1` for a count. Right only by chance, so answering without the tool earns nothing, and the guess itself carries no
-    information a model could learn from.
+    A round number for a sum or product (`1000`), the year `2000` for a joining year (also one plus an offset), the
+    city `Headquarters` for a city, `1` for a count. The guess carries no information a model could learn from, but it
+    is not always wrong. At difficulty 0 it never is for sums (below 200), joining years (1900-1999) and cities (no
+    such city); a joining year plus an offset of 2-9 is 2000 with probability 0.01, and `1` is the count whenever the
+    target occurs once in the list: for a 5-item list of 1-5, with probability (4/5)**4, about 0.41.
     """
     if question.kind.startswith("python"):
         return "1000" if question.kind == "python_arith" else "1"
@@ -560,9 +586,23 @@ def prior_guess(question: Question) -> str:
 def build_sft_trajectory(question: Question, oracle: ToolOracle, rng: random.Random, config: TaskConfig) -> str:
     r"""Inline cold-start trajectory (`arpo_sft` layout) of one question; see the module docstring for its styles.
 
+    The opening `<think>` restates the question and the plan; every solving search is followed by `<think> FACT
+    </think>`, FACT the top snippet without its `Page 1: ` label, every labelled python call by `<think> OUTPUT.
+    </think>`; a count ends with `<think> The result gives N. </think>`. A wrong-tool first call and an unnecessary
+    search are not restated. Draws from `rng`: whether to skip the tool or call the wrong one first (one draw against
+    `config.skip_rate(kind)` and `config.wrong_tool_rate`), or for a `no_tool` question whether to search anyway.
+
+    Args:
+        question: The question and its solving calls.
+        oracle: Gives the observation of each call.
+        rng: The generator's random source.
+        config: The rates (`skip_tool_rate`, `wrong_tool_rate`, `extra_tool_rate`).
+
     Returns:
-        The assistant text, e.g. `<think> ... </think> <search> year did employee #4817 join </search> <result>\n...
-        \n</result> <answer> \boxed{1993} </answer>`, observations written exactly as the rollout inserts them.
+        The assistant text, e.g. `<think> Question: In which year did employee #4817 join? I need to look up employee
+        #4817. </think> <search> year did employee #4817 join </search> <result>\nPage 1: Employee #4817 joined in the
+        year 1993.\n</result> <think> Employee #4817 joined in the year 1993. </think> <answer> \boxed{1993}
+        </answer>`, observations written exactly as the rollout inserts them (`data.tags.wrap_observation`).
     """
     if not question.calls:
         if rng.random() < config.extra_tool_rate:  # an unnecessary look-up (the employee is not in the directory)
