@@ -64,6 +64,7 @@ by spaces (`ToolOracle`), which is what the python tool prints for that code.
 import json
 import os
 import random
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -486,13 +487,25 @@ class ToolOracle:
         snippet_chars: Characters per snippet.
     """
 
-    def __init__(self, index_dir: str | os.PathLike, topk: int = 1, snippet_chars: int = SEARCH_SNIPPET_CHARS):
-        r"""Open the search tool on the index."""
+    def __init__(
+        self,
+        index_dir: str | os.PathLike,
+        topk: int = 1,
+        snippet_chars: int = SEARCH_SNIPPET_CHARS,
+        hidden_ids: set[int] | None = None,
+    ):
+        r"""Open the search tool on the index; `hidden_ids` are the employees the cold start must never show."""
         from ..tools.search import SearchTool
+
+        self.hidden = re.compile(rf"#({'|'.join(str(i) for i in sorted(hidden_ids))})\b") if hidden_ids else None
 
         self.search_tool = SearchTool(
             backend="local", topk=topk, snippet_chars=snippet_chars, index_dir=str(index_dir)
         )
+
+    def reveals_hidden(self, observation: str) -> bool:
+        r"""True when `observation` mentions one of the hidden (held-out) employees."""
+        return bool(self.hidden and self.hidden.search(observation))
 
     def observe(self, tool: str, content: str) -> str:
         r"""Tool output text (without the `<result>` wrapper) of one call.
@@ -559,6 +572,18 @@ def _call(tool: str, content: str, oracle: ToolOracle) -> str:
     return f" <{tool}> {content} </{tool}>" + wrap_observation(oracle.observe(tool, content))
 
 
+def _optional_call(tool: str, content: str, oracle: ToolOracle) -> str:
+    r"""`_call` for a call the trajectory does not need (wrong tool first, unnecessary search), or "".
+
+    "" when its observation would show a held-out employee: a look-up that matches nothing well returns whatever ranks
+    first, possibly a held-out fact, and the cold start never shows held-out facts.
+    """
+    observation = oracle.observe(tool, content)
+    if oracle.reveals_hidden(observation):
+        return ""
+    return f" <{tool}> {content} </{tool}>" + wrap_observation(observation)
+
+
 def _wrong_call(question: Question) -> tuple[str, str]:
     r"""A plausible first call with the wrong tool (python for a look-up, search for a computation)."""
     tool = question.calls[0][0]
@@ -607,7 +632,9 @@ def build_sft_trajectory(question: Question, oracle: ToolOracle, rng: random.Ran
     if not question.calls:
         if rng.random() < config.extra_tool_rate:  # an unnecessary look-up (the employee is not in the directory)
             query = question.question.split("? ")[0].split(". In which ")[-1].rstrip("?")
-            return _think(question, "unsure") + _call("search", query, oracle) + " " + _answer(question.answer)
+            call = _optional_call("search", query, oracle)
+            if call:
+                return _think(question, "unsure") + call + " " + _answer(question.answer)
         return _think(question, "given") + " " + _answer(question.answer)
 
     draw = rng.random()
@@ -617,7 +644,7 @@ def build_sft_trajectory(question: Question, oracle: ToolOracle, rng: random.Ran
 
     text = _think(question, "tool")
     if draw < skip + config.wrong_tool_rate:  # the wrong tool first (an unhelpful result)
-        text += _call(*_wrong_call(question), oracle)
+        text += _optional_call(*_wrong_call(question), oracle)
     for tool, content in question.calls:
         observation = oracle.observe(tool, content)
         text += f" <{tool}> {content} </{tool}>" + wrap_observation(observation)
@@ -718,7 +745,8 @@ def generate_task(config: TaskConfig, output_dir: str | os.PathLike) -> dict[str
     _write_jsonl(index_dir / "corpus.jsonl", [{"id": i, "text": d} for i, d in enumerate(docs)])
     BM25Index(index_dir).ensure_built(force=True)
 
-    oracle = ToolOracle(index_dir, topk=config.search_topk)
+    hidden = {e.id for e in facts.employees.values() if e.split == "heldout"}
+    oracle = ToolOracle(index_dir, topk=config.search_topk, hidden_ids=hidden)
     styles: dict[str, int] = {}
     try:
         sft_rows = []
