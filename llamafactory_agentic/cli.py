@@ -16,6 +16,7 @@
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
