@@ -234,7 +234,9 @@ class _ContinuousRun(RequestSource):
             self._boundary(traj)
 
     def waiting(self) -> bool:
-        return bool(self.queued_calls or self.futures)
+        # queued trajectories count too: a request admitted by the engine can finish at its first token and its
+        # boundary queue a fill or a branch after the engine's last `take`; the engine must come back for it
+        return bool(self.queued_calls or self.futures or self.hot or self.cold)
 
     def wait(self) -> None:
         self._submit()

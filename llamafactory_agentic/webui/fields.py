@@ -230,6 +230,8 @@ def preset_summary(field: PanelField) -> str:
 
 
 def _show(value: Any) -> str:
+    if callable(value):  # a value the preset derives from the recipe (`grpo`: N = M)
+        return "M"
     if isinstance(value, bool):
         return TRUE if value else FALSE
     return str(value)

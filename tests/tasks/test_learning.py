@@ -42,7 +42,7 @@ def train(workdir: Path, recipe: str, overrides: list[str]) -> subprocess.Comple
         env=env,
         capture_output=True,
         text=True,
-        timeout=1200,
+        timeout=2400,  # a loaded 2-core machine took 1022 s for the cold start alone
     )
 
 

@@ -61,7 +61,7 @@ def test_placeholders_and_choices_follow_the_stage_preset():
     assert F.ui_choices(clip, F.stage_preset("arpo"))[0] == ("preset: false", F.PRESET_CHOICE)
     assert F.ui_choices(clip, F.stage_preset("aepo"))[0] == ("preset: true", F.PRESET_CHOICE)
     assert F.stage_preset("agentic_sft") == {}
-    assert F.preset_summary(calls) == "Preset: arpo 3 · aepo 6 · aepo-paper 6"
+    assert F.preset_summary(calls) == "Preset: arpo 3 · aepo 6 · aepo-paper 6 · grpo 3"
 
 
 def test_panel_args_writes_only_set_values_that_differ_from_the_default():
@@ -91,15 +91,15 @@ def test_panel_args_writes_only_set_values_that_differ_from_the_default():
 
 
 def test_effective_values_resolve_presets_like_the_training_process():
-    effective = F.effective_values("aepo", {"arpo_rollout_n": 4, "aepo_variant": "paper", "rl_epsilon": 0.3})
+    effective = F.effective_values("aepo", {"arpo_rollout_n": 12, "aepo_variant": "paper", "rl_epsilon": 0.3})
     rows = {key: (value, origin) for key, value, origin in effective["rows"]}
     assert effective["preset"] == "aepo-paper"
-    assert rows["arpo_rollout_n"] == (4, "explicit")
+    assert rows["arpo_rollout_n"] == (12, "explicit")
     assert rows["aepo_dynamic_rollouts"] == (True, "preset")
     assert rows["aepo_premonitor_rounds"] == ("post_tool", "preset")  # reported by resolve_presets, not in the panel
     assert rows["rl_epsilon_high"] == (0.3, "rl_epsilon")
     assert rows["temperature"] == (0.95, "default")  # LLaMA-Factory's GeneratingArguments
-    assert rows["arpo_initial_rollouts"] == (8, "default")
+    assert rows["arpo_initial_rollouts"] == (8, "preset")  # N is a preset key since the GRPO preset (N = M)
     text = F.format_effective(effective)
     assert "preset `aepo-paper`" in text and "aepo_balanced_clip_scope" in text
     sft = F.effective_values("agentic_sft", {"agentic_sft_mask_results": False})
