@@ -107,9 +107,9 @@ def build_tiny_tokenizer(
         vocab_size: Target BPE vocabulary size (tokens), special tokens included.
         extra_corpus: Extra text lines for the training corpus.
         digits: How numbers are pre-tokenized before BPE: `bytes` (like any text), `individual` (every digit its own
-            token, as Qwen's tokenizer does), `pairs` or `triples` (chunks of up to two or three digits from the left,
-            as Llama 3's tokenizer cuts numbers into chunks of up to three: `4817` is `481` `7` wherever it stands;
-            every chunk is in the vocabulary).
+            token, as Qwen's tokenizer does) or `pairs` (chunks of up to two digits from the left, in the way Llama 3's
+            tokenizer cuts numbers into chunks of up to three: `4817` is `48` `17` wherever it stands; every chunk is
+            in the vocabulary).
 
     Returns:
         The `PreTrainedTokenizerFast` (right padding; the tool tags are ordinary text, Qwen3's `<think>` pair an
@@ -129,14 +129,13 @@ def build_tiny_tokenizer(
         tokenizer.pre_tokenizer = byte_level
     elif digits == "individual":
         tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-    elif digits in ("pairs", "triples"):
-        width = 2 if digits == "pairs" else 3
-        chunks = pre_tokenizers.Split(Regex(rf"\d{{1,{width}}}"), behavior="isolated")
+    elif digits == "pairs":
+        chunks = pre_tokenizers.Split(Regex(r"\d{1,2}"), behavior="isolated")
         tokenizer.pre_tokenizer = pre_tokenizers.Sequence([chunks, byte_level])
-        # every chunk of `width` digits becomes one token
-        extra_corpus = list(extra_corpus or []) + [" ".join(f"{i:0{width}d}" for i in range(10**width))] * 5
+        # every two-digit chunk becomes one token
+        extra_corpus = list(extra_corpus or []) + [" ".join(f"{i:02d}" for i in range(100))] * 5
     else:
-        raise ValueError(f"digits must be bytes, individual, pairs or triples, got {digits!r}")
+        raise ValueError(f"digits must be bytes, individual or pairs, got {digits!r}")
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

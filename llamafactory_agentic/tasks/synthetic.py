@@ -283,10 +283,8 @@ class FactBase:
         id_digits: Digits of an employee id (ids never fall in 1900-2099, the range of joining years).
         subjects_per_split: At most this many employees asked about per split (None: a new one per question).
         outside: Size of the pool of ids outside the directory (`no_tool` questions carry their own fact about them),
-            drawn when `subjects_per_split` or `outside_digits` is set; otherwise every outside id is a fresh one.
+            drawn when `subjects_per_split` is set; otherwise every outside id is a fresh one.
         years: Range of joining years, inclusive.
-        outside_digits: Digits of the outside ids when they are drawn longer than the directory's (never a directory
-            id); None: drawn like directory ids.
     """
 
     def __init__(
@@ -297,7 +295,6 @@ class FactBase:
         subjects_per_split: dict[str, int] | None = None,
         outside: int = 100,
         years: tuple[int, int] = (1950, 2024),
-        outside_digits: int | None = None,
     ) -> None:
         r"""Draw the cities and the manager pools; subjects are added by `new_subject`."""
         self.id_digits = id_digits
@@ -308,10 +305,7 @@ class FactBase:
         self.employees: dict[int, Employee] = {}
         self.managers = {split: [self._employee(rng, split) for _ in range(managers_per_split)] for split in SPLITS}
         self.subjects: dict[str, list[Employee]] = {split: [] for split in SPLITS}
-        if outside_digits:  # longer ids than the directory's: never one of its employees
-            self.outside = rng.sample(range(10 ** (outside_digits - 1), 10**outside_digits), outside)
-        else:
-            self.outside = [self.fresh_id(rng) for _ in range(outside)] if subjects_per_split else None
+        self.outside = [self.fresh_id(rng) for _ in range(outside)] if subjects_per_split else None
 
     def new_subject(self, rng: random.Random, split: str) -> Employee:
         r"""An employee of `split` to ask about.
@@ -735,8 +729,14 @@ def generate_task(config: TaskConfig, output_dir: str | os.PathLike) -> dict[str
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(config.seed)
     level = _LEVELS[config.difficulty]
-    facts = FactBase(rng, level["managers"], level["id_digits"], level["subjects"], level.get("outside", 100), level.get("years", (1950, 2024)),
-                     level.get("outside_digits"))  # fmt: skip
+    facts = FactBase(
+        rng,
+        level["managers"],
+        level["id_digits"],
+        level["subjects"],
+        level.get("outside", 100),
+        level.get("years", (1950, 2024)),
+    )
     questions = generate_questions(config, facts, rng)
     docs = facts.documents()
     _write_jsonl(out / "facts.jsonl", [{"id": i, "text": d} for i, d in enumerate(docs)])
