@@ -30,13 +30,19 @@ Design (docs/algorithms.md §3.4, Decision (d): token ids only, shared prefixes 
 * Continuous batching (`serve`): a retired row's slot takes the next waiting request at that sync (its prefill runs
   while the other rows keep their state), so a short round never waits for the longest one; `generate` serves one
   list of requests this way, the agent loop's `continuous` schedule feeds it next rounds, branches and fills.
+* Attention runs with PyTorch's cuDNN SDPA backend switched off (`cudnn_attention=False`): cuDNN, PyTorch's first
+  choice on H100/H200 with cuDNN > 9.15, builds an execution plan per exact attention shape (batch, query and key
+  lengths, strides, mask) and keeps it for the life of the thread, without limit, with device memory outside
+  PyTorch's allocator; prefills come in a new (rows, tokens) shape at almost every admission. The memory-efficient
+  kernel (flash without a mask) has no per-shape state. `benchmarks/bench_attention_memory_gpu.py` measures both.
 * `release` drops the KV cache, the CUDA graphs and their memory pool before the optimisation phase; the next call
   re-creates them. `stats` splits the time into prefill, device decode steps, host bookkeeping, graph capture and idle
   waiting (`decode_metrics`).
 """
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -168,6 +174,24 @@ def grouped_sdpa_attention(
     return out.reshape(batch, heads, seq, dim).transpose(1, 2).contiguous(), None
 
 
+@contextmanager
+def cudnn_attention_disabled() -> Iterator[None]:
+    r"""Switch PyTorch's cuDNN SDPA backend off inside (the other backends stay as the caller set them).
+
+    PyTorch keeps one cuDNN attention plan per exact shape and thread, without limit; building one can need device
+    memory for shape-specialised kernels outside PyTorch's allocator (which `torch.cuda.memory_allocated` does not
+    count), so prefills in ever new shapes can grow a process for as long as it runs
+    (`benchmarks/bench_attention_memory_gpu.py` measures it). The flag is global to the process: generation and
+    training never run attention at the same time in one process, so switching it during `HFEngine.serve` is safe.
+    """
+    previous = torch.backends.cuda.cudnn_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(previous)
+
+
 def _register_attention() -> None:
     from transformers import AttentionInterface
 
@@ -238,6 +262,8 @@ class HFEngine(GenerationEngine):
         length_bucket: Granularity (tokens) of the attention length, so graphs are reused.
         seed: Seed of the sampling generator (CPU/eager; CUDA graphs use the default CUDA generator).
         grouped_attention: With `sdpa` models, use `grouped_sdpa_attention` during generation (no repeated KV heads).
+        cudnn_attention: Let PyTorch pick its cuDNN SDPA backend during generation (default False: a cuDNN plan per
+            exact prefill shape accumulates in device memory, see `cudnn_attention_disabled`).
     """
 
     def __init__(
@@ -254,9 +280,11 @@ class HFEngine(GenerationEngine):
         length_bucket: int = 256,
         seed: int | None = None,
         grouped_attention: bool = True,
+        cudnn_attention: bool = False,
     ) -> None:
         r"""Create the engine (arguments in the class docstring)."""
         self.grouped_attention = grouped_attention
+        self.cudnn_attention = cudnn_attention
         self.tokenizer = tokenizer
         self.max_batch_size = int(max_batch_size)
         self.max_context = max_context
@@ -641,7 +669,8 @@ class HFEngine(GenerationEngine):
             _register_attention()
             config._attn_implementation = GROUPED_SDPA
         try:
-            self._serve(source, sampling)
+            with nullcontext() if self.cudnn_attention else cudnn_attention_disabled():
+                self._serve(source, sampling)
         finally:
             if config is not None and getattr(config, "_attn_implementation", None) == GROUPED_SDPA:
                 config._attn_implementation = original_attn

@@ -176,6 +176,42 @@ def test_greedy_matches_model_generate(tiny_model, tiny_tokenizer):
     assert out.token_ids == ref[0, len(p) :].tolist() and out.finish_reason == "length"
 
 
+@pytest.mark.parametrize("grouped_attention", [True, False])
+def test_generation_attention_never_uses_cudnn(tiny_model, tiny_tokenizer, monkeypatch, grouped_attention):
+    """Every attention call of the engine (prefill of varying shapes and decode) runs with the cuDNN SDPA backend
+    switched off, and the caller's setting is back afterwards.
+
+    cuDNN attention (PyTorch's first choice on H100/H200 with cuDNN > 9.15) builds and keeps a plan per exact shape,
+    with device memory outside PyTorch's allocator; the engine's prefills come in new (rows, tokens) shapes at almost
+    every admission. No GPU here: the flag is what PyTorch's backend choice reads on a GPU, so it is checked instead.
+    """
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    seen = []
+
+    def recording_sdpa(query, *args, **kwargs):
+        seen.append((tuple(query.shape), torch.backends.cuda.cudnn_sdp_enabled()))
+        return sdpa(query, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording_sdpa)
+    model = sharpen(tiny_model, seed=2)
+    model.config._attn_implementation = "sdpa"
+    engine = HFEngine(model, tiny_tokenizer, max_batch_size=3, max_context=96, grouped_attention=grouped_attention)
+    s = SamplingSettings(temperature=0.0, stop_strings=())
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    requests = [GenerationRequest(i, prompt(tiny_tokenizer, "x" * (i + 1)), [], 3 + 2 * i) for i in range(5)]
+    out = engine.generate(requests, s)
+    assert [len(o.token_ids) for o in out] == [3, 5, 7, 9, 11]
+    assert torch.backends.cuda.cudnn_sdp_enabled() == before
+    prefill_shapes = {shape for shape, _ in seen if shape[2] > 1}
+    assert len(prefill_shapes) >= 2 and len(seen) > 20  # prefills (several shapes, refills included) and decode steps
+    assert not any(enabled for _, enabled in seen)
+    # the switch is per engine: cudnn_attention=True leaves PyTorch's choice alone
+    seen.clear()
+    engine = HFEngine(model, tiny_tokenizer, max_batch_size=3, max_context=96, cudnn_attention=True)
+    engine.generate(requests[:1], s)
+    assert seen and all(enabled == before for _, enabled in seen)
+
+
 def test_stop_string_eos_and_budget(tiny_model, tiny_tokenizer):
     p = prompt(tiny_tokenizer)
     eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
