@@ -29,7 +29,9 @@ What it runs, on the model of `compare_algorithms.py --scale gpu` (random Qwen2:
     (the engine's default now);
   * `train`: N forward+backward passes of padded batches of random (batch 8-64, length 64-320), cuDNN allowed or not
     (`torch.backends.cuda.enable_cudnn_sdp`), as the trainer's log-prob and loss passes do.
-Prints one line per setting and the ratio of the growths. Usage:
+Prints one line per setting and the ratio of the growths. Measured on an H200 (torch 2.11, cuDNN 9.19, 150 calls):
+engine 24.0 MiB with cuDNN vs 12.0 MiB without (14.4 s vs 5.3 s), train 50.0 vs 6.0 MiB (32.9 s vs 7.6 s): cuDNN
+plans cost time, not the ~100 GiB once suspected (that was JAX's 75% preallocation, see `tools/index.py`). Usage:
 `python benchmarks/bench_attention_memory_gpu.py [--calls 200] [--what engine,train]` (`--device cpu --calls 3`: a
 smoke run of the script itself, no memory numbers).
 """

@@ -32,9 +32,10 @@ Design (docs/algorithms.md §3.4, Decision (d): token ids only, shared prefixes 
   list of requests this way, the agent loop's `continuous` schedule feeds it next rounds, branches and fills.
 * Attention runs with PyTorch's cuDNN SDPA backend switched off (`cudnn_attention=False`): cuDNN, PyTorch's first
   choice on H100/H200 with cuDNN > 9.15, builds an execution plan per exact attention shape (batch, query and key
-  lengths, strides, mask) and keeps it for the life of the thread, without limit, with device memory outside
-  PyTorch's allocator; prefills come in a new (rows, tokens) shape at almost every admission. The memory-efficient
-  kernel (flash without a mask) has no per-shape state. `benchmarks/bench_attention_memory_gpu.py` measures both.
+  lengths, strides, mask), and prefills come in a new (rows, tokens) shape at almost every admission. Measured on an
+  H200 (`benchmarks/bench_attention_memory_gpu.py --calls 150`, 134 prefill shapes): 14.4 s with cuDNN, 5.3 s
+  without; memory outside the allocator grew 24 MiB vs 12 MiB (not the cause of the 100 GiB processes once suspected:
+  that was JAX's preallocation, see `tools/index.py`).
 * `release` drops the KV cache, the CUDA graphs and their memory pool before the optimisation phase; the next call
   re-creates them. `stats` splits the time into prefill, device decode steps, host bookkeeping, graph capture and idle
   waiting (`decode_metrics`).
@@ -178,11 +179,10 @@ def grouped_sdpa_attention(
 def cudnn_attention_disabled() -> Iterator[None]:
     r"""Switch PyTorch's cuDNN SDPA backend off inside (the other backends stay as the caller set them).
 
-    PyTorch keeps one cuDNN attention plan per exact shape and thread, without limit; building one can need device
-    memory for shape-specialised kernels outside PyTorch's allocator (which `torch.cuda.memory_allocated` does not
-    count), so prefills in ever new shapes can grow a process for as long as it runs
-    (`benchmarks/bench_attention_memory_gpu.py` measures it). The flag is global to the process: generation and
-    training never run attention at the same time in one process, so switching it during `HFEngine.serve` is safe.
+    PyTorch builds one cuDNN attention plan per exact shape (kept per thread); generation's prefills come in ever new
+    shapes, so most calls pay a plan build (H200, 134 shapes: 14.4 s with cuDNN, 5.3 s without,
+    `benchmarks/bench_attention_memory_gpu.py`). The flag is global to the process: generation and training never run
+    attention at the same time in one process, so switching it during `HFEngine.serve` is safe.
     """
     previous = torch.backends.cuda.cudnn_sdp_enabled()
     torch.backends.cuda.enable_cudnn_sdp(False)
@@ -262,8 +262,8 @@ class HFEngine(GenerationEngine):
         length_bucket: Granularity (tokens) of the attention length, so graphs are reused.
         seed: Seed of the sampling generator (CPU/eager; CUDA graphs use the default CUDA generator).
         grouped_attention: With `sdpa` models, use `grouped_sdpa_attention` during generation (no repeated KV heads).
-        cudnn_attention: Let PyTorch pick its cuDNN SDPA backend during generation (default False: a cuDNN plan per
-            exact prefill shape accumulates in device memory, see `cudnn_attention_disabled`).
+        cudnn_attention: Let PyTorch pick its cuDNN SDPA backend during generation (default False: building a cuDNN
+            plan per new prefill shape made generation 2.7x slower on an H200, see `cudnn_attention_disabled`).
     """
 
     def __init__(

@@ -37,6 +37,22 @@ INDEX_DIR = "bm25s"
 _PAGE_SPLIT = re.compile(r"(?:^|\n)Page \d+: ")
 
 
+def _import_bm25s():
+    r"""Import `bm25s` without letting JAX take the GPU.
+
+    When JAX is installed, `import bm25s` imports `jax.lax` and runs one top-k at import time, and JAX then
+    preallocates 75% of the first GPU's memory in the trainer's process (on an H200, `Failed to allocate device memory
+    of 104.85GiB`: the training runs beside it ran out of memory). BM25's top-k over one score vector needs no GPU, so
+    JAX is pointed at the CPU and told not to preallocate, unless the user set these variables; retrieval also asks
+    bm25s for its numpy selection explicitly (`backend_selection="numpy"` in `BM25Index.search`).
+    """
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    import bm25s
+
+    return bm25s
+
+
 def split_pages(result: str) -> list[str]:
     r"""Snippets of one formatted result `Page 1: …\nPage 2: …` (stripped, empty ones dropped)."""
     if not result or result.strip() == NO_SEARCH_RESULTS_TEXT:
@@ -119,8 +135,9 @@ class BM25Index:
         Raises:
             ToolError: the corpus file does not exist.
         """
-        import bm25s
         from filelock import FileLock
+
+        bm25s = _import_bm25s()
 
         if not self.corpus_path.exists():
             raise ToolError(
@@ -144,15 +161,14 @@ class BM25Index:
             logger.info("[agentic-tools] BM25 index of %d documents saved to %s", len(texts), self.index_dir)
 
     def _load(self) -> None:
-        import bm25s
-
+        bm25s = _import_bm25s()
         self.ensure_built()
         self._retriever = bm25s.BM25.load(str(self.index_dir), show_progress=False, verbosity=0)
         self._texts = self._load_texts()
 
     def search(self, query: str, topk: int) -> list[str]:
         r"""Texts of the `topk` best-scoring documents with a positive score (best first)."""
-        import bm25s
+        bm25s = _import_bm25s()
 
         with self._lock:
             if self._retriever is None:
@@ -166,5 +182,7 @@ class BM25Index:
             if not query_tokens[0]:
                 return []
             k = min(topk, len(self._texts))
-            docs, scores = self._retriever.retrieve(query_tokens, k=k, show_progress=False, n_threads=0)
+            docs, scores = self._retriever.retrieve(
+                query_tokens, k=k, show_progress=False, n_threads=0, backend_selection="numpy"
+            )
         return [self._texts[int(d)] for d, s in zip(docs[0], scores[0]) if s > 0]

@@ -16,6 +16,7 @@
 reached from the test machines: they are replaced by local fake HTTP servers on 127.0.0.1 speaking their formats."""
 
 import json
+import os
 import time
 from urllib.parse import parse_qs, urlparse
 
@@ -202,3 +203,45 @@ def test_rate_limiter():
     for _ in range(11):
         limiter.acquire()
     assert time.monotonic() - start >= 0.45
+
+
+def test_local_backend_keeps_jax_off_the_gpu(tmp_path):
+    """When JAX is installed (the GPU machine has it), `import bm25s` imports `jax.lax` and runs a top-k at import
+    time; JAX then preallocates 75% of the GPU in the trainer's process (an H200 run failed allocating 104.85 GiB).
+    JAX cannot reach a GPU here, so a stand-in `jax` package records the environment JAX would read at that moment;
+    the search itself runs through the real bm25s in a real subprocess."""
+    import subprocess
+    import sys
+
+    fake = tmp_path / "fake_jax" / "jax"
+    fake.mkdir(parents=True)
+    record = tmp_path / "jax_env.json"
+    (fake / "__init__.py").write_text("")
+    (fake / "lax.py").write_text(  # records the environment at every call, answers like jax.lax.top_k
+        "import json, os\n"
+        "import numpy as np\n"
+        "def top_k(x, k):\n"
+        f"    with open({str(record)!r}, 'a') as f:\n"
+        "        f.write(json.dumps({v: os.environ.get(v) for v in ('JAX_PLATFORMS', 'XLA_PYTHON_CLIENT_PREALLOCATE')})"
+        " + '\\n')\n"
+        "    idx = np.argsort(-np.asarray(x), kind='stable')[:k]\n"
+        "    return np.asarray(x)[idx], idx\n"
+    )
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    rows = [{"id": i, "text": t, "query": ""} for i, t in enumerate(["Amy Smart works in Vipuford", "Bob is 42"])]
+    (corpus / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    script = (
+        "from llamafactory_agentic.tools.search import SearchTool\n"
+        f"r = SearchTool(backend='local', index_dir={str(corpus)!r}, topk=1).execute('Where does Amy work?')\n"
+        "print(r.status, r.text)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "fake_jax"), *sys.path]))
+    env.pop("JAX_PLATFORMS", None)
+    env.pop("XLA_PYTHON_CLIENT_PREALLOCATE", None)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("ok") and "Vipuford" in proc.stdout, proc.stdout
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    assert calls == [{"JAX_PLATFORMS": "cpu", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}]  # bm25s' import-time call
+    # (retrieval itself used numpy's selection: one call only)
