@@ -94,9 +94,9 @@ def stage_overrides(algorithm: str) -> list[str]:
     return overrides(algorithm)
 
 
-def cli() -> str:
-    here = Path(sys.executable).parent / "llamafactory-cli"
-    return str(here) if here.is_file() else (shutil.which("llamafactory-cli") or "llamafactory-cli")
+def cli(name: str = "llamafactory-cli") -> str:
+    here = Path(sys.executable).parent / name
+    return str(here) if here.is_file() else (shutil.which(name) or name)
 
 
 def train(workdir: Path, recipe: str, overrides: list[str], log: Path, env: dict) -> float:
@@ -111,6 +111,23 @@ def train(workdir: Path, recipe: str, overrides: list[str], log: Path, env: dict
     return time.perf_counter() - start
 
 
+def heldout(workdir: Path, model: str, env: dict) -> dict:
+    """Greedy held-out accuracy and tool calls per question of `workdir/model` (`llamafactory-agentic task eval`).
+
+    A subprocess with the run's own environment: it decodes on the run's GPU (or the CPU at CPU scale), and runs of
+    one invocation do not share the benchmark's interpreter. The result is kept in `workdir/model/heldout.json`.
+    """
+    result = workdir / model / "heldout.json"
+    if not result.is_file():
+        command = [cli("llamafactory-agentic"), "task", "eval", model, "--data", "data/heldout.jsonl"]
+        command += ["--search-index", "data/search_index", "--by-kind", "--json", f"{model}/heldout.json"]
+        with open(workdir / f"{model}_heldout.log", "w") as f:
+            proc = subprocess.run(command, cwd=workdir, stdout=f, stderr=subprocess.STDOUT, env=env)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed in {workdir}: see {workdir / f'{model}_heldout.log'}")
+    return json.loads(result.read_text())[0]
+
+
 def prepare_seed(root: Path, seed: int, scale: dict, env: dict) -> Path:
     """Task, model and cold start of one seed (shared by every algorithm); skipped when already done."""
     from llamafactory_agentic.tasks.demo import DEMO_SIZES, copy_recipes
@@ -119,6 +136,7 @@ def prepare_seed(root: Path, seed: int, scale: dict, env: dict) -> Path:
 
     workdir = root / f"seed{seed}"
     if (workdir / "sft" / "config.json").is_file():
+        heldout(workdir, "sft", env)
         return workdir
     workdir.mkdir(parents=True, exist_ok=True)
     generate_task(TaskConfig(seed=seed, sizes=dict(scale["sizes"] or DEMO_SIZES)), workdir / "data")
@@ -126,12 +144,11 @@ def prepare_seed(root: Path, seed: int, scale: dict, env: dict) -> Path:
     copy_recipes(workdir)
     seconds = train(workdir, "recipes/agentic_sft_cpu.yaml", [f"seed={seed}", *scale["sft"]], workdir / "sft.log", env)
     (workdir / "sft_seconds.json").write_text(json.dumps({"seconds": seconds}))
+    heldout(workdir, "sft", env)  # once per seed: every algorithm starts from it
     return workdir
 
 
 def run_algorithm(workdir: Path, seed: int, algorithm: str, scale: dict, extra: list[str], env: dict) -> dict:
-    from llamafactory_agentic.tasks.demo import heldout_metrics
-
     out = workdir / algorithm
     done = out / "compare_result.json"
     if done.is_file():
@@ -148,8 +165,8 @@ def run_algorithm(workdir: Path, seed: int, algorithm: str, scale: dict, extra: 
     ]
     seconds = train(workdir, "recipes/arpo_cpu.yaml", overrides, workdir / f"{algorithm}.log", env)
     records = [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines() if line.strip()]
-    final = heldout_metrics(out, workdir / "data" / "heldout.jsonl", workdir / "data" / "search_index")
-    start = heldout_metrics(workdir / "sft", workdir / "data" / "heldout.jsonl", workdir / "data" / "search_index")
+    final = heldout(workdir, algorithm, env)
+    start = heldout(workdir, "sft", env)
     curves = {
         key: [(r["current_steps"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
         for key in CURVE_KEYS
@@ -161,6 +178,8 @@ def run_algorithm(workdir: Path, seed: int, algorithm: str, scale: dict, extra: 
         "sft_accuracy": start["accuracy"],
         "final_accuracy": final["accuracy"],
         "final_tool_calls_per_question": final["tool_calls_per_question"],
+        "sft_by_kind": start["by_kind"],
+        "final_by_kind": final["by_kind"],
         "curves": curves,
     }
     done.write_text(json.dumps(result))
@@ -301,6 +320,8 @@ def main() -> None:
 
     def env_for(slot: int) -> dict:
         env = dict(os.environ)
+        # concurrent runs share the host's cores: one share each instead of every core per run
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // len(gpus))))
         if gpus[slot % len(gpus)] is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
         else:

@@ -99,6 +99,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             max_tool_calls=args.max_tool_calls,
             search_topk=args.search_topk,
             reward=args.reward,
+            device=args.device,
         )
         rows.append(result)
         if args.by_kind:
@@ -165,6 +166,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tool-calls", type=int, default=3)
     p.add_argument("--search-topk", type=int, default=1)
     p.add_argument("--reward", default="em")
+    p.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: the first visible GPU, else the CPU)")
     p.add_argument("--by-kind", action="store_true", help="also print accuracy per question kind")
     p.add_argument("--json", help="write the results to this file")
     p.set_defaults(func=_cmd_eval)

@@ -100,6 +100,7 @@ def evaluate_policy(
     reward: str = "em",
     batch_size: int = 128,
     python_timeout: float = 10.0,
+    device: str | None = None,
 ) -> EvalResult:
     r"""Greedy held-out accuracy and tool calls per question of the policy in `model_dir`.
 
@@ -116,6 +117,9 @@ def evaluate_policy(
         reward: Reward name (`agentic_reward`); accuracy is its correctness == 1.
         batch_size: Trajectories decoded together.
         python_timeout: Seconds per python call.
+        device: Torch device of the policy; None picks the first visible GPU when there is one, else the CPU. The
+            weights stay in float32 on every device, so a GPU and a CPU evaluation decode the same greedy tokens up
+            to floating-point reduction order.
 
     Returns:
         `EvalResult`.
@@ -141,7 +145,9 @@ def evaluate_policy(
         ids, _ = lf_template.encode_oneturn(tokenizer, messages, row.system or None, None)
         prompts.append(ids[-max_prompt_length:])
 
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).to(device)
     model.eval()
     eos = tokenizer.eos_token_id
     config = RolloutConfig(
