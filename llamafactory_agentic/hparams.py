@@ -367,6 +367,14 @@ class AgenticArguments:
         default="f1",
         metadata={"help": "Correctness of `ability == math` rows: token F1, math-verify equivalence, or the max."},
     )
+    agentic_reward_tool_bonus: float = field(
+        default=0.1,
+        metadata={
+            "help": "Built-in rewards (`f1`, `em`, `math`): added to a correct answer that used both search and "
+            "python. 0.1 is the reference's; 0 turns it off (on tasks whose questions need one tool it pays for "
+            "useless calls, see docs/algorithms.md §6.4)."
+        },
+    )
 
     # ---------------------------------------------------------------- optimisation (docs/algorithms.md §4)
     rl_policy_loss: str = field(

@@ -77,25 +77,31 @@ class DeepResearchReward(RewardFunction):
     3. Correctness c: token F1 (`f1`), exact match (`em`) or math-verify equivalence (`math`, every row). For rows
        with `metadata["ability"] == "math"`, `math_mode` overrides it: `f1` keeps c, `math_verify` uses the
        math-verify result, `max` uses max(c, math-verify).
-    4. Score: c > 0 and the text contains both `</search>` and `</python>` -> c + 0.1; c > 0 -> c; else 0.
+    4. Score: c > 0 and the text contains both `</search>` and `</python>` -> c + bonus (0.1, the reference's, or
+       `agentic_reward_tool_bonus`); c > 0 -> c; else 0.
 
     Source: docs/algorithms.md §6; RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/utils/reward_score/deep_research.py:317-351`.
     """
 
-    def __init__(self, correctness: str = "f1", math_mode: str = "f1") -> None:
+    def __init__(self, correctness: str = "f1", math_mode: str = "f1", tool_bonus: float = TOOL_BONUS) -> None:
         r"""Build the reward.
 
         Args:
             correctness: `f1`, `em` or `math`.
             math_mode: `f1`, `math_verify` or `max` (`agentic_reward_math`).
+            tool_bonus: Added to a correct answer whose text used both search and python (`agentic_reward_tool_bonus`;
+                the reference's 0.1 by default, 0 turns it off).
 
         Raises:
-            ValueError: unknown `correctness` or `math_mode`.
+            ValueError: unknown `correctness` or `math_mode`, or a negative or non-finite `tool_bonus`.
         """
         if correctness not in ("f1", "em", "math"):
             raise ValueError(f"unknown correctness measure {correctness!r}; expected f1, em or math.")
         if math_mode not in MATH_MODES:
             raise ValueError(f"unknown math mode {math_mode!r}; expected one of {MATH_MODES}.")
+        if not math.isfinite(tool_bonus) or tool_bonus < 0:
+            raise ValueError(f"agentic_reward_tool_bonus must be a finite number >= 0, got {tool_bonus!r}.")
+        self.tool_bonus = float(tool_bonus)
         self.correctness = correctness
         self.math_mode = math_mode
         self.name = correctness
@@ -120,8 +126,9 @@ class DeepResearchReward(RewardFunction):
         if answer is None:
             return RewardResult(score=FORMAT_PENALTY, reason="cannot extract a \\boxed answer")
         correctness = float(self._correctness(answer, ground_truth, metadata))
-        if correctness > 0 and "</search>" in model_text and "</python>" in model_text:
-            return RewardResult(correctness + TOOL_BONUS, correctness, answer, "correct, used search and python", True)
+        if correctness > 0 and self.tool_bonus and "</search>" in model_text and "</python>" in model_text:
+            score = correctness + self.tool_bonus
+            return RewardResult(score, correctness, answer, "correct, used search and python", True)
         if correctness > 0:
             return RewardResult(correctness, correctness, answer, "correct", True)
         return RewardResult(0.0, 0.0, answer, "wrong answer", True)
@@ -177,6 +184,8 @@ _REWARD_FACTORIES: dict[str, Callable[[str], RewardFunction]] = {
     "em": lambda math_mode: DeepResearchReward("em", math_mode),
     "math": lambda math_mode: DeepResearchReward("math", math_mode),
 }
+BUILT_IN_REWARDS = ("f1", "em", "math")
+_DEFAULT_FACTORIES = dict(_REWARD_FACTORIES)  # a built-in name re-registered with overwrite=True is the user's
 
 
 def register_reward_function(name: str, overwrite: bool = False) -> Callable:
@@ -231,7 +240,29 @@ def load_callable(path: str) -> Callable:
     return target
 
 
-def get_reward_function(name: str, math_mode: str = "f1") -> RewardFunction:
+def check_tool_bonus(name: str, tool_bonus: float) -> float:
+    r"""Check `agentic_reward_tool_bonus` against the reward it applies to (called before the model loads).
+
+    Returns:
+        The bonus as a float.
+
+    Raises:
+        ValueError: a negative or non-finite bonus, or a bonus other than the default (0.1) with a reward that is not
+            built in (`f1`, `em`, `math`), which computes its own score.
+    """
+    bonus = float(tool_bonus)
+    if not math.isfinite(bonus) or bonus < 0:
+        raise ValueError(f"agentic_reward_tool_bonus must be a finite number >= 0, got {tool_bonus!r}.")
+    built_in = name in BUILT_IN_REWARDS and _REWARD_FACTORIES.get(name) is _DEFAULT_FACTORIES[name]
+    if bonus != TOOL_BONUS and not built_in:
+        raise ValueError(
+            f"agentic_reward_tool_bonus={bonus} applies to the built-in rewards {', '.join(BUILT_IN_REWARDS)}; "
+            f"reward {name!r} computes its own score: remove agentic_reward_tool_bonus or add the bonus in that reward."
+        )
+    return bonus
+
+
+def get_reward_function(name: str, math_mode: str = "f1", tool_bonus: float = TOOL_BONUS) -> RewardFunction:
     r"""The reward named by `agentic_reward`, with `agentic_reward_math` applied to built-in rewards.
 
     Args:
@@ -239,15 +270,21 @@ def get_reward_function(name: str, math_mode: str = "f1") -> RewardFunction:
             every row, same gate and bonus), another registered name, or `module:function` (a user function
             `fn(model_text, ground_truth, metadata) -> float`; `math_mode` does not apply to it).
         math_mode: `f1`, `math_verify` or `max` for rows with `ability == "math"`.
+        tool_bonus: The built-in rewards' bonus for a correct answer that used both search and python
+            (`agentic_reward_tool_bonus`, default 0.1 as the reference); other rewards compute their own score.
 
     Returns:
         A `RewardFunction`.
 
     Raises:
-        ValueError: unknown name or math mode, or an import path that cannot be loaded.
+        ValueError: unknown name or math mode, an import path that cannot be loaded, a negative or non-finite
+            `tool_bonus`, or a `tool_bonus` other than the default for a reward that is not built in.
     """
     if math_mode not in MATH_MODES:
         raise ValueError(f"unknown math mode {math_mode!r}; expected one of {MATH_MODES}.")
+    check_tool_bonus(name, tool_bonus)
+    if name in BUILT_IN_REWARDS and _REWARD_FACTORIES[name] is _DEFAULT_FACTORIES[name]:
+        return DeepResearchReward(name, math_mode, tool_bonus)
     if ":" in name:
         return CallableReward(load_callable(name), name)
     if name not in _REWARD_FACTORIES:

@@ -131,6 +131,7 @@ _REPORTED_KEYS = (
     "rl_num_iterations",
     "agentic_reward",
     "agentic_reward_math",
+    "agentic_reward_tool_bonus",
     "agentic_search_backend",
     "agentic_cache_path",
     "agentic_cache_mode",

@@ -89,7 +89,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
             "agentic_tool_workers",
         ),
     ),
-    ("reward", RL_STAGES, ("agentic_reward", "agentic_reward_math")),
+    ("reward", RL_STAGES, ("agentic_reward", "agentic_reward_math", "agentic_reward_tool_bonus")),
     ("optim", RL_STAGES, ("rl_epsilon", "rl_epsilon_high", "rl_kl_coef", "rl_entropy_coef")),
     (
         "aepo",

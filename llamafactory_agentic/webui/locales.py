@@ -56,6 +56,7 @@ FIELD_LABELS: dict[str, tuple[str, str]] = {  # element name: (English, Chinese)
     "agentic_tool_workers": ("Concurrent tool calls", "并发工具调用数"),
     "agentic_reward": ("Reward function", "奖励函数"),
     "agentic_reward_math": ("Math correctness", "数学题判分方式"),
+    "agentic_reward_tool_bonus": ("Bonus for using both tools", "同时使用两种工具的奖励"),
     "rl_epsilon": ("Clip ε (low)", "裁剪 ε（下界）"),
     "rl_epsilon_high": ("Clip ε (high)", "裁剪 ε（上界）"),
     "rl_kl_coef": ("KL coefficient", "KL 系数"),

@@ -74,6 +74,23 @@ def test_correct_answer_and_multi_tool_bonus():
     assert reward(_text("\\boxed{Paris France}", SEARCH + PYTHON), "Paris", meta) == pytest.approx(2 / 3 + 0.1)
 
 
+def test_tool_bonus_is_a_setting_of_the_built_in_rewards():
+    """`agentic_reward_tool_bonus`: 0 turns the bonus off, another value replaces 0.1; user rewards refuse it."""
+    meta = {"data_source": "synthetic_tool_use", "ability": "python_count"}
+    for name in ("f1", "em", "math"):
+        off = get_reward_function(name, tool_bonus=0.0).compute(_text("\\boxed{2}", SEARCH + PYTHON), "2", meta)
+        assert (off.score, off.correctness, off.reason) == (1.0, 1.0, "correct"), name
+        big = get_reward_function(name, tool_bonus=0.5)(_text("\\boxed{2}", SEARCH + PYTHON), "2", meta)
+        assert big == pytest.approx(1.5), name
+        assert get_reward_function(name, tool_bonus=0.5)(_text("\\boxed{2}", SEARCH), "2", meta) == 1.0, name
+    for bad in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="finite number >= 0"):
+            get_reward_function("em", tool_bonus=bad)
+    with pytest.raises(ValueError, match="computes its own score"):
+        get_reward_function("os.path:exists", tool_bonus=0.0)
+    assert get_reward_function("os.path:exists").name == "os.path:exists"  # the default bonus passes through
+
+
 def test_yes_no_rule():
     assert f1_score("yes", "no") == 0.0
     assert f1_score("Yes.", "yes") == 1.0

@@ -94,6 +94,18 @@ def test_build_run_config_builds_every_part_once():
     assert run.loss == ArpoLossConfig.from_args(args) and run.loss.balanced_clip and run.loss.policy_loss == "ppo_clip"
     assert run.rollout.group_size == 4 and run.rollout.eos_token_id == 9 and run.rollout.seed == 5  # seed + rank 0
     assert run.tools == tools_config_from_args(args)
-    assert (run.reward, run.reward_math) == ("f1", "f1")
+    assert (run.reward, run.reward_math, run.reward_tool_bonus) == ("f1", "f1", 0.1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         run.rollout.group_size = 8
+
+
+def test_tool_bonus_reaches_the_run_config_and_bad_values_stop_before_the_model_loads():
+    training_args = Seq2SeqTrainingArguments(output_dir="unused", per_device_train_batch_size=16, report_to=[])
+    run = build_run_config(training_args, resolved("arpo", agentic_reward_tool_bonus=0.0), SAMPLING, 9, world_size=1)
+    assert run.reward_tool_bonus == 0.0
+    for bad in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="agentic_reward_tool_bonus must be a finite number >= 0"):
+            build_run_config(training_args, resolved("arpo", agentic_reward_tool_bonus=bad), SAMPLING, 9, world_size=1)
+    user = resolved("arpo", agentic_reward="mypkg.rewards:score", agentic_reward_tool_bonus=0.0)
+    with pytest.raises(ValueError, match="applies to the built-in rewards f1, em, math; reward 'mypkg.rewards:score'"):
+        build_run_config(training_args, user, SAMPLING, 9, world_size=1)

@@ -27,6 +27,7 @@ from typing import Any
 
 from ...algorithms import list_policy_losses
 from ...integration.trl_compat import GRPOConfig
+from ...rewards.registry import TOOL_BONUS, check_tool_bonus
 from ...rollout.trajectory import STOP_STRINGS, RolloutConfig
 
 
@@ -368,6 +369,7 @@ class ArpoRunConfig:
     tools: ToolsConfig  # the tool executor
     reward: str  # `agentic_reward`: registered name or module:function
     reward_math: str  # `agentic_reward_math`: f1, math_verify or max
+    reward_tool_bonus: float  # `agentic_reward_tool_bonus`: built-in rewards' bonus for using search and python
 
 
 def build_run_config(
@@ -405,4 +407,7 @@ def build_run_config(
         tools=tools if tools is not None else tools_config_from_args(finetuning_args),
         reward=finetuning_args.agentic_reward,
         reward_math=finetuning_args.agentic_reward_math,
+        reward_tool_bonus=check_tool_bonus(
+            finetuning_args.agentic_reward, getattr(finetuning_args, "agentic_reward_tool_bonus", TOOL_BONUS)
+        ),
     )

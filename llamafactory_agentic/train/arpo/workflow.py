@@ -162,7 +162,7 @@ def _train(
     )
     engine = build_engine(run_config.rollout.backend, model, tokenizer, run_config.rollout)
     rollout = AgenticRollout(engine, executor, tokenizer, run_config.rollout)
-    reward_fn = get_reward_function(run_config.reward, run_config.reward_math)
+    reward_fn = get_reward_function(run_config.reward, run_config.reward_math, run_config.reward_tool_bonus)
 
     extend_log_callback(callbacks)
     trainer = ArpoTrainer(
