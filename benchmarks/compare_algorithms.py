@@ -19,6 +19,7 @@ Writes to `--work-dir` (default saves/compare_algorithms/<scale>):
                  calls per trajectory, branches, consecutive branches, entropy, generated tokens, wall time
     curves.csv   one row per (algorithm, seed, step, metric)
     summary.csv  mean and std over seeds per algorithm
+    by_kind.csv  held-out accuracy and tool calls per question of each question kind, cold start and final model
     compare_algorithms.png   held-out accuracy curve, tool calls per trajectory, branches, consecutive branches, mean
                  token entropy, generated tokens, wall time
 Finished runs are kept and skipped when the script is run again (split the work with --seeds / --algorithms).
@@ -234,6 +235,14 @@ def write_outputs(root: Path, results: list[dict]) -> list[dict]:
             for key, points in r["curves"].items():
                 for step, value in points:
                     writer.writerow([r["algorithm"], r["seed"], step, key, value])
+    with open(root / "by_kind.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["algorithm", "seed", "model", "kind", "questions", "accuracy", "tool_calls_per_question"])
+        for r in results:
+            for model, key in (("sft", "sft_by_kind"), ("final", "final_by_kind")):
+                for kind, entry in sorted(r.get(key, {}).items()):
+                    row = [r["algorithm"], r["seed"], model, kind, int(entry["questions"])]
+                    writer.writerow(row + [round(entry["accuracy"], 4), round(entry["tool_calls"], 3)])
     summary = []
     for algorithm in ALGORITHMS:
         rows = [row for row in run_rows if row["algorithm"] == algorithm]
@@ -368,7 +377,8 @@ def main() -> None:
                     f"wall time {entry['wall_s'] / base['wall_s']:.2f}"
                 )
     print(
-        f"outputs in {root} (runs.csv, curves.csv, summary.csv, compare_algorithms.png); {time.perf_counter() - start:.0f} s"
+        f"outputs in {root} (runs.csv, curves.csv, summary.csv, by_kind.csv, compare_algorithms.png); "
+        f"{time.perf_counter() - start:.0f} s"
     )
 
 

@@ -23,8 +23,8 @@ the search tool, never a memorised fact. Question kinds (`KINDS`; examples at di
 
 * `python_arith` (`python`): integer arithmetic, e.g. `Compute 60 + 90.`; labelled code `print('60 + 90 =', 60 + 90)`,
   whose output `60 + 90 = 150` names what it computed, so the trajectory can restate it.
-* `python_count` (`python`): `How many times does 3 appear in the list [3, 5, 1, 3, 2]?`; code
-  `print([3, 5, 1, 3, 2].count(3))` (output `2`, unlabelled).
+* `python_count` (`python`): `How many times does 3 appear in the list [3, 5, 1, 3, 2]?`; labelled code
+  `print('count =', [3, 5, 1, 3, 2].count(3))`, output `count = 2`.
 * `search_1hop` (`search`): `In which year did employee #4817 join?`; query `year did employee #4817 join`.
 * `search_2hop` (`search` twice): `In which city does the manager of employee #4817 work?`; queries
   `manager of employee #4817`, then `city does employee #2290 work` (the manager's id read from the first result).
@@ -49,16 +49,16 @@ pool of 100 ids outside it).
 
 Cold-start trajectories (`build_sft_trajectory`) open with a `<think>` block that restates the question and the plan,
 then make the solving calls; after each solving search, a `<think>` block restates the top snippet's fact (`<think>
-Employee #4817 joined in the year 1993. </think>`), after each labelled python call the output (`<think> 60 + 90 =
-150. </think>`), and a count ends with `<think> The result gives 2. </think>`; the answer follows as `<answer>
-\boxed{...} </answer>`. They are deliberately imperfect, as real cold-start data is: with `skip_tool_rate` a
-tool-needing question is answered without any tool call, with a guess from the teacher's prior (`prior_guess`; by
-default mostly for the questions that look easy, as real models under-use tools there: counts 0.7, one-hop look-ups
-0.6, sums 0.3, the rest 0.1), with `wrong_tool_rate` the first call uses the wrong tool (its result is not restated)
-and the trajectory recovers, and with `extra_tool_rate` a `no_tool` question gets an unnecessary search (not restated
-either). The observations are the real tools' outputs: search results come from the built index through the `search`
-tool's own formatting; python outputs are what the generated `print(...)` prints, its arguments evaluated and joined
-by spaces (`ToolOracle`), which is what the python tool prints for that code.
+Employee #4817 joined in the year 1993. </think>`), after each labelled python call the output (`<think> 60 + 90 = 150.
+</think>`, `<think> count = 2. </think>`); the answer follows as `<answer> \boxed{...} </answer>`. They are
+deliberately imperfect, as real cold-start data is: with `skip_tool_rate` a tool-needing question is answered without
+any tool call, with a guess from the teacher's prior (`prior_guess`; by default mostly for the questions that look
+easy, as real models under-use tools there: counts 0.7, one-hop look-ups 0.6, sums 0.3, the rest 0.1), with
+`wrong_tool_rate` the first call uses the wrong tool (its result is not restated) and the trajectory recovers, and with
+`extra_tool_rate` a `no_tool` question gets an unnecessary search (not restated either). The observations are the real
+tools' outputs: search results come from the built index through the `search` tool's own formatting; python outputs are
+what the generated `print(...)` prints, its arguments evaluated and joined by spaces (`ToolOracle`), which is what the
+python tool prints for that code.
 """
 
 import json
@@ -395,8 +395,8 @@ def make_question(kind: str, split: str, facts: FactBase, rng: random.Random, le
         target = rng.choice(items)
         listing = "[" + ", ".join(map(str, items)) + "]"
         question = f"How many times does {target} appear in the list {listing}?"
-        return Question(kind, question, str(items.count(target)), [("python", f"print({listing}.count({target}))")],
-                        split)  # fmt: skip
+        code = f"print('count =', {listing}.count({target}))"
+        return Question(kind, question, str(items.count(target)), [("python", code)], split)
     if kind == "no_tool":
         other = facts.outside_id(rng)  # not in the directory
         if rng.random() < 0.5:
@@ -537,7 +537,7 @@ def _think(question: Question, style: str) -> str:
         expr = question.question[len("Compute ") : -1]
         plan = f"I need to compute {expr}." if style == "tool" else f"I can do {expr} in my head."
     elif kind == "python_count":
-        listing, target = calls[0][1][len("print(") : -1].rsplit(".count(", 1)
+        listing, target = calls[0][1][len("print('count =', ") : -1].rsplit(".count(", 1)
         subject = f"{target.rstrip(')')} in {listing}"
         plan = f"I need to count {subject}." if style == "tool" else f"I can count {subject} in my head."
     else:
@@ -607,9 +607,10 @@ def build_sft_trajectory(question: Question, oracle: ToolOracle, rng: random.Ran
 
     The opening `<think>` restates the question and the plan; every solving search is followed by `<think> FACT
     </think>`, FACT the top snippet without its `Page 1: ` label, every labelled python call by `<think> OUTPUT.
-    </think>`; a count ends with `<think> The result gives N. </think>`. A wrong-tool first call and an unnecessary
-    search are not restated. Draws from `rng`: whether to skip the tool or call the wrong one first (one draw against
-    `config.skip_rate(kind)` and `config.wrong_tool_rate`), or for a `no_tool` question whether to search anyway.
+    </think>` (`<think> 481 + 392 = 873. </think>`, `<think> count = 2. </think>`). A wrong-tool first call and an
+    unnecessary search are not restated. Draws from `rng`: whether to skip the tool or call the wrong one first (one
+    draw against `config.skip_rate(kind)` and `config.wrong_tool_rate`), or for a `no_tool` question whether to search
+    anyway.
 
     Args:
         question: The question and its solving calls.
@@ -644,10 +645,8 @@ def build_sft_trajectory(question: Question, oracle: ToolOracle, rng: random.Ran
         text += f" <{tool}> {content} </{tool}>" + wrap_observation(observation)
         if tool == "search":  # the found fact, restated (what the next call or the answer is read from)
             text += f" <think> {_top_fact(observation)} </think>"
-        elif question.kind != "python_count":  # the labelled output, restated (`481 + 392 = 873.`)
+        else:  # the labelled output, restated (`481 + 392 = 873.`, `count = 2.`)
             text += f" <think> {observation.strip()}. </think>"
-    if question.kind == "python_count":
-        text += f" <think> The result gives {question.answer}. </think>"
     return text + " " + _answer(question.answer)
 
 
