@@ -179,13 +179,13 @@ class CallableReward(RewardFunction):
         return result
 
 
-_REWARD_FACTORIES: dict[str, Callable[[str], RewardFunction]] = {
-    "f1": lambda math_mode: DeepResearchReward("f1", math_mode),
-    "em": lambda math_mode: DeepResearchReward("em", math_mode),
-    "math": lambda math_mode: DeepResearchReward("math", math_mode),
-}
 BUILT_IN_REWARDS = ("f1", "em", "math")
-_DEFAULT_FACTORIES = dict(_REWARD_FACTORIES)  # a built-in name re-registered with overwrite=True is the user's
+# name -> factory(math_mode, tool_bonus); a built-in name re-registered with overwrite=True becomes the user's
+_REWARD_FACTORIES: dict[str, Callable[[str, float], RewardFunction]] = {
+    name: (lambda math_mode, tool_bonus, name=name: DeepResearchReward(name, math_mode, tool_bonus))
+    for name in BUILT_IN_REWARDS
+}
+_USER_REWARDS: set[str] = set()
 
 
 def register_reward_function(name: str, overwrite: bool = False) -> Callable:
@@ -204,9 +204,10 @@ def register_reward_function(name: str, overwrite: bool = False) -> Callable:
         if name in _REWARD_FACTORIES and not overwrite:
             raise ValueError(f"reward {name!r} is already registered.")
         if isinstance(obj, type) and issubclass(obj, RewardFunction):
-            _REWARD_FACTORIES[name] = lambda math_mode: obj()
+            _REWARD_FACTORIES[name] = lambda math_mode, tool_bonus: obj()
         else:
-            _REWARD_FACTORIES[name] = lambda math_mode: CallableReward(obj, name)
+            _REWARD_FACTORIES[name] = lambda math_mode, tool_bonus: CallableReward(obj, name)
+        _USER_REWARDS.add(name)
         return obj
 
     return decorator
@@ -253,8 +254,7 @@ def check_tool_bonus(name: str, tool_bonus: float) -> float:
     bonus = float(tool_bonus)
     if not math.isfinite(bonus) or bonus < 0:
         raise ValueError(f"agentic_reward_tool_bonus must be a finite number >= 0, got {tool_bonus!r}.")
-    built_in = name in BUILT_IN_REWARDS and _REWARD_FACTORIES.get(name) is _DEFAULT_FACTORIES[name]
-    if bonus != TOOL_BONUS and not built_in:
+    if bonus != TOOL_BONUS and (name not in BUILT_IN_REWARDS or name in _USER_REWARDS):
         raise ValueError(
             f"agentic_reward_tool_bonus={bonus} applies to the built-in rewards {', '.join(BUILT_IN_REWARDS)}; "
             f"reward {name!r} computes its own score: remove agentic_reward_tool_bonus or add the bonus in that reward."
@@ -282,11 +282,9 @@ def get_reward_function(name: str, math_mode: str = "f1", tool_bonus: float = TO
     """
     if math_mode not in MATH_MODES:
         raise ValueError(f"unknown math mode {math_mode!r}; expected one of {MATH_MODES}.")
-    check_tool_bonus(name, tool_bonus)
-    if name in BUILT_IN_REWARDS and _REWARD_FACTORIES[name] is _DEFAULT_FACTORIES[name]:
-        return DeepResearchReward(name, math_mode, tool_bonus)
+    tool_bonus = check_tool_bonus(name, tool_bonus)
     if ":" in name:
         return CallableReward(load_callable(name), name)
     if name not in _REWARD_FACTORIES:
         raise ValueError(f"unknown reward {name!r}; registered: {list_reward_functions()} (or use 'module:function').")
-    return _REWARD_FACTORIES[name](math_mode)
+    return _REWARD_FACTORIES[name](math_mode, tool_bonus)
