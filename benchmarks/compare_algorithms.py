@@ -6,6 +6,8 @@
 
     python benchmarks/compare_algorithms.py                          # CPU, the demo's settings, seeds 0 1 2
     python benchmarks/compare_algorithms.py --scale gpu --gpus 0 --runs-per-gpu 6   # larger model, 6 runs per GPU
+    python benchmarks/compare_algorithms.py --algorithms arpo --sft-extra max_steps=1200   # cold-start variants
+    python benchmarks/compare_algorithms.py --algorithms arpo --model-extra num_kv_heads=4   # (how the demo's was chosen)
 
 Per seed: the task is generated (`llamafactory-agentic task generate`), a model is built from scratch
 (`task build-model`, size `demo` on CPU, `gpu` on GPU) and cold-started once with agentic SFT; every algorithm then
@@ -136,15 +138,25 @@ def prepare_seed(root: Path, seed: int, scale: dict, env: dict) -> Path:
     from llamafactory_agentic.tasks.synthetic import TaskConfig, generate_task
 
     workdir = root / f"seed{seed}"
+    settings = {"model": scale["model"], "model_extra": scale["model_extra"], "sft": scale["sft"]}
     if (workdir / "sft" / "config.json").is_file():
+        recorded = workdir / "cold_start.json"
+        if recorded.is_file() and json.loads(recorded.read_text()) != settings:
+            raise SystemExit(
+                f"{workdir} holds a cold start built with {recorded.read_text().strip()}, not {json.dumps(settings)}: "
+                "finished runs are reused, so pass another --work-dir for other cold-start settings"
+            )
         heldout(workdir, "sft", env)
         return workdir
     workdir.mkdir(parents=True, exist_ok=True)
     generate_task(TaskConfig(seed=seed, sizes=dict(scale["sizes"] or DEMO_SIZES)), workdir / "data")
-    build_task_model(workdir / "model", workdir / "data", size=scale["model"], seed=seed)
+    build_task_model(
+        workdir / "model", workdir / "data", size=scale["model"], seed=seed, overrides=scale["model_extra"]
+    )
     copy_recipes(workdir)
     seconds = train(workdir, "recipes/agentic_sft_cpu.yaml", [f"seed={seed}", *scale["sft"]], workdir / "sft.log", env)
     (workdir / "sft_seconds.json").write_text(json.dumps({"seconds": seconds}))
+    (workdir / "cold_start.json").write_text(json.dumps(settings))
     heldout(workdir, "sft", env)  # once per seed: every algorithm starts from it
     return workdir
 
@@ -153,7 +165,13 @@ def run_algorithm(workdir: Path, seed: int, algorithm: str, scale: dict, extra: 
     out = workdir / algorithm
     done = out / "compare_result.json"
     if done.is_file():
-        return json.loads(done.read_text())
+        result = json.loads(done.read_text())
+        if result.get("extra", extra) != extra:
+            raise SystemExit(
+                f"{out} was trained with --extra {' '.join(result['extra']) or '(none)'}, not {' '.join(extra) or '(none)'}: "
+                "finished runs are reused, so pass another --work-dir for other RL settings"
+            )
+        return result
     overrides = [
         f"seed={seed}",
         f"output_dir={algorithm}",
@@ -176,6 +194,7 @@ def run_algorithm(workdir: Path, seed: int, algorithm: str, scale: dict, extra: 
         "algorithm": algorithm,
         "seed": seed,
         "wall_s": seconds,
+        "extra": list(extra),
         "sft_accuracy": start["accuracy"],
         "final_accuracy": final["accuracy"],
         "final_tool_calls_per_question": final["tool_calls_per_question"],
@@ -318,11 +337,18 @@ def main() -> None:
     parser.add_argument("--runs-per-gpu", type=int, default=1, help="runs sharing one device at a time (small models)")
     parser.add_argument("--extra", nargs="*", default=[], help="more key=value overrides for every RL run")
     parser.add_argument("--sft-extra", nargs="*", default=[], help="more key=value overrides for the cold start")
+    parser.add_argument(
+        "--model-extra",
+        nargs="*",
+        default=[],
+        help="key=value integers replacing the model size's shape (hidden_size=160)",
+    )
     parser.add_argument("--report-only", action="store_true", help="only rebuild the tables from finished runs")
     args = parser.parse_args()
 
     scale = dict(SCALES[args.scale])
     scale["sft"] = scale["sft"] + args.sft_extra
+    scale["model_extra"] = {key: int(value) for key, value in (item.split("=", 1) for item in args.model_extra)}
     root = Path(args.work_dir or REPO / "saves" / "compare_algorithms" / args.scale).resolve()
     root.mkdir(parents=True, exist_ok=True)
     gpus = (args.gpus.split(",") if args.gpus else [None]) * max(args.runs_per_gpu, 1)

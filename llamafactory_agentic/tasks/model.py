@@ -75,7 +75,11 @@ def tokenizer_corpus(task_dir: str | os.PathLike) -> list[str]:
 
 
 def build_task_model(
-    output_dir: str | os.PathLike, task_dir: str | os.PathLike, size: str = "demo", seed: int = 0
+    output_dir: str | os.PathLike,
+    task_dir: str | os.PathLike,
+    size: str = "demo",
+    seed: int = 0,
+    overrides: dict[str, int] | None = None,
 ) -> Path:
     r"""Build a random-weight Qwen2 model with a tokenizer trained on the synthetic task's text (no model hub).
 
@@ -87,19 +91,32 @@ def build_task_model(
         task_dir: A folder written by `generate_task` (the tokenizer's training text).
         size: One of `MODEL_SIZES`.
         seed: Seed of the weight initialisation.
+        overrides: Replace entries of the size's spec (`hidden_size`, `num_layers`, `intermediate_size`, `num_heads`,
+            `num_kv_heads`), e.g. to measure how the cold start depends on the model's shape.
 
     Returns:
         `output_dir`, loadable by `llamafactory-cli` with `template: qwen`.
 
     Raises:
-        KeyError: an unknown size.
+        KeyError: an unknown size or override key.
     """
     from ..testing import build_tiny_model
 
     if size not in MODEL_SIZES:
         raise KeyError(f"unknown model size {size!r}; choose one of {', '.join(MODEL_SIZES)}")
-    spec = {**TOKENIZER, **MODEL_SIZES[size]}
+    unknown = sorted(set(overrides or {}) - set(MODEL_SIZES[size]))
+    if unknown:
+        raise KeyError(f"unknown model setting(s) {', '.join(unknown)}; choose from {', '.join(MODEL_SIZES[size])}")
+    spec = {**TOKENIZER, **MODEL_SIZES[size], **(overrides or {})}
     path = build_tiny_model(output_dir, seed=seed, extra_corpus=tokenizer_corpus(task_dir), **spec)
     with open(Path(path) / "tiny_model.json", "w", encoding="utf-8") as f:
-        json.dump({"built_by": "llamafactory_agentic.tasks.model.build_task_model", "size": size, "seed": seed}, f)
+        json.dump(
+            {
+                "built_by": "llamafactory_agentic.tasks.model.build_task_model",
+                "size": size,
+                "seed": seed,
+                "overrides": dict(overrides or {}),
+            },
+            f,
+        )
     return Path(path)

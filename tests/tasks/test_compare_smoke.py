@@ -9,10 +9,11 @@ generation, cold start and two RL presets with the real `llamafactory-cli`, the 
 `llamafactory-agentic task eval` process, then `runs.csv`, `curves.csv`, `summary.csv` and the PNG. The numbers of a
 smoke run mean nothing; what is checked is that every column and curve the tables and the plot read is there (and
 the per-kind table covers the held-out set), that
-both runs start from the same cold start, and that GRPO never branches while ARPO's branch counters are logged.
+`--model-extra` and `--sft-extra` reach the model and the cold start, that both runs start from the same cold start, and that GRPO never branches while ARPO's branch counters are logged.
 """
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -31,8 +32,25 @@ def test_compare_algorithms_smoke(tmp_path: Path):
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     command = [sys.executable, str(REPO / "benchmarks" / "compare_algorithms.py"), "--scale", "smoke"]
     command += ["--seeds", "0", "--algorithms", "grpo", "arpo", "--work-dir", str(tmp_path)]
+    command += ["--model-extra", "num_kv_heads=4", "--sft-extra", "max_steps=3"]  # how the cold-start sweep was run
     proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    model_config = json.loads((tmp_path / "seed0" / "model" / "config.json").read_text())
+    assert model_config["num_key_value_heads"] == 4  # --model-extra reached the model builder
+    sft_log = [
+        json.loads(line) for line in (tmp_path / "seed0" / "sft" / "trainer_log.jsonl").read_text().splitlines()
+    ]
+    assert sft_log[-1]["total_steps"] == 3  # --sft-extra reached the cold start
+
+    # finished runs are reused, so other settings in the same work dir are refused instead of silently reused
+    base = command[: command.index("--model-extra")]
+    for changed in (
+        [*base, "--model-extra", "num_kv_heads=2", "--sft-extra", "max_steps=3"],  # another cold start
+        [*command, "--extra", "agentic_reward_tool_bonus=0"],  # other RL settings on the same cold start
+    ):
+        refused = subprocess.run(changed, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert refused.returncode != 0 and "pass another --work-dir" in refused.stderr, refused.stderr[-2000:]
 
     for name in ("runs.csv", "curves.csv", "summary.csv", "by_kind.csv", "compare_algorithms.png"):
         assert (tmp_path / name).stat().st_size > 0, name

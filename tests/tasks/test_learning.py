@@ -5,7 +5,7 @@
 """ARPO learns: a short fixed-seed run of the README's main job in which the held-out reward rises.
 
 Everything is real: the synthetic task generated from seed 0 at the demo's sizes, the demo's model built here, agentic
-SFT with `llamafactory-cli train` on the shipped recipe (900 steps, as the demo), then `llamafactory-cli train` of the
+SFT with `llamafactory-cli train` on the shipped recipe (1500 steps, as the demo), then `llamafactory-cli train` of the
 shipped ARPO recipe for `STEPS` steps with the python sandbox, the local BM25 search and the exact-match reward.
 
 What is asserted, from the RL run's `trainer_log.jsonl`:
@@ -14,7 +14,8 @@ What is asserted, from the RL run's `trainer_log.jsonl`:
   step is a sample of 8 prompts x 8 trajectories and too noisy for a short run, so the test reads the held-out one;
 * on average fewer than half of the groups had identical rewards (the policy gradient was not zero);
 * the loss and gradient norm were not zero.
-Measured on this project's 2-core machine (nothing else running): 292 s; the held-out reward went from 0.39 to 0.54.
+Measured on this project's 2-core machine (nothing else running): 514 s; the held-out reward went from 0.54 to 0.94, with
+identical-reward groups 30% of a step on average (292 s and 0.39 -> 0.54 with the former 900-step cold start).
 """
 
 import json

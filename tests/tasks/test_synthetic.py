@@ -433,6 +433,22 @@ def task_tokenizer(task, tmp_path_factory):
     return tokenizer
 
 
+def test_model_shape_overrides_are_applied_and_unknown_keys_refused(task, tmp_path):
+    """`build_task_model(overrides=...)` replaces entries of the size's shape (the cold-start sweep's `--model-extra`)."""
+    from transformers import AutoConfig
+
+    from llamafactory_agentic.tasks.model import MODEL_SIZES, build_task_model
+
+    path = build_task_model(tmp_path / "wide", task[0], size="test", overrides={"hidden_size": 128, "num_kv_heads": 4})
+    config = AutoConfig.from_pretrained(str(path))
+    assert (config.hidden_size, config.num_key_value_heads) == (128, 4)
+    assert config.num_hidden_layers == MODEL_SIZES["test"]["num_layers"]  # the rest of the size is kept
+    assert json.loads((path / "tiny_model.json").read_text())["overrides"] == {"hidden_size": 128, "num_kv_heads": 4}
+    with pytest.raises(KeyError, match="unknown model setting.*hidden_sise"):
+        build_task_model(tmp_path / "bad", task[0], size="test", overrides={"hidden_sise": 128})
+    assert not (tmp_path / "bad").exists()  # refused before anything is written
+
+
 def test_city_names_are_single_tokens(task, task_tokenizer):
     """Every city is one token where it stands: after a space in facts and questions, after `{` in the answer."""
     _, city, _ = facts_of(task[0])
