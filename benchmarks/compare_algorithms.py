@@ -345,10 +345,18 @@ def main() -> None:
     )
     parser.add_argument("--report-only", action="store_true", help="only rebuild the tables from finished runs")
     args = parser.parse_args()
+    from llamafactory_agentic.tasks.model import MODEL_SIZES
 
     scale = dict(SCALES[args.scale])
     scale["sft"] = scale["sft"] + args.sft_extra
-    scale["model_extra"] = {key: int(value) for key, value in (item.split("=", 1) for item in args.model_extra)}
+    scale["model_extra"] = {}
+    for item in args.model_extra:
+        key, _, value = item.partition("=")
+        if not value.isdigit():
+            parser.error(f"--model-extra {item}: expected KEY=INTEGER, e.g. hidden_size=192")
+        if key not in MODEL_SIZES[scale["model"]]:
+            parser.error(f"--model-extra {item}: {key} is not one of {', '.join(MODEL_SIZES[scale['model']])}")
+        scale["model_extra"][key] = int(value)
     root = Path(args.work_dir or REPO / "saves" / "compare_algorithms" / args.scale).resolve()
     root.mkdir(parents=True, exist_ok=True)
     gpus = (args.gpus.split(",") if args.gpus else [None]) * max(args.runs_per_gpu, 1)

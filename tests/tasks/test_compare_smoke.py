@@ -8,8 +8,9 @@ A real run of the script at `--scale smoke` (tiny model, 4 SFT steps, 2 RL steps
 generation, cold start and two RL presets with the real `llamafactory-cli`, the held-out evaluation in its own
 `llamafactory-agentic task eval` process, then `runs.csv`, `curves.csv`, `summary.csv` and the PNG. The numbers of a
 smoke run mean nothing; what is checked is that every column and curve the tables and the plot read is there (and
-the per-kind table covers the held-out set), that
-`--model-extra` and `--sft-extra` reach the model and the cold start, that both runs start from the same cold start, and that GRPO never branches while ARPO's branch counters are logged.
+the per-kind table covers the held-out set), that `--model-extra` and `--sft-extra` reach the model and the cold start,
+that a second invocation with other settings in the same work dir is refused (finished runs are reused), that both runs
+start from the same cold start, and that GRPO never branches while ARPO's branch counters are logged.
 """
 
 import csv
