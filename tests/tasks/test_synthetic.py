@@ -594,3 +594,22 @@ def test_solving_calls_retrieve_the_needed_fact_first(task):
     finally:
         oracle.close()
     assert checked > 100
+
+
+def test_evaluation_defaults_to_the_task_search_topk():
+    """`evaluate_policy`, `task eval` and `task generate` agree on snippets per search (a policy trained on one snippet
+    and evaluated on three read the wrong one: a throwaway check with the old default of 3 scored 0% on one-hop
+    look-ups that `task eval` scored 94% on)."""
+    import argparse
+    import inspect
+
+    from llamafactory_agentic.tasks.cli import add_subcommands
+    from llamafactory_agentic.tasks.evaluate import evaluate_policy
+    from llamafactory_agentic.tasks.synthetic import TaskConfig
+
+    parser = argparse.ArgumentParser()
+    add_subcommands(parser.add_subparsers(dest="command"))
+    evaluate_args = parser.parse_args(["task", "eval", "model", "--data", "heldout.jsonl"])
+    generate_args = parser.parse_args(["task", "generate", "--output", "out"])
+    default = inspect.signature(evaluate_policy).parameters["search_topk"].default
+    assert default == TaskConfig().search_topk == evaluate_args.search_topk == generate_args.search_topk == 1
