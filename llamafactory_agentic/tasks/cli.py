@@ -116,6 +116,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     r"""Register `task` with its sub-commands on the `llamafactory-agentic` parser."""
+    from .synthetic import DEFAULT_SEARCH_TOPK
+
     task = subparsers.add_parser("task", help="synthetic tool-use task: generate data, build a model, evaluate")
     sub = task.add_subparsers(dest="task_command", metavar="TASK_COMMAND", required=True)
 
@@ -145,7 +147,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                    help="share that call the wrong tool first, then recover")  # fmt: skip
     p.add_argument("--extra-tool-rate", type=float, default=0.1,
                    help="share of no-tool trajectories with an unnecessary search")  # fmt: skip
-    p.add_argument("--search-topk", type=int, default=1,
+    p.add_argument("--search-topk", type=int, default=DEFAULT_SEARCH_TOPK,
                    help="snippets per search in the trajectories (use the same agentic_search_topk to train)")  # fmt: skip
     p.set_defaults(func=_cmd_generate)
 
@@ -164,7 +166,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--template", default="qwen")
     p.add_argument("--max-response-length", type=int, default=256)
     p.add_argument("--max-tool-calls", type=int, default=3)
-    p.add_argument("--search-topk", type=int, default=1)
+    p.add_argument("--search-topk", type=int, default=DEFAULT_SEARCH_TOPK)
     p.add_argument("--reward", default="em")
     p.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: the first visible GPU, else the CPU)")
     p.add_argument("--by-kind", action="store_true", help="also print accuracy per question kind")

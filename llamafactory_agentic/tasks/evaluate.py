@@ -30,6 +30,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from .synthetic import DEFAULT_SEARCH_TOPK
+
 
 @dataclass
 class EvalResult:
@@ -96,7 +98,7 @@ def evaluate_policy(
     max_prompt_length: int = 512,
     max_response_length: int = 256,
     max_tool_calls: int = 3,
-    search_topk: int = 1,
+    search_topk: int = DEFAULT_SEARCH_TOPK,
     reward: str = "em",
     batch_size: int = 128,
     python_timeout: float = 10.0,
@@ -113,8 +115,8 @@ def evaluate_policy(
         max_prompt_length: Prompts keep their last tokens beyond this (tokens).
         max_response_length: Response budget, observations included (tokens).
         max_tool_calls: Tool-call limit per trajectory.
-        search_topk: Snippets per search call; use the policy's training value (`agentic_search_topk`). The default, 1,
-            is the synthetic task's (`TaskConfig.search_topk`, the demo's recipe) and `task eval`'s.
+        search_topk: Snippets per search call; use the policy's training value (`agentic_search_topk`). The default is
+            the synthetic task's (`DEFAULT_SEARCH_TOPK`, 1: `TaskConfig`, the demo's recipe, `task eval`).
         reward: Reward name (`agentic_reward`); accuracy is its correctness == 1.
         batch_size: Trajectories decoded together.
         python_timeout: Seconds per python call.

@@ -147,6 +147,8 @@ DEFAULT_SKIP_TOOL_RATE = {
     "search_2hop": 0.1,
     "search_python": 0.1,
 }
+# snippets per search in the cold-start observations; training and evaluation read the same number
+DEFAULT_SEARCH_TOPK = 1
 DEFAULT_SFT_MIX = {
     "python_arith": 0.1,
     "python_count": 0.2,
@@ -194,7 +196,7 @@ class TaskConfig:
     skip_tool_rate: float | dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SKIP_TOOL_RATE))
     wrong_tool_rate: float = 0.1
     extra_tool_rate: float = 0.1
-    search_topk: int = 1
+    search_topk: int = DEFAULT_SEARCH_TOPK
 
     def __post_init__(self) -> None:
         r"""Validate the knobs.
