@@ -4,7 +4,7 @@
 
 """GRPO vs ARPO vs AEPO (released) vs AEPO (paper) on the synthetic tool-use task, from the same cold start.
 
-    python benchmarks/compare_algorithms.py                          # CPU, the demo's settings, seeds 0 1 2
+    python benchmarks/compare_algorithms.py                          # CPU, the demo's cold start, seeds 0 1 2
     python benchmarks/compare_algorithms.py --scale gpu --gpus 0 --runs-per-gpu 6   # larger model, 6 runs per GPU
     python benchmarks/compare_algorithms.py --algorithms arpo --sft-extra max_steps=1200   # cold-start variants
     python benchmarks/compare_algorithms.py --algorithms arpo --model-extra num_kv_heads=4   # (how the demo's was chosen)
@@ -12,7 +12,8 @@
 Per seed: the task is generated (`llamafactory-agentic task generate`), a model is built from scratch
 (`task build-model`, size `demo` on CPU, `gpu` on GPU) and cold-started once with agentic SFT; every algorithm then
 trains from that same checkpoint with `llamafactory-cli train` on the demo's RL recipe, with equal M, prompts per step,
-steps, learning rate and seed; only the preset differs (`arpo_variant: grpo`, `stage: arpo`, `stage: aepo`,
+steps, learning rate and seed, and plain group sampling as in the papers (each scale sets `rl_dynamic_sampling=false`,
+and 30 steps on CPU; `--extra` comes after and wins); only the preset differs (`arpo_variant: grpo`, `stage: arpo`, `stage: aepo`,
 `stage: aepo` + `aepo_variant: paper`). Validation runs on held-out questions every `--eval-steps` (greedy), and the
 final model is evaluated on the whole held-out set.
 
@@ -53,8 +54,9 @@ CURVE_KEYS = {
     "reward/identical_groups": "groups with identical rewards",
 }
 SCALES = {
-    # CPU: exactly the demo's task, model and recipes (`llamafactory-agentic demo` = the `arpo` run of a seed)
-    "cpu": {"model": "demo", "sizes": None, "sft": [], "rl": []},
+    # CPU: the demo's task, model and recipes, with the RL run as the papers compare (and as the published tables
+    # were measured): 30 steps of plain group sampling, no dynamic sampling (`--extra rl_dynamic_sampling=true` for it)
+    "cpu": {"model": "demo", "sizes": None, "sft": [], "rl": ["max_steps=30", "rl_dynamic_sampling=false"]},
     # smoke run of the script itself (seconds of training; the numbers mean nothing)
     "smoke": {
         "model": "test",
@@ -77,6 +79,7 @@ SCALES = {
         "sft": ["max_steps=1200", "per_device_train_batch_size=64", "learning_rate=1.0e-3", "bf16=true"],
         "rl": [
             "max_steps=20",
+            "rl_dynamic_sampling=false",
             "arpo_rollout_batch_size=16",
             "per_device_train_batch_size=64",
             "gradient_accumulation_steps=2",

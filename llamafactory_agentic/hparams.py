@@ -425,6 +425,22 @@ class AgenticArguments:
         default=1,
         metadata={"help": "Passes over each rollout batch."},
     )
+    rl_dynamic_sampling: bool = field(
+        default=False,
+        metadata={
+            "help": "DAPO's dynamic sampling: drop the groups whose M rewards are all equal (zero advantage, no "
+            "gradient) and roll out more prompts, drawn at random from the training set, until the update holds "
+            "arpo_rollout_batch_size groups with different rewards or rl_dynamic_sampling_max_batches generation "
+            "batches were rolled out (then equal-reward groups fill the rest). Costs extra rollouts."
+        },
+    )
+    rl_dynamic_sampling_max_batches: int = field(
+        default=3,
+        metadata={
+            "help": "Most generation batches (of arpo_rollout_batch_size prompts) rolled out for one update with "
+            "rl_dynamic_sampling, the first included."
+        },
+    )
 
 
 def agentic_field_names() -> set[str]:

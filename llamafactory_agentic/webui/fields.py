@@ -90,7 +90,18 @@ GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
         ),
     ),
     ("reward", RL_STAGES, ("agentic_reward", "agentic_reward_math", "agentic_reward_tool_bonus")),
-    ("optim", RL_STAGES, ("rl_epsilon", "rl_epsilon_high", "rl_kl_coef", "rl_entropy_coef")),
+    (
+        "optim",
+        RL_STAGES,
+        (
+            "rl_epsilon",
+            "rl_epsilon_high",
+            "rl_kl_coef",
+            "rl_entropy_coef",
+            "rl_dynamic_sampling",
+            "rl_dynamic_sampling_max_batches",
+        ),
+    ),
     (
         "aepo",
         ("aepo",),

@@ -60,6 +60,8 @@ FIELD_LABELS: dict[str, tuple[str, str]] = {  # element name: (English, Chinese)
     "rl_epsilon": ("Clip ε (low)", "裁剪 ε（下界）"),
     "rl_epsilon_high": ("Clip ε (high)", "裁剪 ε（上界）"),
     "rl_kl_coef": ("KL coefficient", "KL 系数"),
+    "rl_dynamic_sampling": ("Dynamic sampling (drop equal-reward groups)", "动态采样（丢弃奖励全同的组）"),
+    "rl_dynamic_sampling_max_batches": ("Dynamic sampling: max rollouts per update", "动态采样：每次更新最多采样批数"),
     "rl_entropy_coef": ("Entropy bonus", "熵奖励系数"),
     "aepo_variant": ("AEPO variant", "AEPO 变体"),
     "aepo_dynamic_rollouts": ("Entropy pre-monitoring", "熵预监测"),

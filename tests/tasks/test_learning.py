@@ -12,10 +12,12 @@ What is asserted, from the RL run's `trainer_log.jsonl`:
 * the greedy held-out reward (`eval_reward`, 50 held-out questions, validation at the start and at the end of the run)
   rises by at least `MARGIN` (rewards are in [-1, 1.1]: format gate -1, wrong 0, right 1); the training reward of one
   step is a sample of 8 prompts x 8 trajectories and too noisy for a short run, so the test reads the held-out one;
-* on average fewer than half of the groups had identical rewards (the policy gradient was not zero);
+* on average fewer than half of the groups of an update had identical rewards (the recipe's dynamic sampling replaces
+  them with groups of extra prompts; docs/algorithms.md §4.7);
 * the loss and gradient norm were not zero.
-Measured on this project's 2-core machine (nothing else running): 514 s; the held-out reward went from 0.54 to 0.94, with
-identical-reward groups 30% of a step on average (292 s and 0.39 -> 0.54 with the former 900-step cold start).
+Measured on this project's 2-core machine (nothing else running): 353 s; the held-out reward went from 0.48 to 0.70,
+with 23% of the groups rolled out per step identical on average and none left in the updates (an earlier measurement,
+with plain sampling: 514 s, 0.54 -> 0.94, 30% identical; 292 s and 0.39 -> 0.54 with the former 900-step cold start).
 """
 
 import json
@@ -76,12 +78,14 @@ def test_arpo_heldout_reward_rises_on_the_synthetic_task(tmp_path):
     records = [json.loads(line) for line in (tmp_path / "arpo" / "trainer_log.jsonl").read_text().splitlines()]
     heldout = [r["eval_reward"] for r in records if "eval_reward" in r]
     train_steps = [r for r in records if "reward" in r]
-    identical = [r["reward/identical_groups"] for r in train_steps]
+    identical = [r["reward/identical_groups"] for r in train_steps]  # of every group rolled out
+    # the recipe's dynamic sampling: groups with identical rewards left in the update
+    in_update = [r["dynamic_sampling/identical_groups_in_update"] for r in train_steps]
     print(f"held-out reward at start and end {heldout}; {time.perf_counter() - start:.0f} s")
     print(f"training reward per step {[round(r['reward'], 3) for r in train_steps]}")
-    print(f"share of groups with identical rewards per step {identical}")
+    print(f"share of groups with identical rewards per step {identical}, in the update {in_update}")
     assert len(train_steps) == STEPS and len(heldout) == 2, heldout
     assert heldout[-1] >= heldout[0] + MARGIN, heldout
-    assert sum(identical) / len(identical) < 0.5, identical
+    assert sum(in_update) / len(in_update) < 0.5, in_update
     assert any(abs(r.get("loss", 0.0)) > 0 for r in train_steps)
     assert any(r.get("grad_norm", 0.0) > 0 for r in train_steps)

@@ -197,6 +197,30 @@ def test_token_micro_batches_and_continuous_rollout_on_two_ranks(e2e_env):
         assert record["memory/weights_gib"] > 0 and record["memory/optimizer_states_gib"] > 0
 
 
+def test_dynamic_sampling_on_two_ranks(e2e_env):
+    """rl_dynamic_sampling through the real CLI on 2 gloo ranks: every rank must roll out the same extra batches (the
+    rollout enters collectives), or the run hangs; the counters add up over the batches."""
+    out = run_cli(
+        e2e_env,
+        "recipes/tiny/arpo_cpu.yaml",
+        "arpo-2ranks-dynamic",
+        extra_env={"FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2"},
+        timeout=400,
+        extra_args=("rl_dynamic_sampling=true", "rl_dynamic_sampling_max_batches=3"),
+    )
+    records = check_run(out, "arpo")
+    rollouts = [r for r in records if "reward/mean" in r]
+    for record in rollouts:
+        batches = record["dynamic_sampling/generation_batches"]
+        assert batches in (1.0, 2.0, 3.0)
+        assert record["rollout/trajectories"] == 8 * batches  # 2 prompts x M = 4 per batch, both ranks gathered
+        assert record["dynamic_sampling/groups_rolled_out"] == 2 * batches
+        assert record["dynamic_sampling/dropped_groups"] == 2 * batches - 2
+        assert 0.0 <= record["dynamic_sampling/identical_groups_in_update"] <= 1.0
+    # the scripted policy answers alike, so equal-reward groups occur and the extra batches really ran on both ranks
+    assert any(r["dynamic_sampling/generation_batches"] > 1 for r in rollouts)
+
+
 def test_arpo_lora_then_resume_from_checkpoint(e2e_env):
     """LoRA through LLaMA-Factory's loader (adapter checkpoints), then a second run resumes from checkpoint-2."""
     out = e2e_env["root"] / "arpo-lora"

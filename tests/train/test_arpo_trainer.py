@@ -4,6 +4,7 @@
 
 """ArpoTrainer plumbing on a hand-built rollout: batch layout, advantages, loss mask, normalisers, AEPO == ARPO."""
 
+import copy
 import json
 
 import pytest
@@ -633,3 +634,63 @@ def test_a_checkpoint_without_the_rollout_rng_file_is_reported_through_llamafact
         llamafactory_logging.remove_handler(handler)
     (record,) = [r for r in records if "rollout_rng_state_0.json" in r.getMessage()]
     assert record.levelno == logging.WARNING and record.name == "llamafactory.llamafactory_agentic.train.arpo.trainer"
+
+
+class _FlatFirstRollout(ScriptedRollout):
+    """ScriptedRollout whose first call returns equal-reward groups (four copies of the correct trajectory); later
+    calls return the scripted mixed groups. The prompts of every call are kept."""
+
+    def __init__(self, tokenizer):
+        super().__init__(tokenizer)
+        self.prompts = []
+
+    def rollout(self, prompts, training=True):
+        self.prompts.append([list(p) for p in prompts])
+        output = super().rollout(prompts, training)
+        if training and len(self.calls) == 1:
+            output.groups = [[copy.deepcopy(group[0]) for _ in range(M)] for group in output.groups]
+        return output
+
+
+@pytest.mark.parametrize("max_batches", [3, 1])
+def test_dynamic_sampling_replaces_equal_reward_groups_with_extra_prompts(
+    tmp_path, tiny_model_dir, tiny_tokenizer, max_batches
+):
+    args = agentic_args("arpo", rl_dynamic_sampling=True, rl_dynamic_sampling_max_batches=max_batches)
+    rollout = _FlatFirstRollout(tiny_tokenizer)
+    trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, args, rollout=rollout, max_steps=1)
+    trainer.train()
+    record = next(h for h in trainer.state.log_history if "loss" in h)
+    advantages = torch.cat([mb["advantages"].flatten() for mb in trainer._buffered_inputs])
+    assert record["reward/identical_groups"] == pytest.approx(1.0 if max_batches == 1 else 0.5)  # of all sampled
+    if max_batches == 1:  # no extra batch allowed: the equal-reward groups fill the update, nothing is learned
+        assert rollout.calls == [(2, True)]
+        assert record["dynamic_sampling/filled_groups"] == 2.0
+        assert record["dynamic_sampling/identical_groups_in_update"] == 1.0
+        assert record["dynamic_sampling/dropped_groups"] == 0.0
+        assert torch.count_nonzero(advantages) == 0
+        return
+    # the first batch had no signal: one extra batch of 2 prompts drawn from the training set, both kept
+    assert rollout.calls == [(2, True), (2, True)]
+    dataset_prompts = [list(row["prompt_ids"]) for row in make_rows(tiny_tokenizer, 4)]
+    assert all(p in dataset_prompts for p in rollout.prompts[1])
+    assert record["dynamic_sampling/generation_batches"] == 2.0
+    assert record["dynamic_sampling/groups_rolled_out"] == 4.0
+    assert record["dynamic_sampling/dropped_groups"] == 2.0
+    assert record["dynamic_sampling/filled_groups"] == 0.0
+    assert record["dynamic_sampling/identical_groups_in_update"] == 0.0
+    # every group of the update has different rewards, so each group has non-zero advantages
+    per_group = advantages.view(2, -1).abs().sum(dim=1)
+    assert bool((per_group > 0).all())
+
+
+def test_dynamic_sampling_is_off_by_default_and_refuses_zero_batches(tmp_path, tiny_model_dir, tiny_tokenizer):
+    rollout = _FlatFirstRollout(tiny_tokenizer)
+    trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, agentic_args("arpo"), rollout=rollout)
+    trainer.train()
+    assert rollout.calls == [(2, True)]
+    assert not any(k.startswith("dynamic_sampling/") for h in trainer.state.log_history for k in h)
+    args = agentic_args("arpo", rl_dynamic_sampling=True, rl_dynamic_sampling_max_batches=0)
+    resolve_presets(args, verbose=False)
+    with pytest.raises(ValueError, match="rl_dynamic_sampling_max_batches must be >= 1"):
+        ArpoLossConfig.from_args(args)

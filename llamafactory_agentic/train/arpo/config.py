@@ -63,6 +63,8 @@ class ArpoLossConfig:
     val_max_samples: int | None  # None: every validation prompt
     logprob_chunk_size: int = 1024  # `rl_logprob_chunk_size`: 0 = materialise the full logits
     micro_batch_tokens: int | None = None  # `rl_micro_batch_tokens` (0 there): None = micro-batches of b trajectories
+    dynamic_sampling: bool = False  # `rl_dynamic_sampling`: drop equal-reward groups and roll out more prompts
+    dynamic_sampling_max_batches: int = 3  # `rl_dynamic_sampling_max_batches`: generation batches per update, at most
 
     @classmethod
     def from_args(cls, finetuning_args: Any) -> "ArpoLossConfig":
@@ -93,6 +95,8 @@ class ArpoLossConfig:
             val_max_samples=finetuning_args.arpo_val_max_samples,
             logprob_chunk_size=finetuning_args.rl_logprob_chunk_size,
             micro_batch_tokens=finetuning_args.rl_micro_batch_tokens or None,  # 0: cut by trajectories
+            dynamic_sampling=bool(getattr(finetuning_args, "rl_dynamic_sampling", False)),
+            dynamic_sampling_max_batches=int(getattr(finetuning_args, "rl_dynamic_sampling_max_batches", 3)),
         )
         _unresolved(values, optional=("dual_clip", "val_max_samples", "micro_batch_tokens"))
         if int(values["logprob_chunk_size"]) < 0:
@@ -101,6 +105,11 @@ class ArpoLossConfig:
             )
         if values["micro_batch_tokens"] is not None and int(values["micro_batch_tokens"]) < 0:
             raise ValueError(f"rl_micro_batch_tokens must be >= 0 (0: off), got {values['micro_batch_tokens']}.")
+        if values["dynamic_sampling_max_batches"] < 1:
+            raise ValueError(
+                "rl_dynamic_sampling_max_batches must be >= 1 (generation batches per update, the first included), "
+                f"got {values['dynamic_sampling_max_batches']}."
+            )
         if values["policy_loss"] not in list_policy_losses():
             raise ValueError(
                 f"Unknown `rl_policy_loss` {values['policy_loss']!r}; registered: {list_policy_losses()}. Register "

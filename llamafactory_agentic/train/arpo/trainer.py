@@ -25,7 +25,8 @@ What is overridden, and why (the adapter surface for a newer TRL):
   and a token-mean normaliser per optimiser update over all ranks, so we build the micro-batches ourselves.
 * `_generate_and_score_completions` - the multi-round tool rollout (`AgenticRollout`), model-view rewards, GRPO
   advantages with soft/hard attribution from the branch tree, old/ref log-probs. Whole groups are rolled out on one
-  rank (branching needs every sibling, docs/algorithms.md §3.4).
+  rank (branching needs every sibling, docs/algorithms.md §3.4). With `rl_dynamic_sampling`, extra generation batches
+  replace the groups whose rewards are all equal (`_dynamic_sampling`, `dynamic_sampling.py`, docs/algorithms.md §4.7).
 * `_compute_loss` - our policy loss with a loss mask separate from the attention mask (observation tokens attend but
   are never trained), AEPO balanced clip and entropy-aware advantage, optional KL (k3) and entropy bonus.
 * `_get_eval_sampler` / `get_eval_dataloader` / `prediction_step` / `evaluation_loop` - validation is greedy, one
@@ -85,6 +86,7 @@ from ...rollout.progress import ROLLOUT_PROGRESS_NAME, RolloutProgress
 from ...rollout.rng_state import load_rollout_rng_state, rng_state_path, save_rollout_rng_state
 from .batch import collate_records, groups_of_rows, micro_batch_layout, token_advantages, token_micro_batches
 from .config import ArpoLossConfig
+from .dynamic_sampling import assemble_update, combine_generation_batches, count_signal_groups, extra_prompt_indices
 from .logprobs import can_fuse, response_log_probs
 from .memory import GIB, MemoryTracker, training_state_bytes
 from .metrics import (
@@ -156,7 +158,8 @@ class ArpoTrainer(GRPOTrainer):
 
         Raises:
             ValueError: `rl_kl_coef > 0` without a reference model and without a LoRA adapter to disable;
-                `ds3_gather_for_generation=False` with the hf rollout backend.
+                `ds3_gather_for_generation=False` with the hf rollout backend; `rl_dynamic_sampling` with a streamed
+                (length-less) training set.
         """
         backend = getattr(getattr(rollout, "config", None), "backend", "hf")
         if backend == "hf" and not getattr(args, "ds3_gather_for_generation", True):
@@ -164,6 +167,11 @@ class ArpoTrainer(GRPOTrainer):
                 "ds3_gather_for_generation: false is not supported with arpo_rollout_backend: hf: ranks decode "
                 "different numbers of tokens, so ZeRO-3's per-layer parameter gathers would not match across ranks "
                 "and training would hang. Keep ds3_gather_for_generation: true (the default) or use the vllm backend."
+            )
+        if loss_config.dynamic_sampling and train_dataset is not None and not hasattr(train_dataset, "__len__"):
+            raise ValueError(
+                "rl_dynamic_sampling draws extra prompts by row index, so it needs a map-style training set: set "
+                "streaming: false, or turn rl_dynamic_sampling off."
             )
         self.rollout = rollout
         if not isinstance(reward_fn, RewardFunction):  # a plain `fn(text, ground_truth, metadata) -> float`
@@ -393,9 +401,14 @@ class ArpoTrainer(GRPOTrainer):
         rows = gather_object(list(inputs)) if world > 1 else list(inputs)
         group_rows = groups_of_rows(rows, self.num_generations)
         records, metrics, timing = self._rollout_groups(group_rows, training=True)
+        cfg = self.loss_config
+        sampled, sampling_metrics = records, {}
+        if cfg.dynamic_sampling:
+            records, group_rows, sampled, metrics, timing, sampling_metrics = self._dynamic_sampling(
+                records, group_rows, metrics, timing
+            )
 
         t_adv = time.perf_counter()
-        cfg = self.loss_config
         for rec, adv, mask in zip(records, *token_advantages(records, cfg.attribution, cfg.hard_dedup)):
             rec.token_advantages, rec.loss_mask_train = adv, mask
         items, micro_batches = self._micro_batches(records)
@@ -408,12 +421,46 @@ class ArpoTrainer(GRPOTrainer):
                 int(mb["completion_ids"].numel() + mb["prompt_ids"].numel()) for mb in micro_batches
             ) / max(len(micro_batches), 1)
 
-        self._log_rollout(records, metrics, timing, mode="train")
+        self._log_rollout(sampled, metrics, timing, mode="train")
+        for key, value in sampling_metrics.items():
+            self._metrics["train"][key].append(value)
         self._write_rollout_log(records, group_rows)
         self._rollout_count += 1
         self._time_accum["rollout_inside_step"] = time.perf_counter() - step_start
         self._memory.phase("loss")
         return items
+
+    def _dynamic_sampling(
+        self, records: list[ScoredTrajectory], group_rows: list[dict[str, Any]], metrics: dict, timing: dict
+    ) -> tuple[list[ScoredTrajectory], list[dict[str, Any]], list[ScoredTrajectory], dict, dict, dict]:
+        r"""`rl_dynamic_sampling`: roll out extra generation batches until the update has groups with reward signal.
+
+        The first batch is TRL's; each extra batch draws `len(group_rows)` prompts from the training set
+        (`extra_prompt_indices`, the same rows on every rank) and is rolled out like the first. It stops once the
+        batches hold `len(group_rows)` groups whose rewards differ or after `rl_dynamic_sampling_max_batches` batches;
+        `assemble_update` then takes those groups first and fills the rest with equal-reward groups
+        (docs/algorithms.md §4.7).
+
+        Returns:
+            `(update records, update rows, every rolled-out record, rollout metrics, timing, dynamic_sampling
+            metrics)`; metrics and timing cover every batch (`combine_generation_batches`), so `reward/...` and
+            `rollout/...` describe all sampled groups and `time/rollout` includes the extra rollouts.
+        """
+        target = len(group_rows)
+        batches = [(records, group_rows, metrics, timing)]
+        have = count_signal_groups(records)
+        dataset = self.train_dataset
+        while have < target and len(batches) < self.loss_config.dynamic_sampling_max_batches:
+            indices = extra_prompt_indices(len(dataset), target, self.args.seed, self.state.global_step, len(batches))
+            rows = [dataset[i] for i in indices]
+            extra, extra_metrics, extra_timing = self._rollout_groups(rows, training=True)
+            batches.append((extra, rows, extra_metrics, extra_timing))
+            have += count_signal_groups(extra)
+        update_records, update_rows, sampled, sampling_metrics = assemble_update(
+            [(b[0], b[1]) for b in batches], target
+        )
+        metrics, timing = combine_generation_batches([(len(b[1]), b[2], b[3]) for b in batches])
+        return update_records, update_rows, sampled, metrics, timing, sampling_metrics
 
     def _micro_batches(self, records: list[ScoredTrajectory]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         r"""This rank's training items (one per Trainer micro-step) and the flat list of their micro-batches.

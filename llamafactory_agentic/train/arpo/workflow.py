@@ -32,6 +32,8 @@ PLOT_KEYS = (
     "loss",
     "reward",
     "reward/accuracy",
+    "reward/identical_groups",
+    "dynamic_sampling/identical_groups_in_update",  # only with rl_dynamic_sampling (plot_loss skips absent keys)
     "rollout/tool_calls_per_traj",
     "rollout/response_length",
     "rollout/branches",
