@@ -13,9 +13,10 @@ Per seed: the task is generated (`llamafactory-agentic task generate`), a model 
 (`task build-model`, size `demo` on CPU, `gpu` on GPU) and cold-started once with agentic SFT; every algorithm then
 trains from that same checkpoint with `llamafactory-cli train` on the demo's RL recipe, with equal M, prompts per step,
 steps, learning rate and seed, and plain group sampling as in the papers (each scale sets `rl_dynamic_sampling=false`,
-and 30 steps on CPU; `--extra` comes after and wins); only the preset differs (`arpo_variant: grpo`, `stage: arpo`, `stage: aepo`,
-`stage: aepo` + `aepo_variant: paper`). Validation runs on held-out questions every `--eval-steps` (greedy), and the
-final model is evaluated on the whole held-out set.
+and 30 steps validated every 10 on CPU; `--extra` comes after and wins); only the preset differs (`arpo_variant: grpo`,
+`stage: arpo`, `stage: aepo`, `stage: aepo` + `aepo_variant: paper`). Validation runs on held-out questions every 10
+steps (greedy; `eval_steps` of the scale, or `--extra eval_steps=N`), and the final model is evaluated on the whole
+held-out set.
 
 Writes to `--work-dir` (default saves/compare_algorithms/<scale>):
     runs.csv     one row per (algorithm, seed): final held-out accuracy, tool calls per question, step means of tool
@@ -55,8 +56,14 @@ CURVE_KEYS = {
 }
 SCALES = {
     # CPU: the demo's task, model and recipes, with the RL run as the papers compare (and as the published tables
-    # were measured): 30 steps of plain group sampling, no dynamic sampling (`--extra rl_dynamic_sampling=true` for it)
-    "cpu": {"model": "demo", "sizes": None, "sft": [], "rl": ["max_steps=30", "rl_dynamic_sampling=false"]},
+    # were measured): 30 steps of plain group sampling, validated every 10, no dynamic sampling
+    # (`--extra rl_dynamic_sampling=true` for it)
+    "cpu": {
+        "model": "demo",
+        "sizes": None,
+        "sft": [],
+        "rl": ["max_steps=30", "rl_dynamic_sampling=false", "eval_steps=10"],
+    },
     # smoke run of the script itself (seconds of training; the numbers mean nothing)
     "smoke": {
         "model": "test",

@@ -33,7 +33,7 @@ from .records import ScoredTrajectory
 
 
 def has_reward_signal(group: list[ScoredTrajectory]) -> bool:
-    r"""True when the rewards of a group are not all equal (exact float comparison), i.e. some advantage is non-zero."""
+    r"""True when the rewards of a group are not all equal (exact comparison), i.e. some advantage is non-zero."""
     return len({r.reward for r in group}) > 1
 
 

@@ -26,7 +26,8 @@ What is overridden, and why (the adapter surface for a newer TRL):
 * `_generate_and_score_completions` - the multi-round tool rollout (`AgenticRollout`), model-view rewards, GRPO
   advantages with soft/hard attribution from the branch tree, old/ref log-probs. Whole groups are rolled out on one
   rank (branching needs every sibling, docs/algorithms.md §3.4). With `rl_dynamic_sampling`, extra generation batches
-  replace the groups whose rewards are all equal (`_dynamic_sampling`, `dynamic_sampling.py`, docs/algorithms.md §4.7).
+  replace the groups whose rewards are all equal (`_dynamic_sampling`, `dynamic_sampling.py`, docs/algorithms.md
+  §4.7).
 * `_compute_loss` - our policy loss with a loss mask separate from the attention mask (observation tokens attend but
   are never trained), AEPO balanced clip and entropy-aware advantage, optional KL (k3) and entropy bonus.
 * `_get_eval_sampler` / `get_eval_dataloader` / `prediction_step` / `evaluation_loop` - validation is greedy, one
