@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 from llamafactory_agentic.hparams import AgenticArguments
 from llamafactory_agentic.rollout.trajectory import RolloutOutput, ToolCallRecord, Trajectory
+from llamafactory_agentic.train.arpo.records import ScoredTrajectory
 
 
 THINK = "<think> Let me think about the question. </think>\n<python> print(1 + 2) </python>"
@@ -98,6 +99,34 @@ class ScriptedRollout:
             group = [good, branch, wrong, bad] if training else [copy.deepcopy(good)]
             groups.append(group)
         return RolloutOutput(groups=groups, metrics={"rollout/delta_h_mean": 0.25}, timing={"time/generation": 0.01})
+
+
+# ---------------------------------------------------------------------------------------------- scored records
+CALL = ToolCallRecord("python", "print(1)", pos=2, status="ok", latency_s=0.5, cached=False, obs_tokens=2)
+
+
+def record(group, member, reward, *, parent=None, mask=(1, 1, 0, 0, 1), finish="eos", **overrides):
+    values = dict(
+        group=group,
+        member=member,
+        prompt_ids=[1, 2],
+        response_ids=list(range(10, 10 + len(mask))),
+        loss_mask=list(mask),
+        parent=parent,
+        branch_pos=2 if parent is not None else None,
+        is_fill=False,
+        num_tool_calls=1,
+        hit_call_limit=False,
+        truncated=finish == "length",
+        finish_reason=finish,
+        tool_calls=[CALL],
+        branch_call_index=1 if parent is not None else None,
+        reward=reward,
+        accuracy=float(reward >= 1.0),
+        format_ok=reward > -1.0,
+    )
+    values.update(overrides)
+    return ScoredTrajectory(**values)
 
 
 def agentic_args(stage: str, **overrides) -> AgenticArguments:

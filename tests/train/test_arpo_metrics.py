@@ -11,36 +11,11 @@ import random
 import pytest
 import torch
 
-from llamafactory_agentic.rollout.trajectory import ToolCallRecord, Trajectory
+from llamafactory_agentic.rollout.trajectory import Trajectory
 from llamafactory_agentic.train.arpo import metrics as arpo_metrics
 from llamafactory_agentic.train.arpo.records import ScoredTrajectory, prompt_ids_of
 
-
-CALL = ToolCallRecord("python", "print(1)", pos=2, status="ok", latency_s=0.5, cached=False, obs_tokens=2)
-
-
-def record(group, member, reward, *, parent=None, mask=(1, 1, 0, 0, 1), finish="eos", **overrides):
-    values = dict(
-        group=group,
-        member=member,
-        prompt_ids=[1, 2],
-        response_ids=list(range(10, 10 + len(mask))),
-        loss_mask=list(mask),
-        parent=parent,
-        branch_pos=2 if parent is not None else None,
-        is_fill=False,
-        num_tool_calls=1,
-        hit_call_limit=False,
-        truncated=finish == "length",
-        finish_reason=finish,
-        tool_calls=[CALL],
-        branch_call_index=1 if parent is not None else None,
-        reward=reward,
-        accuracy=float(reward >= 1.0),
-        format_ok=reward > -1.0,
-    )
-    values.update(overrides)
-    return ScoredTrajectory(**values)
+from ._helpers import CALL, record
 
 
 def two_groups():

@@ -16,27 +16,7 @@ from llamafactory_agentic.train.arpo.dynamic_sampling import (
 )
 from llamafactory_agentic.train.arpo.records import ScoredTrajectory
 
-
-def rec(group: int, member: int, reward: float) -> ScoredTrajectory:
-    return ScoredTrajectory(
-        group=group,
-        member=member,
-        prompt_ids=[group],
-        response_ids=[1, 2],
-        loss_mask=[1, 1],
-        parent=None,
-        branch_pos=None,
-        is_fill=False,
-        num_tool_calls=0,
-        hit_call_limit=False,
-        truncated=False,
-        finish_reason="eos",
-        tool_calls=[],
-        branch_call_index=None,
-        reward=reward,
-        accuracy=float(reward >= 1.0),
-        format_ok=reward > -1.0,
-    )
+from ._helpers import record as rec
 
 
 def batch(*group_rewards: tuple[float, ...]) -> list[ScoredTrajectory]:
