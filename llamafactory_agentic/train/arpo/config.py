@@ -95,8 +95,8 @@ class ArpoLossConfig:
             val_max_samples=finetuning_args.arpo_val_max_samples,
             logprob_chunk_size=finetuning_args.rl_logprob_chunk_size,
             micro_batch_tokens=finetuning_args.rl_micro_batch_tokens or None,  # 0: cut by trajectories
-            dynamic_sampling=bool(getattr(finetuning_args, "rl_dynamic_sampling", False)),
-            dynamic_sampling_max_batches=int(getattr(finetuning_args, "rl_dynamic_sampling_max_batches", 3)),
+            dynamic_sampling=bool(finetuning_args.rl_dynamic_sampling),
+            dynamic_sampling_max_batches=int(finetuning_args.rl_dynamic_sampling_max_batches),
         )
         _unresolved(values, optional=("dual_clip", "val_max_samples", "micro_batch_tokens"))
         if int(values["logprob_chunk_size"]) < 0:

@@ -29,12 +29,7 @@ from dataclasses import replace
 from typing import Any
 
 from .metrics import combine_rank_shards
-from .records import ScoredTrajectory
-
-
-def has_reward_signal(group: list[ScoredTrajectory]) -> bool:
-    r"""True when the rewards of a group are not all equal (exact comparison), i.e. some advantage is non-zero."""
-    return len({r.reward for r in group}) > 1
+from .records import ScoredTrajectory, has_reward_signal
 
 
 def groups_by_id(records: list[ScoredTrajectory]) -> dict[int, list[ScoredTrajectory]]:

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from .records import ScoredTrajectory, prompt_ids_of
+from .records import ScoredTrajectory, has_reward_signal, prompt_ids_of
 
 
 ROLLOUT_LOG_NAME = "rollouts.jsonl"
@@ -206,7 +206,7 @@ def rollout_log_values(
     out["reward/std"] = float(rewards.std()) if len(records) > 1 else 0.0
     out["reward/accuracy"] = sum(r.accuracy for r in records) / n
     out["reward/format_ok_rate"] = sum(r.format_ok for r in records) / n
-    out["reward/identical_groups"] = sum(1 for g in groups.values() if len({x.reward for x in g}) == 1) / num_groups
+    out["reward/identical_groups"] = sum(not has_reward_signal(g) for g in groups.values()) / num_groups
     trained = sum(sum(r.loss_mask) for r in records)
     total = sum(len(r.response_ids) for r in records)
     out["rollout/tool_calls_per_traj"] = sum(r.num_tool_calls for r in records) / n

@@ -80,6 +80,15 @@ class ScoredTrajectory:
         )
 
 
+def has_reward_signal(group: list[ScoredTrajectory]) -> bool:
+    r"""True when the rewards of a group are not all equal (exact comparison), i.e. some advantage is non-zero.
+
+    The one test of an equal-reward group: `reward/identical_groups` (metrics.py) and dynamic sampling use it, and
+    `algorithms.compute_grpo_advantages` gives exactly 0 to the groups it rejects.
+    """
+    return len({r.reward for r in group}) > 1
+
+
 def branch_call_index(trajectory: Trajectory) -> int | None:
     r"""Number of tool calls the source had made when this branch was copied (None for a global rollout)."""
     if trajectory.parent is None:
