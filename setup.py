@@ -17,7 +17,7 @@
 import os
 import re
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 from setuptools.command.build_py import build_py
 
 
@@ -92,7 +92,8 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache 2.0 License",
     python_requires=">=3.10.0",
-    packages=find_packages(include=["llamafactory_agentic", "llamafactory_agentic.*"]),
+    # namespace discovery: resources/ holds data folders without __init__.py, shipped as package data
+    packages=find_namespace_packages(include=["llamafactory_agentic", "llamafactory_agentic.*"]),
     py_modules=["_llamafactory_agentic_hook"],
     package_data={"llamafactory_agentic": ["py.typed", "resources/*", "resources/**/*"]},
     include_package_data=True,
