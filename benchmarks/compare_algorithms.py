@@ -4,13 +4,14 @@
 
 """GRPO vs ARPO vs AEPO (released) vs AEPO (paper) on the synthetic tool-use task, from the same cold start.
 
-    python benchmarks/compare_algorithms.py                          # CPU, the demo's cold start, seeds 0 1 2
+    python benchmarks/compare_algorithms.py                          # CPU, the demo's task, seeds 0 1 2
     python benchmarks/compare_algorithms.py --scale gpu --gpus 0 --runs-per-gpu 6   # larger model, 6 runs per GPU
     python benchmarks/compare_algorithms.py --algorithms arpo --sft-extra max_steps=1200   # cold-start variants
     python benchmarks/compare_algorithms.py --algorithms arpo --model-extra num_kv_heads=4   # (how the demo's was chosen)
 
 Per seed: the task is generated (`llamafactory-agentic task generate`), a model is built from scratch
-(`task build-model`, size `demo` on CPU, `gpu` on GPU) and cold-started once with agentic SFT; every algorithm then
+(`task build-model`, size `demo` on CPU (at the 4 layers and 1500 SFT steps of the published tables; the demo itself
+now trains 2 layers for 1000 steps), `gpu` on GPU) and cold-started once with agentic SFT; every algorithm then
 trains from that same checkpoint with `llamafactory-cli train` on the demo's RL recipe, with equal M, prompts per step,
 steps, learning rate and seed, and plain group sampling as in the papers (each scale sets `rl_dynamic_sampling=false`,
 and 30 steps validated every 10 on CPU; `--extra` comes after and wins); only the preset differs (`arpo_variant: grpo`,
@@ -55,18 +56,22 @@ CURVE_KEYS = {
     "reward/identical_groups": "groups with identical rewards",
 }
 SCALES = {
-    # CPU: the demo's task, model and recipes, with the RL run as the papers compare (and as the published tables
-    # were measured): 30 steps of plain group sampling, validated every 10, no dynamic sampling
+    # CPU: the demo's task and recipes with the cold start and RL run of the published tables: the demo's model at its
+    # former 4 layers, 1500 SFT steps at lr 3e-3 (the demo now trains 2 layers for 1000 steps at 4e-3; pass
+    # `--model-extra num_layers=2 --sft-extra max_steps=1000 learning_rate=4e-3` for its cold start), and the RL run
+    # as the papers compare: 30 steps of plain group sampling, validated every 10, no dynamic sampling
     # (`--extra rl_dynamic_sampling=true` for it)
     "cpu": {
         "model": "demo",
+        "model_extra": {"num_layers": 4},
         "sizes": None,
-        "sft": [],
+        "sft": ["max_steps=1500", "learning_rate=3.0e-3"],
         "rl": ["max_steps=30", "rl_dynamic_sampling=false", "eval_steps=10"],
     },
     # smoke run of the script itself (seconds of training; the numbers mean nothing)
     "smoke": {
         "model": "test",
+        "model_extra": {},
         "sizes": {"sft": 64, "train": 32, "heldout": 8},
         "sft": ["max_steps=4"],
         "rl": [
@@ -82,6 +87,7 @@ SCALES = {
     # GPU: a larger model trained from scratch on more cold-start data, bigger rollouts (16 prompts x M = 8)
     "gpu": {
         "model": "gpu",
+        "model_extra": {},
         "sizes": {"sft": 8000, "train": 1500, "heldout": 300},
         "sft": ["max_steps=1200", "per_device_train_batch_size=64", "learning_rate=1.0e-3", "bf16=true"],
         "rl": [
@@ -359,7 +365,7 @@ def main() -> None:
 
     scale = dict(SCALES[args.scale])
     scale["sft"] = scale["sft"] + args.sft_extra
-    scale["model_extra"] = {}
+    scale["model_extra"] = dict(scale["model_extra"])
     for item in args.model_extra:
         key, _, value = item.partition("=")
         if not value.isdigit():

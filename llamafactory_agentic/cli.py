@@ -221,8 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stage", default="arpo", choices=("arpo", "grpo", "aepo", "aepo-paper"), help="RL preset")
     p.add_argument("--arpo-data", metavar="DIR", help="train the RL stage on ARPO's released rows in DIR "
                    "(rl/train_10k.parquet, rl/valid.parquet, search_cache.json) instead of the synthetic task")  # fmt: skip
-    p.add_argument("--sft-steps", type=int, help="override the cold start's max_steps (the recipe's 1500; at 900 "
-                   "some seeds' cold starts still miscopied ids, and RL gained less)")  # fmt: skip
+    p.add_argument("--sft-steps", type=int, help="override the cold start's max_steps (the recipe's 1000; with "
+                   "fewer, some seeds' cold starts still miscopied ids, and RL gained less)")  # fmt: skip
     p.add_argument("--rl-steps", type=int, help="override the RL run's max_steps")
     p.add_argument("--rl-override", nargs="*", default=[], metavar="KEY=VALUE", help="more RL recipe overrides")
     p.set_defaults(func=demo)
