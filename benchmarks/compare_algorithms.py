@@ -71,7 +71,6 @@ SCALES = {
     # smoke run of the script itself (seconds of training; the numbers mean nothing)
     "smoke": {
         "model": "test",
-        "model_extra": {},
         "sizes": {"sft": 64, "train": 32, "heldout": 8},
         "sft": ["max_steps=4"],
         "rl": [
@@ -87,7 +86,6 @@ SCALES = {
     # GPU: a larger model trained from scratch on more cold-start data, bigger rollouts (16 prompts x M = 8)
     "gpu": {
         "model": "gpu",
-        "model_extra": {},
         "sizes": {"sft": 8000, "train": 1500, "heldout": 300},
         "sft": ["max_steps=1200", "per_device_train_batch_size=64", "learning_rate=1.0e-3", "bf16=true"],
         "rl": [
@@ -365,7 +363,7 @@ def main() -> None:
 
     scale = dict(SCALES[args.scale])
     scale["sft"] = scale["sft"] + args.sft_extra
-    scale["model_extra"] = dict(scale["model_extra"])
+    scale["model_extra"] = dict(scale.get("model_extra", {}))  # the scale's pinned shape, then --model-extra
     for item in args.model_extra:
         key, _, value = item.partition("=")
         if not value.isdigit():
