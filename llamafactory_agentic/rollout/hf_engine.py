@@ -343,10 +343,25 @@ class HFEngine(GenerationEngine):
             self.device.type == "cuda" if self._cuda_graphs_opt is None else bool(self._cuda_graphs_opt)
         ) and self.device.type == "cuda"
         self.sync_every = int(self._sync_every_opt or (8 if self.use_graphs else 1))
-        if self.seed is not None and self._generator is None and not self.use_graphs:
-            self._generator = torch.Generator(device=self.device)
-            self._generator.manual_seed(int(self.seed))
+        self._sampling_generator(self.device)
         self.reset()
+
+    def _sampling_generator(self, device: torch.device) -> torch.Generator | None:
+        r"""The seeded sampling generator on `device` (None: unseeded, or CUDA graphs, which use the default one).
+
+        Made on first use and made again, with the same seed, when the logits live on another device than the one it
+        was made for: a model that is moved after the engine first saw it (FSDP's `cpu_ram_efficient_loading` loads
+        on the CPU and shards onto the GPU later) otherwise failed with "Expected a 'cuda' device type for generator
+        but found 'cpu'" at its first sampled token (issue 25).
+        """
+        if self.seed is None or self.use_graphs:
+            return None
+        generator = self._generator
+        if generator is None or torch.device(generator.device) != torch.device(device):
+            generator = torch.Generator(device=device)
+            generator.manual_seed(int(self.seed))
+            self._generator = generator
+        return generator
 
     def reset(self) -> None:
         r"""Forget which trajectory owns which slot."""
@@ -481,7 +496,7 @@ class HFEngine(GenerationEngine):
                 sorted_logits = sorted_logits.masked_fill(remove, float("-inf"))
                 filtered = torch.full_like(filtered, float("-inf")).scatter(-1, sorted_idx, sorted_logits)
             probs = torch.softmax(filtered, dim=-1)
-            noise = torch.empty_like(probs).exponential_(generator=self._generator)
+            noise = torch.empty_like(probs).exponential_(generator=self._sampling_generator(probs.device))
             tokens = (probs / noise).argmax(dim=-1)
             # entropy of the distribution sampled from (temperature, top-k, top-p applied), as vLLM's
             # logprobs_mode="processed_logprobs" returns it (docs/algorithms.md §3.2)

@@ -27,6 +27,7 @@ Models whose forward does more than `lm_head(hidden)` to the logits (final logit
 swapped; `can_fuse` says so and the trainer keeps the materialising path for them.
 """
 
+import copy
 from contextlib import contextmanager
 from typing import Any
 
@@ -130,6 +131,23 @@ class ResponseHead(torch.nn.Module):
         return logp
 
 
+def _match_parameter_mapping(head: torch.nn.Module, replacement: torch.nn.Module) -> None:
+    r"""Give `replacement` an empty `_parameters` mapping of the same class as `head`'s.
+
+    DeepSpeed ZeRO-3 replaces every module's `_parameters` dict by its own mapping (`ZeROOrderedDict`) when the engine
+    is built, and its forward prologue sets an attribute on the mapping of every module of the model
+    (`module._parameters._in_forward = True`). A module put into the tree later has a plain `dict` there, which has no
+    attributes, so the first forward through the swapped head failed with `AttributeError: 'dict' object has no
+    attribute '_in_forward'` (issue 25). A shallow copy keeps the class and its attributes; cleared, it owns nothing.
+    """
+    mapping = head._parameters
+    if type(mapping) is type(replacement._parameters):
+        return
+    fresh = copy.copy(mapping)
+    fresh.clear()
+    replacement._parameters = fresh
+
+
 @contextmanager
 def _swapped_head(model: Any, replacement_for):
     lm = _causal_lm(model)
@@ -138,6 +156,7 @@ def _swapped_head(model: Any, replacement_for):
         raise ValueError(f"{type(lm).__name__} has no output projection to swap (get_output_embeddings).")
     name, head = found
     replacement = replacement_for(head)
+    _match_parameter_mapping(head, replacement)
     lm._modules[name] = replacement  # no __setattr__ bookkeeping: restored below
     try:
         yield replacement

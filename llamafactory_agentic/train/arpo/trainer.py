@@ -88,6 +88,7 @@ from ...rollout.rng_state import load_rollout_rng_state, rng_state_path, save_ro
 from .batch import collate_records, groups_of_rows, micro_batch_layout, token_advantages, token_micro_batches
 from .config import ArpoLossConfig
 from .dynamic_sampling import assemble_update, combine_generation_batches, count_signal_groups, extra_prompt_indices
+from .engine_hooks import engine_forward_hook_handles, fsdp_unsharded, suspended_forward_hooks
 from .logprobs import can_fuse, response_log_probs
 from .memory import GIB, MemoryTracker, training_state_bytes
 from .metrics import (
@@ -280,9 +281,14 @@ class ArpoTrainer(GRPOTrainer):
                 was_training = unwrapped.training
                 unwrapped.eval()
                 try:
-                    if not prompts:
-                        return None
-                    with self._generation_weights.applied(unwrapped):
+                    hooks = engine_forward_hook_handles(self.model_wrapped)
+                    with (
+                        suspended_forward_hooks(unwrapped, hooks),
+                        fsdp_unsharded(self.model_wrapped, unwrapped),  # a collective: every rank enters
+                        self._generation_weights.applied(unwrapped),
+                    ):
+                        if not prompts:
+                            return None
                         if engine is not None:
                             engine.set_model(unwrapped)
                         before = dict(getattr(engine, "stats", None) or {})

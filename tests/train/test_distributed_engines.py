@@ -1,0 +1,193 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The three first-step crashes of issue 25 (DeepSpeed ZeRO-2, ZeRO-3, FSDP on the H200), each reproduced by its
+mechanism on the CPU with the real tiny Qwen2 model and the real hf engine:
+
+* ZeRO-2: the engine's forward pre-hook on the unwrapped module (it synchronises the device, which fails inside CUDA
+  graph capture) ran during the rollout. A hook that raises stands in for it (DeepSpeed itself needs a GPU).
+* ZeRO-3: the fused log-prob head put into the tree during the loss forward had a plain `dict` as `_parameters`, while
+  DeepSpeed's prologue sets `_in_forward` on every module's mapping. A mapping class with that attribute and the same
+  prologue stand in for DeepSpeed's `ZeROOrderedDict`.
+* FSDP: real `FullyShardedDataParallel` (version 1) on the CPU with a one-process gloo group: the rollout called the
+  nested FSDP units first, and the root's forward then failed; and a sampling generator made for another device.
+"""
+
+import functools
+import socket
+import types
+from collections import OrderedDict
+
+import pytest
+import torch
+
+from llamafactory_agentic.rollout import GenerationRequest, SamplingSettings
+from llamafactory_agentic.rollout.hf_engine import HFEngine
+from llamafactory_agentic.train.arpo.engine_hooks import (
+    engine_forward_hook_handles,
+    fsdp_unsharded,
+    suspended_forward_hooks,
+)
+from llamafactory_agentic.train.arpo.logprobs import response_log_probs
+
+
+SAMPLING = SamplingSettings(temperature=1.0, stop_strings=())
+
+
+def _prompt(tokenizer):
+    return tokenizer.encode("<|im_start|>user\nWhat is 1+2?<|im_end|>\n<|im_start|>assistant\n")
+
+
+def _generate(model, tokenizer, seed=0, tokens=12):
+    engine = HFEngine(model, tokenizer, max_batch_size=2, max_context=96, seed=seed)
+    return engine.generate([GenerationRequest(0, _prompt(tokenizer), [], tokens)], SAMPLING)[0].token_ids
+
+
+def test_engine_forward_hooks_are_off_during_the_rollout_and_back_in_order(tiny_model, tiny_tokenizer):
+    calls = []
+
+    def capture_breaking_hook(module, *args, **kwargs):
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+    first = tiny_model.register_forward_pre_hook(lambda m, a: calls.append("user-before"))
+    pre = tiny_model.register_forward_pre_hook(capture_breaking_hook, with_kwargs=True)
+    post = tiny_model.register_forward_hook(capture_breaking_hook)
+    last = tiny_model.register_forward_pre_hook(lambda m, a: calls.append("user-after"))
+    offload = types.SimpleNamespace(fwd_pre_hook=tiny_model.register_forward_pre_hook(capture_breaking_hook))
+    engine = types.SimpleNamespace(
+        module=tiny_model,
+        module_forward_pre_hook=pre,
+        module_forward_post_hook=post,
+        optimizer=types.SimpleNamespace(parameter_offload=offload),
+    )
+    order = {name: list(getattr(tiny_model, name)) for name in ("_forward_pre_hooks", "_forward_hooks")}
+    with pytest.raises(RuntimeError, match="stream is capturing"):  # what the rollout hit under ZeRO-2
+        _generate(tiny_model, tiny_tokenizer)
+
+    handles = engine_forward_hook_handles(engine)
+    assert len(handles) == 3
+    with suspended_forward_hooks(tiny_model, handles) as taken:
+        assert taken == 3
+        calls.clear()
+        out = _generate(tiny_model, tiny_tokenizer)
+    assert len(out) == 12 and calls[:2] == ["user-before", "user-after"]  # the user's own hooks still ran
+    assert {name: list(getattr(tiny_model, name)) for name in order} == order
+    assert first.id in tiny_model._forward_pre_hooks and last.id in tiny_model._forward_pre_hooks
+    assert pre.id in tiny_model._forward_pre_hooks_with_kwargs
+    with pytest.raises(RuntimeError, match="stream is capturing"):  # the training forward gets them back
+        tiny_model(input_ids=torch.tensor([_prompt(tiny_tokenizer)]))
+    assert engine_forward_hook_handles(types.SimpleNamespace(module=tiny_model)) == []  # DDP, FSDP, plain model
+
+
+class _ZeroStyleParameters(OrderedDict):
+    """Stands in for DeepSpeed ZeRO-3's `ZeROOrderedDict`: a parameter mapping with an `_in_forward` attribute."""
+
+    def __init__(self, parent_module, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._parent_module = parent_module
+        self._in_forward = False
+
+    def __reduce__(self):
+        r0, _, *rest = super().__reduce__()
+        return (r0, (self._parent_module,)) + tuple(rest)
+
+
+def test_fused_head_survives_a_zero3_style_forward_prologue(tiny_model):
+    torch.manual_seed(0)
+    ids = torch.randint(3, 200, (2, 14))
+    mask = torch.ones_like(ids)
+    select = torch.ones(2, 6, dtype=torch.bool)
+    expected, _ = response_log_probs(tiny_model, ids, mask, 6, select, 1.0, 4)
+
+    for module in tiny_model.modules():  # as DeepSpeed's `_inject_parameters` does when the engine is built
+        mapping = _ZeroStyleParameters(module)
+        mapping.update(module._parameters)
+        module._parameters = mapping
+
+    def prologue(model, args, kwargs):  # DeepSpeedEngine._forward_prologue under ZeRO-3
+        for module in model.modules():
+            module._parameters._in_forward = True
+
+    tiny_model.register_forward_pre_hook(prologue, with_kwargs=True)
+    got, _ = response_log_probs(tiny_model, ids, mask, 6, select, 1.0, 4)
+    assert torch.equal(got, expected)
+    assert all(type(m._parameters) is _ZeroStyleParameters for m in tiny_model.modules())
+
+
+def test_sampling_generator_follows_the_device_of_the_logits(tiny_model, tiny_tokenizer):
+    expected = _generate(tiny_model, tiny_tokenizer, seed=3)
+    engine = HFEngine(tiny_model, tiny_tokenizer, max_batch_size=2, max_context=96, seed=3)
+    # the generator made when the model was first seen on another device (FSDP's cpu_ram_efficient_loading: CPU first,
+    # the GPU later); torch refuses it for logits elsewhere ("Expected a 'cuda' device type for generator")
+    engine._generator = types.SimpleNamespace(device=torch.device("cuda", 0))
+    out = engine.generate([GenerationRequest(0, _prompt(tiny_tokenizer), [], 12)], SAMPLING)[0].token_ids
+    assert out == expected  # a fresh generator with the same seed on the logits' device
+    assert engine._generator.device == torch.device("cpu")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture()
+def gloo_group(monkeypatch):
+    import torch.distributed as dist
+
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(_free_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_fsdp_rollout_runs_plain_modules_on_full_weights_and_leaves_the_root_usable(
+    gloo_group, tiny_model_dir, tiny_tokenizer
+):
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+    from transformers import AutoModelForCausalLM
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
+
+    plain = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
+    expected = _generate(plain, tiny_tokenizer)
+    before = {n: p.detach().clone() for n, p in plain.named_parameters()}
+    policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={Qwen2DecoderLayer})
+    wrapped = FSDP(
+        AutoModelForCausalLM.from_pretrained(str(tiny_model_dir)),
+        auto_wrap_policy=policy,
+        use_orig_params=True,
+        device_id=torch.device("cpu"),
+    )
+    unwrapped = wrapped.module
+    units = sum(isinstance(m, FSDP) for m in unwrapped.modules())
+    assert units == plain.config.num_hidden_layers
+
+    with fsdp_unsharded(wrapped, unwrapped) as taken:
+        assert taken == units and not any(isinstance(m, FSDP) for m in unwrapped.modules())
+        assert _generate(unwrapped, tiny_tokenizer) == expected
+    assert sum(isinstance(m, FSDP) for m in unwrapped.modules()) == units  # the units are back
+
+    # the root's first forward after the rollout (this raised "Non-root FSDP instance's `_is_root` should not have
+    # been set yet" when the rollout had called the units directly)
+    ids = torch.tensor([_prompt(tiny_tokenizer)])
+    wrapped(input_ids=ids, labels=ids).loss.backward()
+    with FSDP.summon_full_params(wrapped, writeback=False):
+        for name, param in unwrapped.named_parameters():
+            key = name.replace("_fsdp_wrapped_module.", "")
+            assert torch.equal(param.detach(), before[key]), key  # the rollout changed no weight
+
+    with fsdp_unsharded(plain, plain) as taken:  # not FSDP: nothing to do
+        assert taken == 0
