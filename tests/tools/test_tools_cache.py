@@ -308,7 +308,7 @@ WRITE_LOCK_HOLDER = """
 import sqlite3, sys, time
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)
 conn.execute("BEGIN IMMEDIATE")
-conn.execute("INSERT INTO other VALUES (1)")
+conn.execute("INSERT INTO stats (tool, hits, misses) VALUES ('search', 0, 0)")
 print("held", flush=True)
 time.sleep(float(sys.argv[2]))
 conn.execute("COMMIT")
@@ -320,7 +320,11 @@ def test_opening_waits_while_another_process_holds_the_write_lock(tmp_path):
     process holds the write lock: two trainers opening one new cache file at once made one fail with "database is
     locked". The opening waits for the lock instead."""
     path = tmp_path / "c.sqlite"
-    sqlite3.connect(path).execute("CREATE TABLE other (x)").connection.close()  # not yet in WAL mode
+    conn = sqlite3.connect(path)  # a tool cache not yet in WAL mode (another application's file is refused)
+    for statement in SQLiteCache._SCHEMA:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
     holder = subprocess.Popen([sys.executable, "-c", WRITE_LOCK_HOLDER, str(path), "1.0"], stdout=subprocess.PIPE,
                               text=True)  # fmt: skip
     try:
