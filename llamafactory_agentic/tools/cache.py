@@ -237,6 +237,7 @@ class ToolCache:
         self._warned: set[str] = set()  # kinds of failure already logged as a warning (once per cache)
         self._down: set[str] = set()  # kinds of operation failing now
         self._bad_keys: OrderedDict[tuple[str, str], None] = OrderedDict()  # bad entries a new result replaces
+        self._bad_seen = 0  # bad entries met so far (never reset, unlike the health counters)
 
     @property
     def writable(self) -> bool:
@@ -305,6 +306,7 @@ class ToolCache:
         """
         with self._cond:
             self._health["bad_entries"] += 1
+            self._bad_seen += 1
             if tool is not None and key is not None and self.writable:
                 self._bad_keys[(tool, key)] = None
                 while len(self._bad_keys) > self.max_pending:
@@ -575,8 +577,9 @@ class ToolCache:
         r"""Entries, size and hit counters of the cache (queued entries are written first, see `flush`).
 
         Returns:
-            `{"entries", "entries_per_tool", "size_bytes", "hits", "misses", "hit_rate", "per_tool"}`; the counters
-            include every process that flushed into this cache.
+            `{"entries", "entries_per_tool", "bad_entries", "size_bytes", "hits", "misses", "hit_rate", "per_tool"}`;
+            `bad_entries` counts the stored entries that cannot be read (skipped, see the class docstring; the first
+            one is logged with the fix); the counters include every process that flushed into this cache.
         """
         self.flush()
         stored = self._stored_stats()
@@ -589,10 +592,15 @@ class ToolCache:
                 per_tool[tool] = {"hits": hits, "misses": misses, "hit_rate": hits / max(1, hits + misses)}
         hits = sum(v["hits"] for v in per_tool.values())
         misses = sum(v["misses"] for v in per_tool.values())
+        with self._cond:
+            bad_before = self._bad_seen
         per_tool_entries = Counter(e.tool for e in self.iter_entries())
+        with self._cond:
+            bad = self._bad_seen - bad_before
         return {
             "entries": sum(per_tool_entries.values()),
             "entries_per_tool": dict(per_tool_entries),
+            "bad_entries": bad,
             "size_bytes": self.size_bytes(),
             "hits": hits,
             "misses": misses,
