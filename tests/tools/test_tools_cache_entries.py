@@ -320,3 +320,46 @@ def test_a_cache_path_that_is_a_directory_is_refused(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert "is a directory" in proc.stderr and "tool_cache.sqlite" in proc.stderr and "--cache" in proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["directory", "other_application"])
+def test_training_stops_before_the_model_loads_on_a_bad_cache_path(kind, tmp_path, tiny_model_dir, monkeypatch):
+    """`stage: arpo` through LLaMA-Factory's `run_exp` (in-process, tiny model, CPU): the run stops at the executor.
+
+    Old code: a directory gave a warning and the run went on without a cache (here: to the model loading, replaced
+    by a sentinel); another application's database got the cache's tables and WAL mode.
+    """
+    import llamafactory.model
+    from llamafactory.train.tuner import run_exp
+
+    import llamafactory_agentic
+
+    llamafactory_agentic.register()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the policy was loaded")
+
+    monkeypatch.setattr(llamafactory.model, "load_model", refuse)
+    if kind == "directory":
+        cache_path = tmp_path / "caches"
+        cache_path.mkdir()
+        expected = "is a directory"
+    else:
+        cache_path = tmp_path / "app.db"
+        _other_application_db(cache_path)
+        expected = "not a tool cache"
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "dataset_info.json").write_text(json.dumps({"rl": {"file_name": "rl.jsonl", "formatting": "arpo_rl"}}))
+    row = {"prompt": [{"role": "user", "content": "What is 1 + 2?"}], "reward_model": {"ground_truth": "3"}}
+    (data / "rl.jsonl").write_text(json.dumps(row) + "\n")
+    args = {
+        "model_name_or_path": str(tiny_model_dir), "stage": "arpo", "do_train": True, "finetuning_type": "full",
+        "dataset": "rl", "dataset_dir": str(data), "template": "qwen", "cutoff_len": 1024, "overwrite_cache": True,
+        "output_dir": str(tmp_path / "out"), "per_device_train_batch_size": 4, "arpo_rollout_n": 4,
+        "arpo_initial_rollouts": 2, "arpo_rollout_batch_size": 1, "max_steps": 1, "report_to": "none",
+        "use_cpu": True, "cache_dir": str(tmp_path / "hf-cache"), "temperature": 1.0, "top_p": 1.0, "top_k": 0,
+        "agentic_cache_path": str(cache_path),
+    }  # fmt: skip
+    with pytest.raises(CacheError, match=rf"recipe key `agentic_cache_path`.*{expected}"):
+        run_exp(args=args)
