@@ -126,6 +126,11 @@ class BadCacheEntry(CacheError):
         self.tool, self.key, self.reason, self.where = tool, key, reason, where
 
 
+def _utf8_len_over(text: str, limit: int) -> bool:
+    r"""Whether `text` takes more than `limit` bytes in UTF-8 (without encoding short texts)."""
+    return len(text) > limit // 4 and len(text.encode("utf-8", "surrogatepass")) > limit
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -412,10 +417,7 @@ class ToolCache:
         """
         if not self.writable:
             return False
-        if (
-            len(result) > self.max_entry_bytes // 4
-            and len(result.encode("utf-8", "surrogatepass")) > self.max_entry_bytes
-        ):
+        if _utf8_len_over(result, self.max_entry_bytes):
             with self._cond:
                 self._health["not_stored"] += 1
                 first = "oversize" not in self._warned
@@ -613,10 +615,11 @@ class ToolCache:
 
         Each key is normalised (`normalize_args(tool, key)`); after normalisation the first occurrence wins and the
         others are counted as duplicates and logged. Empty results and `No search results found.` are not stored
-        (docs/algorithms.md §7.5: empty results never). Existing live entries are kept.
+        (docs/algorithms.md §7.5: empty results never), nor are results larger than `max_entry_bytes` (they could
+        not be read back; counted as `skipped_large` and logged). Existing live entries are kept.
 
         Returns:
-            Counts `{"total", "imported", "duplicates", "skipped_empty", "existing"}`.
+            Counts `{"total", "imported", "duplicates", "skipped_empty", "skipped_large", "existing"}`.
 
         Raises:
             CacheError: the cache is not writable.
@@ -641,15 +644,22 @@ class ToolCache:
                 counts["duplicates"] += 1
                 continue
             seen.add(key)
+            if _utf8_len_over(value, self.max_entry_bytes):
+                counts["skipped_large"] += 1
+                continue
             entries.append(CacheEntry(tool, key, value, STATUS_OK, 0.0, now, "import:" + Path(path).name,
                                       self._expiry(now)))  # fmt: skip
         counts["imported"] = self._put_many(entries, overwrite=False)
         counts["existing"] = len(entries) - counts["imported"]
-        result = {k: counts[k] for k in ("total", "imported", "duplicates", "skipped_empty", "existing")}
+        result = {k: counts[k] for k in ("total", "imported", "duplicates", "skipped_empty", "skipped_large",
+                                         "existing")}  # fmt: skip
         logger.info("[agentic-tools] imported %s into the %s cache: %s", path, tool, result)
         if counts["duplicates"]:
             logger.warning("[agentic-tools] %d keys of %s were duplicates after normalisation (first kept)",
                            counts["duplicates"], path)  # fmt: skip
+        if counts["skipped_large"]:
+            logger.warning("[agentic-tools] %d results of %s are larger than max_entry_bytes=%d and were not imported",
+                           counts["skipped_large"], path, self.max_entry_bytes)  # fmt: skip
         return result
 
     def export_json(self, path: str | os.PathLike, tool: str = "search") -> int:

@@ -256,9 +256,14 @@ def test_a_huge_cached_entry_is_not_read_whole(backend, tmp_path, request):
         assert elapsed < 1.0, f"{elapsed:.2f}s"
         assert peak < 4_000_000, f"{peak} bytes traced while answering"
         assert cache.pop_health()["bad_entries"] == 1
-        # what is larger than the bound is not queued for writing either
+        # what is larger than the bound is neither queued for writing nor imported
         assert not cache.submit("search", "new huge query", stored)
         assert cache.pop_health()["not_stored"] == 1
+        source = tmp_path / "search_cache.json"
+        source.write_text(json.dumps({"imported huge": stored, "imported small": "Page 1: small"}))
+        counts = cache.import_json(source)
+        assert (counts["imported"], counts["skipped_large"]) == (1, 1)
+        assert cache.get("search", "imported huge") is None
     finally:
         _cleanup(cache)
 
