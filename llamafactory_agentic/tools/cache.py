@@ -542,7 +542,8 @@ class ToolCache:
         r"""Store one entry now (first writer wins unless `overwrite` or the old entry expired); may wait and raise.
 
         Returns:
-            True when the entry was written, False in a read-only mode or when a live entry already existed.
+            True when the entry was written; False in a read-only mode, when a live entry already existed, or for a
+            result larger than `max_entry_bytes` (it could not be read back).
         """
         if not self.writable:
             return False
@@ -551,7 +552,10 @@ class ToolCache:
         return self._put_many([entry], overwrite) == 1
 
     def put_many(self, entries: Iterable[CacheEntry], overwrite: bool = False) -> int:
-        r"""Store many entries in one transaction / pipeline now; returns how many were written."""
+        r"""Store many entries in one transaction / pipeline now; returns how many were written.
+
+        Entries larger than `max_entry_bytes` are not written (they could not be read back).
+        """
         if not self.writable:
             return 0
         return self._put_many(list(entries), overwrite)
@@ -928,6 +932,7 @@ class SQLiteCache(ToolCache):
         return _checked_entry(tool, key, row[2], row[3], row[4], row[5], row[6], row[7], where)
 
     def _put_many(self, entries: list[CacheEntry], overwrite: bool, timeout_s: float | None = None) -> int:
+        entries = [e for e in entries if not _utf8_len_over(e.result, self.max_entry_bytes)]  # never read back
         if not entries or not self._ensure_ready(timeout_s):
             return 0
         conn = self._connect(timeout_s)
@@ -1153,7 +1158,9 @@ class RedisCache(ToolCache):
                     "expires": e.expires,
                 },  # fmt: skip
                 ensure_ascii=False,
-            )
+            ).encode("utf-8")
+            if len(value) > self.max_entry_bytes:  # it would never be read back
+                continue
             ex = max(1, int(round(e.expires - e.created))) if e.expires else None
             pipe.set(self._name(e.tool, e.key), value, nx=not overwrite, ex=ex)
         return sum(1 for r in pipe.execute() if r)
