@@ -172,8 +172,8 @@ class ToolExecutor:
             recently), `cache_not_stored` (results not cached because of that or a full write queue),
             `cache_misses_offline`; for tools with a measured sandbox (the local python tool)
             `calls_at_<level>`: executions at the measured isolation level (`none`, `unprivileged`, `confined`,
-            `full`); and the cache's own `tools/cache/lookup_errors`, `lookups_skipped`, `write_errors`,
-            `written`, `not_stored`, `stats_errors`, `pending`.
+            `full`); and the cache's own `tools/cache/lookup_errors`, `lookups_skipped`, `bad_entries`,
+            `write_errors`, `written`, `not_stored`, `stats_errors`, `pending`.
         """
         with self._metrics_lock:
             counters, latencies = self._counters, self._latencies
