@@ -319,7 +319,7 @@ class ToolCache:
             first = "bad_entry" not in self._warned
             self._warned.add("bad_entry")
         log = logger.warning if first else logger.debug
-        log("[agentic-tools] %r: skipped a bad cache entry (%s) and answered it as a miss; the other entries are "
+        log("[agentic-tools] %r: skipped a bad cache entry (%s): a lookup of it is a miss, the other entries are "
             "used as usual, further bad entries are counted in tools/cache/bad_entries. A new result of the same "
             "call replaces it (read_write mode); or delete %s", self, exc, exc.where or "the entry")  # fmt: skip
 
