@@ -270,7 +270,7 @@ def test_a_huge_cached_entry_is_not_read_whole(backend, tmp_path, request):
             ("ok", "Page 1: fine"),
         ]
         assert elapsed < 1.0, f"{elapsed:.2f}s"
-        assert peak < 4_000_000, f"{peak} bytes traced while answering"
+        assert peak < 6_000_000, f"{peak} bytes traced while answering"  # old code: 10.8 MB (SQLite), 33.6 MB (Redis)
         assert cache.pop_health()["bad_entries"] == 1
         # what is larger than the bound is neither queued for writing nor imported
         assert not cache.submit("search", "new huge query", stored)
