@@ -224,6 +224,15 @@ class BaseTool:
         r"""Name of the backend that produced results (stored in the cache metadata)."""
         return self.name
 
+    def limit_observation(self, text: str) -> str:
+        r"""`text` (an observation that did not come from `run`: a cached or replayed one) within the tool's limits.
+
+        The executor applies it to every cache hit, so a stored entry never gives the model more than a live call
+        would (e.g. the search tool keeps `topk` pages of `snippet_chars` characters). The default keeps `text`;
+        tools with output limits override it.
+        """
+        return text
+
     def close(self) -> None:
         r"""Release resources (HTTP clients, indexes)."""
 

@@ -38,20 +38,22 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..hparams import CACHE_MODE
 from ..integration.log import get_logger
-from .base import NO_SEARCH_RESULTS_TEXT, STATUS_OK
+from .base import ALL_STATUSES, NO_SEARCH_RESULTS_TEXT, STATUS_OK
 
 
 logger = get_logger(__name__)
 
 CACHE_MODES = ("read_write", "read_only", "offline")
+MAX_ENTRY_BYTES = 1 << 20  # entries larger than this are not read (nor written): see `ToolCache`
 _STATS_FLUSH_S = 10.0
+_ENTRY_COLUMNS = ("tool", "key", "result", "status", "latency_s", "created", "expires", "backend")
 
 
 def _clean_surrogates(text: str) -> str:
@@ -105,6 +107,71 @@ class CacheUnavailable(CacheError):
         self.skipped = skipped
 
 
+class BadCacheEntry(CacheError):
+    r"""One stored entry cannot be used; the other entries are not affected.
+
+    Raised by the backends' readers for an entry that is not JSON (Redis), not UTF-8 text (SQLite), has a field of the
+    wrong type or an unknown status, or is larger than `max_entry_bytes`. The tool-call path (`ToolCache.lookup`)
+    answers such an entry as a miss and counts it (`bad_entries`); `iter_entries` (stats, export) skips it.
+
+    Attributes:
+        tool, key: the entry's tool name and normalised key (`key` may be "" when it could not be read).
+        reason: what is wrong with it.
+        where: how to find it in the store (SQLite: the `entries` row; Redis: the key name), for the fix.
+    """
+
+    def __init__(self, tool: str, key: str, reason: str, where: str = "") -> None:
+        r"""Create the object (the arguments are described in the class docstring)."""
+        super().__init__(f"bad cache entry ({tool}, {key[:200]!r}): {reason}")
+        self.tool, self.key, self.reason, self.where = tool, key, reason, where
+
+
+def _utf8_len_over(text: str, limit: int) -> bool:
+    r"""Whether `text` takes more than `limit` bytes in UTF-8 (without encoding short texts)."""
+    return len(text) > limit // 4 and len(text.encode("utf-8", "surrogatepass")) > limit
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _checked_entry(
+    tool: object,
+    key: object,
+    result: object,
+    status: object,
+    latency_s: object,
+    created: object,
+    backend: object,
+    expires: object,
+    where: str = "",
+) -> CacheEntry:
+    r"""A `CacheEntry` from the stored fields, or `BadCacheEntry` naming the first field of a wrong type.
+
+    `latency_s`, `created` and `backend` may be missing (None); `expires` may be None (never).
+    """
+    shown_tool = tool if isinstance(tool, str) else repr(tool)
+    shown_key = key if isinstance(key, str) else repr(key)
+
+    def bad(reason: str) -> BadCacheEntry:
+        return BadCacheEntry(shown_tool, shown_key, reason, where)
+
+    for name, value in (("tool", tool), ("key", key), ("result", result), ("status", status)):
+        if not isinstance(value, str):
+            if isinstance(value, bytes):
+                raise bad(f"`{name}` is not UTF-8 text ({len(value)} bytes)")
+            raise bad(f"`{name}` is {type(value).__name__}, not text")
+    if status not in ALL_STATUSES:
+        raise bad(f"unknown status {status[:50]!r}")
+    for name, value in (("latency_s", latency_s), ("created", created), ("expires", expires)):
+        if value is not None and not _is_number(value):
+            raise bad(f"`{name}` is {type(value).__name__}, not a number")
+    if backend is not None and not isinstance(backend, str):
+        raise bad(f"`backend` is {type(backend).__name__}, not text")
+    return CacheEntry(tool, key, result, status, float(latency_s or 0.0), float(created or 0.0), backend or "",
+                      None if expires is None else float(expires))  # fmt: skip
+
+
 class ToolCache:
     r"""Interface shared by the SQLite and Redis caches.
 
@@ -114,8 +181,12 @@ class ToolCache:
     `close`/`flush`. A cache that fails a lookup is not asked again for `retry_after_s` (lookups raise
     `CacheUnavailable(skipped=True)` at once); failed writes stay queued (at most `max_pending` entries) and are
     retried after `retry_after_s`; `close` waits at most `close_timeout_s` for them. Each kind of failure is logged
-    once as a warning (then at debug level) and counted in `pop_health()`. The direct API (`get`, `put`,
-    `put_many`, `stats`, import/export) raises and waits up to the backend's own timeouts, for tools and scripts.
+    once as a warning (then at debug level) and counted in `pop_health()`. One bad entry (not JSON, not UTF-8 text,
+    a field of the wrong type, or larger than `max_entry_bytes`) is not a failure of the cache: its lookup is a miss,
+    the first one is logged as a warning naming the entry and the fix, each is counted as `bad_entries`, every other
+    key is still answered, and in `read_write` mode the next result stored for that key replaces it. The direct API (`get`, `put`, `put_many`, `stats`, import/export) raises (`get`:
+    `BadCacheEntry` for a bad entry) and waits up to the backend's own timeouts, for tools and scripts; `iter_entries`
+    (and so `stats` and `export_json`) skips bad entries.
 
     Args:
         mode: "read_write", "read_only" or "offline".
@@ -126,6 +197,10 @@ class ToolCache:
         retry_after_s: after a failure, the cache is left alone this long.
         max_pending: queued entries beyond this are not stored (counted as `not_stored`).
         close_timeout_s: `close` waits at most this long for queued entries.
+        max_entry_bytes: an entry whose result is larger than this (UTF-8 bytes; the JSON value for Redis) is not
+            read (a bad entry, see above: reading and decoding megabytes would delay the call) and a result larger
+            than this is not queued for writing (`not_stored`). Far above any observation the built-in tools
+            produce (a search observation is at most `topk` pages of `snippet_chars` characters).
     """
 
     def __init__(
@@ -138,6 +213,7 @@ class ToolCache:
         retry_after_s: float = 5.0,
         max_pending: int = 10_000,
         close_timeout_s: float = 2.0,
+        max_entry_bytes: int = MAX_ENTRY_BYTES,
     ) -> None:
         r"""Create the object (the arguments are described in the class docstring)."""
         if mode not in CACHE_MODES:
@@ -150,6 +226,7 @@ class ToolCache:
         self.retry_after_s = float(retry_after_s)
         self.max_pending = int(max_pending)
         self.close_timeout_s = float(close_timeout_s)
+        self.max_entry_bytes = int(max_entry_bytes)
         self._stats_lock = threading.Lock()
         self._hits: Counter = Counter()
         self._misses: Counter = Counter()
@@ -164,6 +241,8 @@ class ToolCache:
         self._writes_down_until = 0.0
         self._warned: set[str] = set()  # kinds of failure already logged as a warning (once per cache)
         self._down: set[str] = set()  # kinds of operation failing now
+        self._bad_keys: OrderedDict[tuple[str, str], None] = OrderedDict()  # bad entries a new result replaces
+        self._bad_seen = 0  # bad entries met so far (never reset, unlike the health counters)
 
     @property
     def writable(self) -> bool:
@@ -225,18 +304,38 @@ class ToolCache:
         if was_down:
             logger.info("[agentic-tools] %r: %s works again", self, kind)
 
+    def _bad_entry(self, exc: BadCacheEntry, tool: str | None = None, key: str | None = None) -> None:
+        r"""Count a bad entry (`bad_entries`); warn about the first one, with the fix, then log at debug level.
+
+        With `tool` and `key` (a lookup's), the next result queued for that key replaces the bad entry.
+        """
+        with self._cond:
+            self._health["bad_entries"] += 1
+            self._bad_seen += 1
+            if tool is not None and key is not None and self.writable:
+                self._bad_keys[(tool, key)] = None
+                while len(self._bad_keys) > self.max_pending:
+                    self._bad_keys.popitem(last=False)
+            first = "bad_entry" not in self._warned
+            self._warned.add("bad_entry")
+        log = logger.warning if first else logger.debug
+        log("[agentic-tools] %r: skipped a bad cache entry (%s): a lookup of it is a miss, the other entries are "
+            "used as usual, further bad entries are counted in tools/cache/bad_entries. A new result of the same "
+            "call replaces it (read_write mode); or delete %s", self, exc, exc.where or "the entry")  # fmt: skip
+
     def pop_health(self) -> dict[str, int]:
         r"""Health counters of the tool-call path since the last call, then reset.
 
         Returns:
-            `lookup_errors`, `lookups_skipped`, `write_errors`, `written`, `not_stored`, `stats_errors`, plus the
-            gauge `pending` (entries queued now).
+            `lookup_errors`, `lookups_skipped`, `bad_entries` (entries skipped as unreadable, see the class
+            docstring), `write_errors`, `written`, `not_stored`, `stats_errors`, plus the gauge `pending` (entries
+            queued now).
         """
         with self._cond:
             health, self._health = self._health, Counter()
             pending = len(self._pending)
-        out = {k: int(health[k]) for k in ("lookup_errors", "lookups_skipped", "write_errors", "written",
-                                           "not_stored", "stats_errors")}  # fmt: skip
+        out = {k: int(health[k]) for k in ("lookup_errors", "lookups_skipped", "bad_entries", "write_errors",
+                                           "written", "not_stored", "stats_errors")}  # fmt: skip
         out["pending"] = pending
         return out
 
@@ -286,12 +385,19 @@ class ToolCache:
         r"""Write `batch` in parts of 500; False (and counted, retried later) when a part fails."""
         for i in range(0, len(batch), 500):
             part = batch[i : i + 500]
+            with self._cond:  # a new result replaces a bad entry that a lookup skipped (first writer wins otherwise)
+                heal = [e for e in part if (e.tool, e.key) in self._bad_keys]
+                keep = [e for e in part if (e.tool, e.key) not in self._bad_keys] if heal else part
             try:
-                written = self._put_many(part, overwrite=False, timeout_s=self.write_timeout_s)
+                written = self._put_many(keep, overwrite=False, timeout_s=self.write_timeout_s)
+                if heal:
+                    written += self._put_many(heal, overwrite=True, timeout_s=self.write_timeout_s)
             except Exception as exc:  # noqa: BLE001 - a locked or broken cache never fails a tool call
                 self._failed("write", exc)
                 return False
             with self._cond:
+                for e in heal:
+                    self._bad_keys.pop((e.tool, e.key), None)
                 for e in part:
                     if self._pending.get((e.tool, e.key)) is e:
                         del self._pending[(e.tool, e.key)]
@@ -306,10 +412,20 @@ class ToolCache:
         r"""Queue one entry for the background writer (first writer wins); never raises, never waits.
 
         Returns:
-            True when queued; False in a read-only mode or when `max_pending` entries are already queued (counted
-            as `not_stored`).
+            True when queued; False in a read-only mode, for a result larger than `max_entry_bytes` or when
+            `max_pending` entries are already queued (both counted as `not_stored`).
         """
         if not self.writable:
+            return False
+        if _utf8_len_over(result, self.max_entry_bytes):
+            with self._cond:
+                self._health["not_stored"] += 1
+                first = "oversize" not in self._warned
+                self._warned.add("oversize")
+            log = logger.warning if first else logger.debug
+            log("[agentic-tools] %r: a %s result of %d characters is larger than max_entry_bytes=%d and is not "
+                "stored (counted in tools/cache/not_stored)", self, tool, len(result),
+                self.max_entry_bytes)  # fmt: skip
             return False
         now = time.time()
         entry = CacheEntry(tool, key, result, status, float(latency_s), now, backend, self._expiry(now))
@@ -365,8 +481,19 @@ class ToolCache:
             (self._hits if hit else self._misses)[tool] += 1
 
     def get(self, tool: str, key: str) -> CacheEntry | None:
-        r"""The live entry for (tool, normalised key), or None; counts a hit or a miss. Raises on backend errors."""
-        entry = self._pending_entry(tool, key) or self._get(tool, key)
+        r"""The live entry for (tool, normalised key), or None; counts a hit or a miss.
+
+        Raises:
+            BadCacheEntry: the stored entry cannot be used (counted as a miss and in `bad_entries`).
+            Exception: the backend's errors (locked database, unreachable server).
+        """
+        try:
+            entry = self._pending_entry(tool, key) or self._get(tool, key)
+        except BadCacheEntry:
+            self._count_lookup(tool, False)
+            with self._cond:
+                self._health["bad_entries"] += 1
+            raise
         self._count_lookup(tool, entry is not None)
         if self.writable:
             self._ensure_writer()  # it also flushes the hit/miss counters
@@ -375,7 +502,8 @@ class ToolCache:
     def lookup(self, tool: str, key: str) -> CacheEntry | None:
         r"""`get` for the tool-call path: bounded by `lookup_timeout_s`, never waits on a recently failed cache.
 
-        Failures are counted (`pop_health`); a cache that failed is not asked again for `retry_after_s`.
+        Failures are counted (`pop_health`); a cache that failed is not asked again for `retry_after_s`. A bad
+        entry (`BadCacheEntry`) is answered as a miss and counted as `bad_entries`; it is not a failure of the cache.
 
         Raises:
             CacheUnavailable: the cache did not answer (`skipped` when it was not asked); treat it as a miss whose
@@ -389,6 +517,9 @@ class ToolCache:
                 raise CacheUnavailable(f"{self!r} failed recently; not asked for {self.retry_after_s:g}s", True)
             try:
                 entry = self._get(tool, key, timeout_s=self.lookup_timeout_s)
+            except BadCacheEntry as exc:  # this entry only: a miss; the cache itself works
+                self._bad_entry(exc, tool, key)
+                entry = None
             except Exception as exc:  # noqa: BLE001 - locked, slow, corrupt or unreachable
                 self._failed("lookup", exc)
                 raise CacheUnavailable(f"{type(exc).__name__}: {exc}") from exc
@@ -411,7 +542,8 @@ class ToolCache:
         r"""Store one entry now (first writer wins unless `overwrite` or the old entry expired); may wait and raise.
 
         Returns:
-            True when the entry was written, False in a read-only mode or when a live entry already existed.
+            True when the entry was written; False in a read-only mode, when a live entry already existed, or for a
+            result larger than `max_entry_bytes` (it could not be read back).
         """
         if not self.writable:
             return False
@@ -420,7 +552,10 @@ class ToolCache:
         return self._put_many([entry], overwrite) == 1
 
     def put_many(self, entries: Iterable[CacheEntry], overwrite: bool = False) -> int:
-        r"""Store many entries in one transaction / pipeline now; returns how many were written."""
+        r"""Store many entries in one transaction / pipeline now; returns how many were written.
+
+        Entries larger than `max_entry_bytes` are not written (they could not be read back).
+        """
         if not self.writable:
             return 0
         return self._put_many(list(entries), overwrite)
@@ -448,8 +583,9 @@ class ToolCache:
         r"""Entries, size and hit counters of the cache (queued entries are written first, see `flush`).
 
         Returns:
-            `{"entries", "entries_per_tool", "size_bytes", "hits", "misses", "hit_rate", "per_tool"}`; the counters
-            include every process that flushed into this cache.
+            `{"entries", "entries_per_tool", "bad_entries", "size_bytes", "hits", "misses", "hit_rate", "per_tool"}`;
+            `bad_entries` counts the stored entries that cannot be read (skipped, see the class docstring; the first
+            one is logged with the fix); the counters include every process that flushed into this cache.
         """
         self.flush()
         stored = self._stored_stats()
@@ -462,10 +598,15 @@ class ToolCache:
                 per_tool[tool] = {"hits": hits, "misses": misses, "hit_rate": hits / max(1, hits + misses)}
         hits = sum(v["hits"] for v in per_tool.values())
         misses = sum(v["misses"] for v in per_tool.values())
+        with self._cond:
+            bad_before = self._bad_seen
         per_tool_entries = Counter(e.tool for e in self.iter_entries())
+        with self._cond:
+            bad = self._bad_seen - bad_before
         return {
             "entries": sum(per_tool_entries.values()),
             "entries_per_tool": dict(per_tool_entries),
+            "bad_entries": bad,
             "size_bytes": self.size_bytes(),
             "hits": hits,
             "misses": misses,
@@ -478,10 +619,11 @@ class ToolCache:
 
         Each key is normalised (`normalize_args(tool, key)`); after normalisation the first occurrence wins and the
         others are counted as duplicates and logged. Empty results and `No search results found.` are not stored
-        (docs/algorithms.md §7.5: empty results never). Existing live entries are kept.
+        (docs/algorithms.md §7.5: empty results never), nor are results larger than `max_entry_bytes` (they could
+        not be read back; counted as `skipped_large` and logged). Existing live entries are kept.
 
         Returns:
-            Counts `{"total", "imported", "duplicates", "skipped_empty", "existing"}`.
+            Counts `{"total", "imported", "duplicates", "skipped_empty", "skipped_large", "existing"}`.
 
         Raises:
             CacheError: the cache is not writable.
@@ -506,15 +648,22 @@ class ToolCache:
                 counts["duplicates"] += 1
                 continue
             seen.add(key)
+            if _utf8_len_over(value, self.max_entry_bytes):
+                counts["skipped_large"] += 1
+                continue
             entries.append(CacheEntry(tool, key, value, STATUS_OK, 0.0, now, "import:" + Path(path).name,
                                       self._expiry(now)))  # fmt: skip
         counts["imported"] = self._put_many(entries, overwrite=False)
         counts["existing"] = len(entries) - counts["imported"]
-        result = {k: counts[k] for k in ("total", "imported", "duplicates", "skipped_empty", "existing")}
+        result = {k: counts[k] for k in ("total", "imported", "duplicates", "skipped_empty", "skipped_large",
+                                         "existing")}  # fmt: skip
         logger.info("[agentic-tools] imported %s into the %s cache: %s", path, tool, result)
         if counts["duplicates"]:
             logger.warning("[agentic-tools] %d keys of %s were duplicates after normalisation (first kept)",
                            counts["duplicates"], path)  # fmt: skip
+        if counts["skipped_large"]:
+            logger.warning("[agentic-tools] %d results of %s are larger than max_entry_bytes=%d and were not imported",
+                           counts["skipped_large"], path, self.max_entry_bytes)  # fmt: skip
         return result
 
     def export_json(self, path: str | os.PathLike, tool: str = "search") -> int:
@@ -617,8 +766,16 @@ class SQLiteCache(ToolCache):
         if on_corrupt not in ("move", "empty", "raise"):
             raise CacheError(f"unknown on_corrupt {on_corrupt!r}")
         self._on_corrupt = on_corrupt
+        if os.path.isdir(self.path):
+            raise CacheError(f"tool cache path {self.path} is a directory, not a SQLite file: name a file, e.g. "
+                             f"{os.path.join(self.path, 'tool_cache.sqlite')}")  # fmt: skip
         if self.writable:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise CacheError(
+                    f"tool cache {self.path}: its folder cannot be created ({exc}): check the path"
+                ) from exc
         elif not os.path.isfile(self.path):
             raise CacheError(f"tool cache {self.path} does not exist (mode {mode} never creates one): check the path")
         try:
@@ -663,6 +820,7 @@ class SQLiteCache(ToolCache):
             else:  # never creates the file (or its folder)
                 conn = sqlite3.connect(f"file:{_uri_path(self.path)}?mode=ro", uri=True, timeout=timeout_s,
                                        isolation_level=None, check_same_thread=False)  # fmt: skip
+            conn.text_factory = _text_or_bytes  # undecodable text is one bad entry, not a failed query
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: committed data survives a process crash
             self._local.conn = conn
             self._local.pid = os.getpid()
@@ -677,6 +835,7 @@ class SQLiteCache(ToolCache):
     def _init_db(self, timeout_s: float) -> None:
         conn = self._connect(timeout_s)
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # raises DatabaseError on a corrupt header
+        self._check_is_tool_cache(conn)  # before anything is written: another application's file stays untouched
         if self.writable:
             # Switching to WAL needs an exclusive lock, and SQLite answers "database is locked" at once, without its
             # busy timeout, while another connection holds the write lock (a new file opened by several processes at
@@ -695,9 +854,25 @@ class SQLiteCache(ToolCache):
                     if "locked" not in str(exc) or left <= 0:
                         raise
                     time.sleep(min(0.05, left))
-        elif self._on_corrupt == "raise" and not self._has_table():
-            raise CacheError(f"{self.path} is an SQLite database but not a tool cache (it has no `entries` table)")
         self._ready = True
+
+    def _check_is_tool_cache(self, conn: sqlite3.Connection) -> None:
+        r"""Raise `CacheError` for a database that has tables but not the tool cache's `entries` table.
+
+        An empty database (no table: a new file) is a tool cache yet to be filled, except for the read-only commands
+        (`on_corrupt="raise"`), which refuse it too.
+        """
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()]
+        columns = (
+            {r[1] for r in conn.execute("PRAGMA table_info(entries)").fetchall()} if "entries" in tables else set()
+        )
+        if not tables and (self.writable or self._on_corrupt != "raise"):
+            return
+        if not set(_ENTRY_COLUMNS) <= columns:
+            what = "no `entries` table" if "entries" not in tables else "an `entries` table of another layout"
+            shown = ", ".join(str(t) for t in tables[:10]) or "none"
+            raise CacheError(f"{self.path} is an SQLite database but not a tool cache (it has {what}; tables: "
+                             f"{shown}); it was left unchanged: name a new file for the cache")  # fmt: skip
 
     def _ensure_ready(self, timeout_s: float | None) -> bool:
         r"""Finish an opening that found the database locked; False while it still cannot be opened."""
@@ -726,9 +901,9 @@ class SQLiteCache(ToolCache):
             row = (
                 self._connect(timeout_s)
                 .execute(
-                    "SELECT result, status, latency_s, created, backend, expires FROM entries "
+                    f"SELECT {self._BOUNDED_COLUMNS} FROM entries "
                     "WHERE tool = ? AND key = ? AND (expires IS NULL OR expires > ?)",
-                    (tool, key, time.time()),
+                    (self.max_entry_bytes, tool, key, time.time()),
                 )
                 .fetchone()
             )
@@ -738,9 +913,26 @@ class SQLiteCache(ToolCache):
             raise
         if row is None:
             return None
-        return CacheEntry(tool, key, row[0], row[1], row[2] or 0.0, row[3], row[4] or "", row[5])
+        return self._entry_from_row(row)
+
+    # the result only when it is at most `max_entry_bytes` long (its length is read without decoding it)
+    _BOUNDED_COLUMNS = (
+        "tool, key, CASE WHEN length(CAST(result AS BLOB)) > ?1 THEN NULL ELSE result END, status, latency_s, "
+        "created, backend, expires, length(CAST(result AS BLOB)), rowid"
+    )
+
+    def _entry_from_row(self, row: tuple) -> CacheEntry:
+        r"""`CacheEntry` of a row of `_BOUNDED_COLUMNS`, or `BadCacheEntry`."""
+        tool, key = row[0], row[1]
+        where = f"its row in {self.path} (`DELETE FROM entries WHERE rowid = {row[9]}`)"
+        if row[8] is not None and row[8] > self.max_entry_bytes:
+            shown_key = key if isinstance(key, str) else repr(key)
+            raise BadCacheEntry(str(tool), shown_key, f"result of {row[8]} bytes is larger than max_entry_bytes="
+                                f"{self.max_entry_bytes}", where)  # fmt: skip
+        return _checked_entry(tool, key, row[2], row[3], row[4], row[5], row[6], row[7], where)
 
     def _put_many(self, entries: list[CacheEntry], overwrite: bool, timeout_s: float | None = None) -> int:
+        entries = [e for e in entries if not _utf8_len_over(e.result, self.max_entry_bytes)]  # never read back
         if not entries or not self._ensure_ready(timeout_s):
             return 0
         conn = self._connect(timeout_s)
@@ -779,14 +971,16 @@ class SQLiteCache(ToolCache):
         r"""See the base class."""
         if not self._ensure_ready(None) or not self._has_table():
             return
-        sql = "SELECT tool, key, result, status, latency_s, created, backend, expires FROM entries "
-        sql += "WHERE (expires IS NULL OR expires > ?)"
-        params: tuple = (time.time(),)
+        sql = f"SELECT {self._BOUNDED_COLUMNS} FROM entries WHERE (expires IS NULL OR expires > ?2)"
+        params: tuple = (self.max_entry_bytes, time.time())
         if tool is not None:
-            sql += " AND tool = ?"
+            sql += " AND tool = ?3"
             params += (tool,)
         for row in self._connect().execute(sql + " ORDER BY rowid", params):
-            yield CacheEntry(row[0], row[1], row[2], row[3], row[4] or 0.0, row[5], row[6] or "", row[7])
+            try:
+                yield self._entry_from_row(row)
+            except BadCacheEntry as exc:  # skipped: one bad row does not stop stats or export
+                self._bad_entry(exc)
 
     def count(self, tool: str | None = None) -> int:
         r"""See the base class (queued entries are written first, see `flush`)."""
@@ -835,6 +1029,14 @@ class SQLiteCache(ToolCache):
     def __repr__(self) -> str:
         r"""Standard `__repr__`."""
         return f"SQLiteCache({self.path!r}, mode={self.mode!r})"
+
+
+def _text_or_bytes(raw: bytes) -> str | bytes:
+    r"""SQLite text column as `str`; bytes that are not UTF-8 stay `bytes` (a bad entry, see `_checked_entry`)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
 
 
 def _uri_path(path: str) -> str:
@@ -902,17 +1104,38 @@ class RedisCache(ToolCache):
     def _name(self, tool: str, key: str) -> str:
         return f"{self.prefix}e:{tool}:{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()}"
 
-    @staticmethod
-    def _decode(raw: bytes | None) -> CacheEntry | None:
+    def _decode(self, raw: bytes | None, name: bytes | str, tool: str = "?", key: str = "") -> CacheEntry | None:
+        r"""`CacheEntry` of the stored JSON value `raw` of Redis key `name`; `BadCacheEntry` when it is not one."""
         if raw is None:
             return None
-        d = json.loads(raw)
-        return CacheEntry(d["tool"], d["key"], d["result"], d.get("status", STATUS_OK), d.get("latency_s", 0.0),
-                          d.get("created", 0.0), d.get("backend", ""), d.get("expires"))  # fmt: skip
+        name = name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+        where = f"the Redis key {name} (`DEL {name}`)"
+        if len(raw) > self.max_entry_bytes:
+            raise BadCacheEntry(tool, key, f"value of {len(raw)}+ bytes is larger than max_entry_bytes="
+                                f"{self.max_entry_bytes}", where)  # fmt: skip
+        try:
+            d = json.loads(raw)
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            raise BadCacheEntry(tool, key, f"value is not JSON ({exc})", where) from None
+        if not isinstance(d, dict) or not {"tool", "key", "result"} <= set(d):
+            raise BadCacheEntry(tool, key, "value is not an object with `tool`, `key` and `result`", where)
+        return _checked_entry(d["tool"], d["key"], d["result"], d.get("status", STATUS_OK), d.get("latency_s"),
+                              d.get("created"), d.get("backend"), d.get("expires"), where)  # fmt: skip
 
     def _get(self, tool: str, key: str, timeout_s: float | None = None) -> CacheEntry | None:
+        import redis
+
         client = self._redis if timeout_s is None else self._client(timeout_s)
-        entry = self._decode(client.get(self._name(tool, key)))
+        name = self._name(tool, key)
+        try:  # at most max_entry_bytes + 1 bytes travel: a larger value is refused without being read whole
+            raw = client.getrange(name, 0, self.max_entry_bytes)
+        except redis.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+            raise BadCacheEntry(tool, key, "not a string value", f"the Redis key {name} (`DEL {name}`)") from None
+        if not raw:  # no such key (GETRANGE answers "" for a missing key; an empty value is no entry either)
+            return None
+        entry = self._decode(raw, name, tool, key)
         if entry is not None and entry.key != key:  # sha256 collision: practically impossible, still checked
             return None
         return entry
@@ -935,7 +1158,9 @@ class RedisCache(ToolCache):
                     "expires": e.expires,
                 },  # fmt: skip
                 ensure_ascii=False,
-            )
+            ).encode("utf-8")
+            if len(value) > self.max_entry_bytes:  # it would never be read back
+                continue
             ex = max(1, int(round(e.expires - e.created))) if e.expires else None
             pipe.set(self._name(e.tool, e.key), value, nx=not overwrite, ex=ex)
         return sum(1 for r in pipe.execute() if r)
@@ -946,16 +1171,38 @@ class RedisCache(ToolCache):
         yield from self._redis.scan_iter(match=pattern, count=1000)
 
     def iter_entries(self, tool: str | None = None) -> Iterator[CacheEntry]:
-        r"""See the base class."""
+        r"""See the base class (bad entries are skipped and counted, see `ToolCache`)."""
         batch: list[bytes] = []
         entries: list[CacheEntry] = []
+
+        def _read(names: list[bytes]) -> None:
+            values = self._redis.mget(names)
+            missing = [name for name, raw in zip(names, values) if raw is None]  # deleted meanwhile, or no string
+            if missing:
+                pipe = self._redis.pipeline(transaction=False)
+                for name in missing:
+                    pipe.type(name)
+                for name, kind in zip(missing, pipe.execute()):
+                    if kind not in (b"none", "none"):
+                        shown = name.decode("utf-8", "replace")
+                        self._bad_entry(BadCacheEntry(tool or "?", "", f"a Redis {kind!r} value, not a string",
+                                                      f"the Redis key {shown} (`DEL {shown}`)"))  # fmt: skip
+            for name, raw in zip(names, values):
+                try:
+                    entry = self._decode(raw, name, tool or "?")
+                except BadCacheEntry as exc:
+                    self._bad_entry(exc)
+                    continue
+                if entry is not None:
+                    entries.append(entry)
+
         for name in self._scan_names(tool):
             batch.append(name)
             if len(batch) >= 500:
-                entries.extend(e for e in map(self._decode, self._redis.mget(batch)) if e is not None)
+                _read(batch)
                 batch = []
         if batch:
-            entries.extend(e for e in map(self._decode, self._redis.mget(batch)) if e is not None)
+            _read(batch)
         entries.sort(key=lambda e: e.created)
         yield from entries
 
@@ -972,7 +1219,8 @@ class RedisCache(ToolCache):
             pipe = self._redis.pipeline(transaction=False)
             for name in names[i : i + 500]:
                 pipe.strlen(name)
-            total += sum(int(x or 0) for x in pipe.execute())
+            # a value of another Redis type (a bad entry) answers WRONGTYPE: not counted
+            total += sum(int(x or 0) for x in pipe.execute(raise_on_error=False) if isinstance(x, int))
         return total
 
     def _flush_stats(self, hits: Counter, misses: Counter, timeout_s: float | None = None) -> None:
@@ -1037,6 +1285,8 @@ def open_cache(
 
 __all__ = [
     "CACHE_MODES",
+    "MAX_ENTRY_BYTES",
+    "BadCacheEntry",
     "CacheEntry",
     "CacheError",
     "CacheUnavailable",

@@ -15,11 +15,12 @@
 """`ToolExecutor`: runs one round's tool calls concurrently, with the cache, dedup, limits and metrics.
 
 Per call, in order: unknown tag -> `unknown_tool`; empty body -> `Error: empty <tag> call.` (docs/algorithms.md §12);
-per-trajectory call limit of the tool -> `limit`; parse; cache lookup (cached tools only; `offline` mode answers a
-miss with the no-result text); in-flight dedup (identical (tool, key) calls share one execution, also across threads);
-otherwise the call runs in the thread pool with the tool's retries (tenacity) and the executor waits at most the
-tool's `timeout_s` plus a grace period counted from the moment a worker starts the call (time spent queued behind other
-calls when there are more calls than workers does not count), with an overall safety bound on the queueing time.
+per-trajectory call limit of the tool -> `limit`; parse; cache lookup (cached tools only; a hit is cut to the tool's
+limits by `BaseTool.limit_observation`; `offline` mode answers a miss with the no-result text); in-flight dedup
+(identical (tool, key) calls share one execution, also across threads); otherwise the call runs in the thread pool
+with the tool's retries (tenacity) and the executor waits at most the tool's `timeout_s` plus a grace period counted
+from the moment a worker starts the call (time spent queued behind other calls when there are more calls than workers
+does not count), with an overall safety bound on the queueing time.
 New "ok" results of cached tools are queued for the cache's background writer (`ToolCache.submit`), and lookups are
 bounded (`ToolCache.lookup`): a locked, slow or broken cache delays a call by at most the cache's lookup timeout,
 and a call whose lookup failed is a miss whose result is not stored.
@@ -54,7 +55,7 @@ from .base import (
     check_number,
     error_text,
 )
-from .cache import CacheUnavailable, ToolCache, open_cache
+from .cache import CacheError, CacheUnavailable, ToolCache, open_cache
 
 
 logger = get_logger(__name__)
@@ -171,8 +172,8 @@ class ToolExecutor:
             recently), `cache_not_stored` (results not cached because of that or a full write queue),
             `cache_misses_offline`; for tools with a measured sandbox (the local python tool)
             `calls_at_<level>`: executions at the measured isolation level (`none`, `unprivileged`, `confined`,
-            `full`); and the cache's own `tools/cache/lookup_errors`, `lookups_skipped`, `write_errors`,
-            `written`, `not_stored`, `stats_errors`, `pending`.
+            `full`); and the cache's own `tools/cache/lookup_errors`, `lookups_skipped`, `bad_entries`,
+            `write_errors`, `written`, `not_stored`, `stats_errors`, `pending`.
         """
         with self._metrics_lock:
             counters, latencies = self._counters, self._latencies
@@ -383,8 +384,9 @@ class ToolExecutor:
                 entry, store = None, False
                 self._count(tool.name, "cache_errors")
                 logger.debug("[agentic-tools] cache lookup failed for %s: %s", tool.name, exc)
-            if entry is not None:
-                result = ToolResult(entry.result, entry.status, time.perf_counter() - start, True)
+            if entry is not None:  # within the tool's own limits, as a live result would be
+                text = tool.limit_observation(entry.result)
+                result = ToolResult(text, entry.status, time.perf_counter() - start, True)
                 self._record(tool.name, result)
                 return result
             self._count(tool.name, "cache_misses")
@@ -499,8 +501,8 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
         ValueError: a bad `agentic_*` key, or a bad tool config (`registry.ToolConfigError`, naming the file, the
             entry and the fix).
         KeyError: an environment variable the tool config needs is unset.
-        CacheError: the cache cannot be opened (bad mode, missing file in a read-only mode, corrupt with
-            `on_corrupt="raise"`).
+        CacheError: the cache cannot be opened (bad mode, missing file in a read-only mode, a directory, a database
+            that is not a tool cache), naming the key that gave the path.
         IsolationError: the python tool's measured isolation is below `agentic_python_min_isolation`.
     """
     from .python_tool import PythonTool, check_min_isolation
@@ -515,8 +517,15 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
     cache_path = getattr(a, "agentic_cache_path", None) or cache_cfg.get("path")
     cache_mode = keys["cache_mode"] or cache_cfg.get("mode") or CACHE_MODE
     cache_tools = getattr(a, "agentic_cache_tools", None) or cache_cfg.get("tools") or CACHE_TOOLS
-    cache = open_cache(os.path.expanduser(str(cache_path)) if cache_path and "://" not in str(cache_path)
-                       else cache_path, mode=cache_mode, ttl_s=cache_cfg.get("ttl_s"), degrade=True)  # fmt: skip
+    try:
+        cache = open_cache(os.path.expanduser(str(cache_path)) if cache_path and "://" not in str(cache_path)
+                           else cache_path, mode=cache_mode, ttl_s=cache_cfg.get("ttl_s"), degrade=True)  # fmt: skip
+    except CacheError as exc:  # a directory, another application's database, a missing read-only file: name the key
+        if getattr(a, "agentic_cache_path", None):
+            key = "recipe key `agentic_cache_path` (`--cache` of the command line)"
+        else:
+            key = f"`cache.path` of the tool config {config_path}"
+        raise CacheError(f"{key}: {exc}") from exc
     defaults = {
         "python": {
             "timeout_s": keys["python_timeout"],

@@ -17,7 +17,8 @@ r"""`<search>query</search>`: one search tool with pluggable backends.
 Formatting (docs/algorithms.md §7.3; `ARPO/verl_arpo_entropy/verl/workers/rollout/tools/search_tool.py:432-477`):
 query = call content with `"` removed (we also collapse whitespace, see `cache.normalize_search_query`); take the
 snippets in rank order, skip empty and duplicate ones, keep the first `topk`, cut each to `snippet_chars` and join
-them as `Page 1: …\nPage 2: …`; no snippet -> `No search results found.`.
+them as `Page 1: …\nPage 2: …`; no snippet -> `No search results found.`. Cached and replayed results go through the
+same `format_snippets` (`SearchTool.limit_observation`), so they obey `topk` and `snippet_chars` as live ones do.
 
 Backends:
 * `local` (default, no keys): BM25 over a JSONL corpus (`index.BM25Index`), e.g. the one `index build` makes from
@@ -34,6 +35,7 @@ Backends:
 import re
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..hparams import SEARCH_BACKEND, SEARCH_SNIPPET_CHARS, SEARCH_TOPK
@@ -49,8 +51,10 @@ from .base import (
     TransientToolError,
     check_number,
     redact,
+    truncate_middle,
 )
 from .cache import CacheUnavailable, ToolCache, normalize_search_query, open_cache
+from .index import _PAGE_SPLIT
 from .registry import register_tool
 
 
@@ -59,11 +63,13 @@ logger = get_logger(__name__)
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
-def format_snippets(snippets: list[str], topk: int = SEARCH_TOPK, snippet_chars: int = SEARCH_SNIPPET_CHARS) -> str:
+def format_snippets(
+    snippets: Iterable[str], topk: int = SEARCH_TOPK, snippet_chars: int = SEARCH_SNIPPET_CHARS
+) -> str:
     r"""Format ranked snippets as `Page 1: …\nPage 2: …`.
 
     Empty and duplicate snippets are skipped, the first `topk` kept, each cut to `snippet_chars`;
-    `No search results found.` when none is left.
+    `No search results found.` when none is left. `snippets` is read only up to the `topk`-th kept snippet.
     """
     pages: list[str] = []
     seen: set[str] = set()
@@ -80,6 +86,21 @@ def format_snippets(snippets: list[str], topk: int = SEARCH_TOPK, snippet_chars:
     if not pages:
         return NO_SEARCH_RESULTS_TEXT
     return "\n".join(f"Page {i}: {text}" for i, text in enumerate(pages, 1))
+
+
+def iter_pages(text: str) -> Iterator[str]:
+    r"""The snippets of a formatted result `Page 1: …\nPage 2: …`, lazily (split as `index.split_pages` does).
+
+    Text before the first `Page N: ` marker is one snippet too. Each page is found only when asked for, so taking the
+    first `topk` pages of a 10 MB result scans only as far as they go.
+    """
+    start = 0
+    for match in _PAGE_SPLIT.finditer(text):
+        if match.start() > start:
+            yield text[start : match.start()]
+        start = match.end()
+    if start < len(text):
+        yield text[start:]
 
 
 def market_for(query: str) -> str:
@@ -442,11 +463,26 @@ class SearchTool(BaseTool):
         r"""See the base class."""
         return self.backend.name
 
+    def limit_observation(self, text: str) -> str:
+        r"""A cached or replayed result cut like a live one: its pages through `format_snippets(topk, snippet_chars)`.
+
+        A text that is not a `Page 1: …` result (a cached error message) is kept when it has at most
+        `topk * snippet_chars` characters, else cut around an omission line to that size; `No search results found.`
+        stays as it is.
+        """
+        body = text.strip()
+        if body == NO_SEARCH_RESULTS_TEXT:
+            return body
+        if body.startswith("Page 1: "):
+            return format_snippets(iter_pages(body), self.topk, self.snippet_chars)
+        limit = self.topk * self.snippet_chars
+        return body if len(body) <= limit else truncate_middle(body, limit)
+
     def run(self, args: str) -> ToolOutput:
         r"""See the base class."""
         if isinstance(self.backend, ReplayBackend):
             try:
-                return ToolOutput(self.backend.lookup(args), STATUS_OK)
+                return ToolOutput(self.limit_observation(self.backend.lookup(args)), STATUS_OK)
             except CacheMiss:
                 return ToolOutput(NO_SEARCH_RESULTS_TEXT, STATUS_CACHE_MISS)
         snippets = self.backend.search(args, self.topk)
@@ -468,5 +504,6 @@ __all__ = [
     "WebBackend",
     "build_backend",
     "format_snippets",
+    "iter_pages",
     "market_for",
 ]

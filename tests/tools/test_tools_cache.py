@@ -150,7 +150,7 @@ def test_import_export_reference_json(cache_factory, shared_data, tmp_path):
     reference = json.loads(source.read_text())
     empty = sum(1 for v in reference.values() if v.strip() in ("", "No search results found."))
     assert counts == {"total": 1000, "imported": 1000 - empty, "duplicates": 0, "skipped_empty": empty,
-                      "existing": 0}  # fmt: skip
+                      "skipped_large": 0, "existing": 0}  # fmt: skip
     again = cache.import_json(source)
     assert again["imported"] == 0 and again["existing"] == 1000 - empty
     key, value = next((k, v) for k, v in reference.items() if v.startswith("Page 1"))
@@ -169,7 +169,8 @@ def test_import_duplicates_after_normalisation(tmp_path, plugin_caplog):
     cache = SQLiteCache(tmp_path / "c.sqlite")
     with plugin_caplog.at_level("WARNING"):
         counts = cache.import_json(source)
-    assert counts == {"total": 6, "imported": 2, "duplicates": 2, "skipped_empty": 2, "existing": 0}
+    assert counts == {"total": 6, "imported": 2, "duplicates": 2, "skipped_empty": 2, "skipped_large": 0,
+                      "existing": 0}  # fmt: skip
     assert cache.get("search", "a b").result == "Page 1: first"
     assert "2 keys" in plugin_caplog.text
     cache.close()
@@ -308,7 +309,7 @@ WRITE_LOCK_HOLDER = """
 import sqlite3, sys, time
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)
 conn.execute("BEGIN IMMEDIATE")
-conn.execute("INSERT INTO other VALUES (1)")
+conn.execute("INSERT INTO stats (tool, hits, misses) VALUES ('search', 0, 0)")
 print("held", flush=True)
 time.sleep(float(sys.argv[2]))
 conn.execute("COMMIT")
@@ -320,7 +321,11 @@ def test_opening_waits_while_another_process_holds_the_write_lock(tmp_path):
     process holds the write lock: two trainers opening one new cache file at once made one fail with "database is
     locked". The opening waits for the lock instead."""
     path = tmp_path / "c.sqlite"
-    sqlite3.connect(path).execute("CREATE TABLE other (x)").connection.close()  # not yet in WAL mode
+    conn = sqlite3.connect(path)  # a tool cache not yet in WAL mode (another application's file is refused)
+    for statement in SQLiteCache._SCHEMA:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
     holder = subprocess.Popen([sys.executable, "-c", WRITE_LOCK_HOLDER, str(path), "1.0"], stdout=subprocess.PIPE,
                               text=True)  # fmt: skip
     try:
