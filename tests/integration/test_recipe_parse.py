@@ -103,11 +103,10 @@ def check_deepspeed_config(recipe: Path, value: str) -> tuple[int, bool]:
         raise RecipeError(f"{value}: ZeRO stage {stage}, offload {offload}; its name says {expected}")
     for key in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size"):
         if config.get(key) != "auto":  # Transformers fills these from the recipe; a number could contradict it
-            raise RecipeError(f"{value}: `{key}` must be \"auto\", got {config.get(key)!r}")
+            raise RecipeError(f'{value}: `{key}` must be "auto", got {config.get(key)!r}')
     try:
-        from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
-
         import deepspeed  # noqa: F401
+        from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
     except ImportError:
         pass  # DeepSpeed not installed: the JSON checks above stand in for its parser
     else:
