@@ -14,9 +14,11 @@
 #   bash scripts/gpu/carry_wheels.sh stage DEST/batch_NN          # copies the batch into /tmp/whl
 # and, in the call that uses them (any batch may be the last one staged in the same command):
 #   bash scripts/gpu/carry_wheels.sh install [/tmp/whl]           # joins parts, checks sha256, pip-installs
+# Any folder of files: scripts/gpu/carry_wheels.sh pack SRC DEST (the same batches, from wheels built elsewhere).
 # The LLaMA-Factory stack itself comes from ../shared/tools/gpu-wheels.sh (.whl, one call; it fits).
 #
-# Environment: VLLM_SET (lean|full, below), PART_MIB (default 50), BATCH_MIB (default 56: 64 MiB minus the working tree, ~4 MiB, and a margin),
+# Environment: VLLM_SET (lean|full, below), PART_MIB (default 50), BATCH_MIB (default 56: 64 MiB minus the working
+# tree, ~4 MiB, and a margin),
 # PYTHON (the interpreter that has torch here, used to build DeepSpeed's wheel; default python3),
 # WHEEL_STAGING (default /tmp/whl), PIP_TARGET (install with --target there instead of into python3's site-packages).
 set -euo pipefail
@@ -89,6 +91,7 @@ layout() { # DEST/all -> DEST/batch_NN: split big files, pack batches, write man
       fi
     done
     sha256sum $(ls | grep -v '\.part\.') >../MANIFEST.sha256
+    ls | grep '\.part\.' >../PARTS || true # every part, so that install can tell a batch is missing
   )
   "$PY" - "$dest" "$BATCH_MIB" <<'PY'
 import os, shutil, sys
@@ -118,6 +121,7 @@ with open(os.path.join(dest, "CALLS.txt"), "w") as calls:
         for n in members:
             os.link(os.path.join(src, n), os.path.join(folder, n))
         shutil.copy(os.path.join(dest, "MANIFEST.sha256"), folder)
+        shutil.copy(os.path.join(dest, "PARTS"), folder)
         rel = os.path.relpath(folder, os.environ["CALLS_ROOT"]) if "CALLS_ROOT" in os.environ else folder
         calls.write(f"{rel}\t{size / 2**20:.1f} MiB\t{len(members)} files\n")
         print(f"{rel}: {size / 2**20:.1f} MiB, {len(members)} files")
@@ -184,6 +188,14 @@ build)
   rm -rf "$dest/all"
   echo "wheels: $(cut -c67- "$dest/MANIFEST.sha256" | tr '\n' ' ')"
   ;;
+pack) # pack SRC DEST: lay out the files of SRC (wheels built elsewhere) as DEST/batch_NN
+  src=${2:?pack SRC DEST}
+  dest=${3:?pack SRC DEST}
+  rm -rf "$dest" && mkdir -p "$dest/all"
+  cp "$src"/* "$dest/all/"
+  layout "$dest"
+  rm -rf "$dest/all"
+  ;;
 stage)
   batch=${2:?stage BATCH_FOLDER}
   mkdir -p "$STAGING"
@@ -194,13 +206,19 @@ install)
   dir=${2:-$STAGING}
   cd "$dir"
   [ -f MANIFEST.sha256 ] || die "$dir/MANIFEST.sha256 missing: stage the batches first"
+  # every file present whole or in all its parts before anything is joined (a later batch may still be missing)
+  missing=$(cut -c67- MANIFEST.sha256 | while read -r f; do
+    [ -e "$f" ] && continue
+    parts=$(grep -F "$f.part." PARTS || true)
+    [ -n "$parts" ] || { echo "$f"; continue; }
+    for p in $parts; do [ -e "$p" ] || echo "$p"; done
+  done)
+  [ -z "$missing" ] || die "not staged yet: $(echo $missing)"
   for first in *.part.000; do
     [ -e "$first" ] || continue
     whole=${first%.part.000}
     cat "$whole".part.* >"$whole" && rm -f "$whole".part.*
   done
-  missing=$(cut -c67- MANIFEST.sha256 | while read -r f; do [ -e "$f" ] || echo "$f"; done)
-  [ -z "$missing" ] || die "not staged yet: $missing"
   sha256sum --quiet -c MANIFEST.sha256 || die "checksum mismatch: a batch was carried incompletely"
   wheels=$(cut -c67- MANIFEST.sha256 | sed "s|^|$dir/|")
   if [ -n "${PIP_TARGET:-}" ]; then
@@ -211,7 +229,7 @@ install)
   echo "installed $(echo "$wheels" | wc -l) wheels from $dir"
   ;;
 *)
-  sed -n '2,22p' "$0"
+  sed -n '2,23p' "$0"
   exit 2
   ;;
 esac
