@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated combinations or patterns, e.g. 'z3-*,fsdp-hf-full'")
     parser.add_argument("--steps", type=int, default=2, help="optimiser steps before the checkpoint (default 2)")
     parser.add_argument("--jobs", type=int, default=1, help="combinations run at once on the GPU (default 1)")
-    parser.add_argument("--timeout", type=int, default=900, help="seconds per run before it is stopped")
+    parser.add_argument("--timeout", type=int, default=400, help="seconds per run before it is stopped (default 400)")
     parser.add_argument("--size", default="demo", help="model size of llamafactory_agentic.tasks.model (demo)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cpu-check", action="store_true", help="plain-hf-full for 1 step on CPU (dry run)")
