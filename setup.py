@@ -77,8 +77,10 @@ if editable_wheel is not None:
 
 
 extra_require = {
-    "vllm": ["vllm>=0.10.2,<=0.11.0"],
-    "deepspeed": ["deepspeed>=0.10.0,<=0.16.9"],
+    # vLLM 0.22-0.23 pin torch==2.11.0 (requirements.txt); 0.24-0.26 need starlette>=1.0.1, which gradio 5.50
+    # (LLaMA-Factory 0.9.5's cap) refuses; 0.27 and later pin torch 2.13 or newer. See README "Optional parts".
+    "vllm": ["vllm>=0.22.1,<=0.23.0"],
+    "deepspeed": ["deepspeed>=0.10.0,<=0.16.9"],  # LLaMA-Factory 0.9.5's range
     "dev": ["pytest", "ruff", "playwright"],  # playwright: the browser tests drive the system's chromium
 }
 

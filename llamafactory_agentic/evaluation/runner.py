@@ -131,8 +131,37 @@ def parse_eval_config(
     from llamafactory.hparams import get_infer_args
 
     rest = {k: v for k, v in raw.items() if not k.startswith("eval_")}
-    model_args, data_args, finetuning_args, _ = get_infer_args(rest)
+    with _plugin_vllm_range():
+        model_args, data_args, finetuning_args, _ = get_infer_args(rest)
     return EvalSetup(model_args, data_args, finetuning_args, EvalArguments(**eval_keys), raw)
+
+
+# setup.py's `vllm` extra: the releases that install beside torch 2.11.0 and transformers 5.6.0 (README "Install")
+VLLM_REQUIREMENT = "vllm>=0.22.1,<=0.23.0"
+
+
+@contextmanager
+def _plugin_vllm_range():
+    r"""While parsing, LLaMA-Factory's `infer_backend: vllm` check asks for the plugin's vLLM range instead of its own.
+
+    LLaMA-Factory 0.9.5 requires `vllm>=0.4.3,<=0.11.0` for `infer_backend: vllm`; those releases pin torch 2.8, and
+    no vLLM release of that range installs beside the pinned torch 2.11.0, so the check would refuse every vLLM that
+    can be installed. The mandatory "is vllm installed" check and every other check stay as they are.
+    """
+    import llamafactory.hparams.parser as lf_parser
+
+    original = lf_parser.check_version
+
+    def check_version(requirement: str, mandatory: bool = False) -> None:
+        if requirement.replace(" ", "").startswith("vllm>="):
+            requirement = VLLM_REQUIREMENT
+        return original(requirement, mandatory)
+
+    lf_parser.check_version = check_version
+    try:
+        yield
+    finally:
+        lf_parser.check_version = original
 
 
 def _versions() -> dict[str, str | None]:

@@ -340,3 +340,30 @@ def test_train_val_on_an_arpo_rl_file_uses_its_own_system_prompt(tmp_path, serve
     valid_metrics = metrics["benchmarks"]["valid"]
     assert valid_metrics["headline_metric"] == "accuracy" and valid_metrics["n_questions"] == 3
     assert "valid: evaluating the first 3 of 180 rows (eval_max_samples)" in metrics["warnings"]
+
+
+def _fake_vllm_distribution(folder: Path, version: str, monkeypatch) -> None:
+    """A `vllm` distribution record on sys.path (vLLM itself cannot be installed on the CPU machines)."""
+    info = folder / f"vllm-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+    monkeypatch.syspath_prepend(str(folder))
+
+
+def test_vllm_backend_accepts_the_vllm_extra_release(tmp_path, tiny_model_dir, monkeypatch):
+    """LLaMA-Factory's `vllm<=0.11.0` check refused vLLM 0.22.1 (the extra's release) before the evaluation began."""
+    from llamafactory_agentic.evaluation.runner import parse_eval_config
+
+    monkeypatch.delenv("DISABLE_VERSION_CHECK", raising=False)
+    _fake_vllm_distribution(tmp_path / "site", "0.22.1", monkeypatch)
+    setup = parse_eval_config(base_config(tmp_path, tiny_model_dir, infer_backend="vllm"))
+    assert str(getattr(setup.model_args.infer_backend, "value", setup.model_args.infer_backend)) == "vllm"
+
+
+def test_vllm_backend_refuses_a_release_outside_the_extra(tmp_path, tiny_model_dir, monkeypatch):
+    from llamafactory_agentic.evaluation.runner import VLLM_REQUIREMENT, parse_eval_config
+
+    monkeypatch.delenv("DISABLE_VERSION_CHECK", raising=False)
+    _fake_vllm_distribution(tmp_path / "site", "0.11.0", monkeypatch)
+    with pytest.raises(ImportError, match=VLLM_REQUIREMENT.replace(".", r"\.")):
+        parse_eval_config(base_config(tmp_path, tiny_model_dir, infer_backend="vllm"))
