@@ -16,7 +16,9 @@
 
 Colocated `vllm.LLM` with prefix caching (shared prefixes of branches computed once, docs/algorithms.md §3.4), prompts
 given as token ids, `SamplingParams(stop=[...], include_stop_str_in_output=True, logprobs=k, max_tokens=...)` per
-trajectory. Supported vLLM versions: 0.10.2 - 0.11.0 (the `vllm` extra of setup.py), run in-process with
+trajectory. Written against vLLM 0.10.2 - 0.11.0's colocated API; the `vllm` extra of setup.py now installs 0.22.1,
+the release that fits the pinned torch 2.11 (README, Install), against which this engine has not run yet (issue 25;
+tests use a fake that honours the public `LLM.generate` / `SamplingParams` contract). Run in-process with
 `distributed_executor_backend="external_launcher"` (as TRL's colocate mode) and `logprobs_mode="processed_logprobs"`
 (as TRL 0.24's colocate mode: the returned log-probs are those of the distribution sampled from, i.e. after
 temperature, top-k and top-p, so the round entropy matches the hf engine's at any temperature; vLLM's default
@@ -47,7 +49,7 @@ def _import_vllm():
         import vllm  # noqa: F401
     except ImportError as err:
         raise ImportError(
-            "The vllm rollout backend needs vLLM: `pip install llamafactory-agentic[vllm]` (vLLM 0.10.2-0.11.0), "
+            "The vllm rollout backend needs vLLM: `pip install -c constraints.txt llamafactory-agentic[vllm]` (vLLM 0.22.1), "
             "or set `arpo_rollout_backend: hf`."
         ) from err
     return vllm
