@@ -102,7 +102,7 @@ def fake_vllm(monkeypatch):
 
 def test_missing_vllm_message(monkeypatch, tiny_model, tiny_tokenizer):
     monkeypatch.setitem(sys.modules, "vllm", None)
-    with pytest.raises(ImportError, match=r"pip install llamafactory-agentic\[vllm\]"):
+    with pytest.raises(ImportError, match=r"pip install -c constraints.txt llamafactory-agentic\[vllm\]"):
         build_engine("vllm", tiny_model, tiny_tokenizer, RolloutConfig())
 
 
