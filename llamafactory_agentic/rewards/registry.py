@@ -41,9 +41,11 @@ TOOL_BONUS = 0.1
 FORMAT_PENALTY = -1.0
 # rewards become float32 tensors for the advantages (train/arpo/batch.py): a score must be finite in that dtype
 FLOAT32_MAX = 3.4028234663852886e38
-# `ToolCallRecord.status` of a call that ran and answered (tools/base.py); every other status (`empty`, `error`,
-# `timeout`, `limit`, `repeat`, `unknown_tool`, `cache_miss`) is a call that did not run or gave no result
-EXECUTED_STATUSES = frozenset({"ok"})
+# `ToolCallRecord.status` of a call that the tool ran and answered (tools/base.py): output (`ok`), nothing found or
+# printed (`empty`), an error such as a Python exception (`error`) or its time limit (`timeout`). A call that was not
+# run has no other status: `limit`/`repeat` (a notice instead), `unknown_tool`, `cache_miss` (replay search), and an
+# empty call (blank content, recorded as `empty` by the agent loop, hence the content check in `executed_tools`)
+EXECUTED_STATUSES = frozenset({"ok", "empty", "error", "timeout"})
 # metadata key with the tools of the executed calls (`executed_tools`), set by every caller that has the rollout
 EXECUTED_TOOLS_KEY = "executed_tools"
 
@@ -51,9 +53,10 @@ EXECUTED_TOOLS_KEY = "executed_tools"
 def executed_tools(tool_calls: Iterable[Any]) -> list[str]:
     r"""Tools of the calls that executed and returned an observation, in call order (docs/algorithms.md §6.4).
 
-    A call counts when its content is not blank and its status is in `EXECUTED_STATUSES` (`ok`: the tool ran and
-    answered, a cache hit included). Empty calls, calls past a limit, repeats, unknown tools, errors, timeouts, empty
-    outputs and replay misses count nothing.
+    A call counts when its content is not blank and its status is in `EXECUTED_STATUSES`: the tool ran and its answer
+    is the observation (output, "no results", a traceback or the timeout message; a cache hit included). Empty calls
+    and bare closing tags (blank content), calls past a limit or repeated (a notice instead), unknown tools and
+    replay-cache misses count nothing.
 
     Args:
         tool_calls: `ToolCallRecord`s of a trajectory (`Trajectory.tool_calls`; any objects with `tool`, `content`

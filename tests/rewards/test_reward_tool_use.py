@@ -46,7 +46,7 @@ def executor(tmp_path_factory):
         yield executor
 
 
-def _rollout(tokenizer, executor, rounds: list[str]):
+def _rollout(tokenizer, executor, rounds: list[str], tool_call_limits=None):
     """One trajectory whose rounds are `rounds` (each but the last ends on a tool's closing tag), run for real."""
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
 
@@ -54,7 +54,13 @@ def _rollout(tokenizer, executor, rounds: list[str]):
         return (rounds[r], "stop" if r < len(rounds) - 1 else "eos", 0.5)
 
     config = RolloutConfig(
-        group_size=1, initial_rollouts=1, max_tool_calls=4, max_response_length=400, eos_token_id=eos, temperature=0.0
+        group_size=1,
+        initial_rollouts=1,
+        max_tool_calls=4,
+        max_response_length=400,
+        eos_token_id=eos,
+        temperature=0.0,
+        tool_call_limits=tool_call_limits,
     )
     prompt = tokenizer.encode("<|im_start|>user\nCapital of France?<|im_end|>\n<|im_start|>assistant\n")
     out = AgenticRollout(ScriptedEngine(tokenizer, plan, eos), executor, tokenizer, config).rollout([prompt], False)
@@ -81,23 +87,24 @@ def _evaluation_reward(tokenizer, trajectory):
 
 
 @pytest.mark.parametrize(
-    ("rounds", "statuses"),
+    ("rounds", "statuses", "limits"),
     [
         # bare closing tags: no call was opened, the loop answers each with "Error: empty <tag> call."
-        (["<think> a </think></search>", " </python>", " " + ANSWER], ["empty", "empty"]),
+        (["<think> a </think></search>", " </python>", " " + ANSWER], ["empty", "empty"], None),
         # empty calls
-        (["<think> a </think><search> </search>", " <python></python>", " " + ANSWER], ["empty", "empty"]),
-        # a real search, but the python code fails: python did not answer
+        (["<think> a </think><search> </search>", " <python></python>", " " + ANSWER], ["empty", "empty"], None),
+        # a real search, then a python call past its per-trajectory limit: answered by a notice, never run
         (
-            ["<think> a </think><search> capital of France </search>", " <python> 1 / 0 </python>", " " + ANSWER],
-            ["ok", "error"],
+            ["<think> a </think><search> capital of France </search>", " <python> print(1) </python>", " " + ANSWER],
+            ["ok", "limit"],
+            {"python": 0},
         ),
     ],
-    ids=["bare-closing-tags", "empty-calls", "python-error"],
+    ids=["bare-closing-tags", "empty-calls", "python-not-run"],
 )
-def test_no_tool_bonus_without_both_tools_answering(tiny_tokenizer, executor, rounds, statuses):
+def test_no_tool_bonus_without_both_tools_running(tiny_tokenizer, executor, rounds, statuses, limits):
     """Old code: 1.1 for all three (the bonus looked for `</search>` and `</python>` in the text)."""
-    trajectory = _rollout(tiny_tokenizer, executor, rounds)
+    trajectory = _rollout(tiny_tokenizer, executor, rounds, tool_call_limits=limits)
     assert [c.status for c in trajectory.tool_calls] == statuses
     assert trajectory.finish_reason == "eos"
     assert _training_reward(tiny_tokenizer, trajectory) == pytest.approx(1.0)
@@ -109,7 +116,7 @@ def test_no_tool_bonus_without_both_tools_answering(tiny_tokenizer, executor, ro
         trajectory.loss_mask,
         tiny_tokenizer.convert_tokens_to_ids("<|im_end|>"),
     )
-    expected_from_text = 1.1 if statuses == ["ok", "error"] else 1.0  # the text cannot tell that 1 / 0 failed
+    expected_from_text = 1.1 if "limit" in statuses else 1.0  # the text cannot tell that a notice answered
     assert get_reward_function("f1")(view, "Paris", {}) == pytest.approx(expected_from_text)
 
 
@@ -126,6 +133,19 @@ def test_tool_bonus_when_search_and_python_both_ran(tiny_tokenizer, executor):
     observation = [t for t, m in zip(trajectory.response_ids, trajectory.loss_mask) if m == 0]
     assert "<python> 42" in tiny_tokenizer.decode(observation)
     assert [c.status for c in trajectory.tool_calls] == ["ok", "ok"]
+    assert _training_reward(tiny_tokenizer, trajectory) == pytest.approx(1.1)
+    assert _evaluation_reward(tiny_tokenizer, trajectory) == pytest.approx(1.1)
+
+
+def test_a_call_that_ran_counts_whatever_it_answered(tiny_tokenizer, executor):
+    """A search without results and code that raises both ran: their observations are real tool answers."""
+    rounds = [
+        "<think> a </think><search> zzzz qqqq </search>",
+        " <python> 1 / 0 </python>",
+        " " + ANSWER,
+    ]
+    trajectory = _rollout(tiny_tokenizer, executor, rounds)
+    assert [c.status for c in trajectory.tool_calls] == ["empty", "error"]
     assert _training_reward(tiny_tokenizer, trajectory) == pytest.approx(1.1)
     assert _evaluation_reward(tiny_tokenizer, trajectory) == pytest.approx(1.1)
 
@@ -158,12 +178,13 @@ def test_executed_tools_counts_only_calls_that_ran_and_answered():
         call("search", "", "empty"),  # empty call
         call("python", "x", "limit"),  # past its limit: not run
         call("python", "x", "repeat"),  # repeated: not run
-        call("python", "1/0", "error"),
-        call("python", "while 1: pass", "timeout"),
-        call("search", "zzz", "cache_miss"),
-        call("python", "print(1)", "ok"),
+        call("search", "zzz", "cache_miss"),  # replay search without the query: nothing ran
+        call("search", "q", "unknown_tool"),
+        call("python", "1/0", "error"),  # ran and raised
+        call("python", "while 1: pass", "timeout"),  # ran until its time limit
+        call("search", "zzz", "empty"),  # ran, found nothing
     ]
-    assert executed_tools(records) == ["search", "python"]
+    assert executed_tools(records) == ["search", "python", "python", "search"]
     reward = get_reward_function("em")
     text = f"<think> a </think><search> q </search><result></result><python> x </python><result></result>{ANSWER}"
     assert reward(text, "Paris", {"executed_tools": ["search", "python"]}) == pytest.approx(1.1)
