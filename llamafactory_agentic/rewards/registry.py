@@ -313,8 +313,11 @@ def load_callable(path: str) -> Callable:
 
 
 def _checked_bonus(tool_bonus: Any) -> float:
-    bonus = float(tool_bonus)
-    if not math.isfinite(bonus) or bonus < 0 or bonus + 1.1 > FLOAT32_MAX:
+    try:
+        bonus = float(tool_bonus)
+    except (TypeError, ValueError):
+        bonus = math.nan  # "high", None, a list: refused below with the key's name
+    if isinstance(tool_bonus, bool) or not math.isfinite(bonus) or bonus < 0 or bonus + 1.1 > FLOAT32_MAX:
         raise ValueError(
             f"agentic_reward_tool_bonus must be a finite number >= 0 (and finite in float32), got {tool_bonus!r}."
         )

@@ -34,9 +34,10 @@ def test_scores_within_float32_pass_and_other_bad_values_keep_their_type_error()
 
 
 def test_a_tool_bonus_that_overflows_float32_is_refused():
-    """Old code: accepted (a correct answer then scored 1e308 + 1)."""
-    with pytest.raises(ValueError, match="agentic_reward_tool_bonus must be a finite number >= 0"):
-        get_reward_function("f1", tool_bonus=1e308)
+    """Old code: 1e308 accepted (a correct answer then scored 1e308 + 1); "high" and None raised float()'s own error."""
+    for bad in (1e308, "high", None, True):
+        with pytest.raises(ValueError, match="agentic_reward_tool_bonus must be a finite number >= 0"):
+            get_reward_function("f1", tool_bonus=bad)
 
 
 @pytest.fixture()
