@@ -206,9 +206,10 @@ def check_tag_balance(text: str, tags: tuple[str, ...] = CHECKED_TAGS) -> None:
     r"""Check that the model-written tags of an inline trajectory open and close in turn.
 
     Result blocks are environment output, so their content is not inspected (a search snippet may contain anything);
-    a `<result>` or `</result>` left over after removing whole blocks is unbalanced. For every other tag in `tags`
-    the occurrences must alternate opening, closing, opening, ... and end closed. Nesting across different tags is not
-    checked.
+    a `<result>` or `</result>` left over after removing whole blocks is unbalanced. The body of a tool call (from
+    `<search>`/`<python>` to the first closing tag of that tool, where the rollout stops) is a query or code, so it is
+    not inspected either: code may print `'<python>'` or `'<answer>'`. For every other tag in `tags` the occurrences
+    must alternate opening, closing, opening, ... and end closed. Nesting across different tags is not checked.
 
     Args:
         text: The inline trajectory.
@@ -220,8 +221,16 @@ def check_tag_balance(text: str, tags: tuple[str, ...] = CHECKED_TAGS) -> None:
     model_text = _RESULT_BLOCK.sub(" ", text)
     pattern = re.compile(r"<(/?)(" + "|".join(re.escape(tag) for tag in tags) + r")>")
     open_at: dict[str, int | None] = dict.fromkeys(tags)
-    for match in pattern.finditer(model_text):
+    cursor = 0
+    while (match := pattern.search(model_text, cursor)) is not None:
+        cursor = match.end()
         closing, name = match.group(1) == "/", match.group(2)
+        if name in TOOL_TAGS and not closing:
+            close = model_text.find(f"</{name}>", cursor)
+            if close < 0:
+                raise TrajectoryFormatError(f"<{name}> at character {match.start()} is never closed", tag=f"<{name}>")
+            cursor = close + len(name) + 3  # the call's body is a query or code: any text, not checked
+            continue
         if name == RESULT_TAG:
             raise TrajectoryFormatError(
                 f"<result> and </result> do not pair up (stray {match.group(0)} at character {match.start()} of the "

@@ -256,14 +256,19 @@ def build_record(
         status, cache hit, latency), counts, tokens, latency and `scores` (`em`, `f1`, `math_equiv`, `reward`,
         `reward_correctness`, `format_ok`).
     """
-    from ..rewards import build_model_view
+    from ..rewards import EXECUTED_TOOLS_KEY, build_model_view, executed_tools
 
     ids, mask = list(traj.response_ids), list(traj.loss_mask)
     view = build_model_view(tokenizer, ids, mask, tokenizer.eos_token_id)
     prediction = extract_prediction(view)
     scores: dict[str, Any] = rule_scores(prediction, sample.answers, sample.task)
     ability = "math" if sample.task == "math" else sample.task
-    reward = reward_fn.compute(view, sample.answers, {"ability": ability, "data_source": sample.benchmark})
+    metadata = {
+        "ability": ability,
+        "data_source": sample.benchmark,
+        EXECUTED_TOOLS_KEY: executed_tools(traj.tool_calls),
+    }
+    reward = reward_fn.compute(view, sample.answers, metadata)
     scores.update(reward=reward.score, reward_correctness=reward.correctness, format_ok=bool(reward.format_ok))
     calls, seen = [], set()
     duplicates = 0

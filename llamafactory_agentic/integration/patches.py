@@ -119,6 +119,7 @@ def build_finetuning_arguments_class(base: type) -> type:
         _validate_literal_fields(self)
         if spec is not None and spec.dataset_kind == "rl":
             _validate_rl_arguments(self)
+            _validate_reward(self)
 
     namespace = {
         "__module__": __name__,
@@ -174,6 +175,17 @@ def _validate_rl_arguments(args: Any) -> None:
 
     if args.finetuning_type not in ("full", "freeze", "lora"):
         raise ValueError(f"Stage `{args.agentic_stage}` supports full, freeze and lora fine-tuning.")
+
+
+def _validate_reward(args: Any) -> None:
+    r"""Build the reward once while parsing (`rewards.registry.check_reward_arguments`).
+
+    An unknown name, a module that does not import or a function with the wrong signature stops the run before any
+    model loads.
+    """
+    from ..rewards.registry import check_reward_arguments
+
+    check_reward_arguments(args.agentic_reward, args.agentic_reward_math, args.agentic_reward_tool_bonus)
 
 
 def patch_parser(module: ModuleType) -> None:

@@ -15,10 +15,12 @@
 r"""Rewards over the model-written text of agentic trajectories (docs/algorithms.md §6).
 
 `build_model_view` turns a response into model-written text; `get_reward_function(name, math_mode)` returns a
-`RewardFunction` callable as `reward(model_text, ground_truth, metadata) -> float`.
+`RewardFunction` callable as `reward(model_text, ground_truth, metadata) -> float`; `metadata["executed_tools"]`
+(`executed_tools(trajectory.tool_calls)`) tells the built-in rewards which tool calls ran.
 """
 
 from .deep_research import (
+    answered_tool_calls,
     exact_match_score,
     extract_answer_span,
     extract_boxed_answer,
@@ -30,10 +32,14 @@ from .deep_research import (
 from .math_equivalence import math_verify_score
 from .model_view import RESULT_PLACEHOLDER, build_model_view
 from .registry import (
+    EXECUTED_TOOLS_KEY,
     CallableReward,
     DeepResearchReward,
     RewardFunction,
     RewardResult,
+    check_reward_arguments,
+    check_score,
+    executed_tools,
     get_reward_function,
     list_reward_functions,
     load_callable,
@@ -42,13 +48,18 @@ from .registry import (
 
 
 __all__ = [
+    "EXECUTED_TOOLS_KEY",
     "RESULT_PLACEHOLDER",
     "CallableReward",
     "DeepResearchReward",
     "RewardFunction",
     "RewardResult",
+    "answered_tool_calls",
     "build_model_view",
+    "check_reward_arguments",
+    "check_score",
     "exact_match_score",
+    "executed_tools",
     "extract_answer_span",
     "extract_boxed_answer",
     "f1_score",

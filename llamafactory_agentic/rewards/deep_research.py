@@ -52,8 +52,11 @@ def validate_format(text: str) -> tuple[bool, str]:
        after that `<result>` must all exist and satisfy `<search>` < `</search>` < `<result>` < `</result>`; the scan
        resumes after that `</result>`. The same for `<python>`.
     4. The answer span (from `<answer>` up to `</answer>`) contains `\boxed{` and a `}` after it.
+    5. `<answer>` and `</answer>` lie outside every `<think>` block and every tool call (`<search>` or `<python>` up to
+       its closing tag; blocks are paired as in rule 3): an answer written while thinking or inside code or a query
+       is not an answer (the project's rule, not the reference's; docs/algorithms.md §6.1).
 
-    Source: RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/utils/reward_score/deep_research.py:9-76`.
+    Source: RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/utils/reward_score/deep_research.py:9-76` (rules 1-4).
 
     Args:
         text: Model view of the response.
@@ -90,7 +93,53 @@ def validate_format(text: str) -> tuple[bool, str]:
     boxed_pos = answer_span.find("\\boxed{")
     if boxed_pos == -1 or answer_span.find("}", boxed_pos + len("\\boxed{")) == -1:
         return False, "answer is missing \\boxed{...}"
+    for tag in ("think", "search", "python"):
+        for open_pos, close_pos in _tag_blocks(text, tag):
+            if open_pos < answer_start < close_pos or open_pos < answer_end < close_pos:
+                where = "a <think> block" if tag == "think" else f"a <{tag}> call"
+                return False, f"<answer> is inside {where}"
     return True, "format is correct"
+
+
+def _tag_blocks(text: str, tag: str) -> list[tuple[int, int]]:
+    r"""`(start of <tag>, start of its </tag>)` of every block, each `<tag>` paired with the first `</tag>` after it.
+
+    The scan resumes after that closing tag, so a `<tag>` written inside a block (code printing `'<python>'`) opens
+    nothing. An opening tag that is never closed gives a block up to the end of the text.
+    """
+    blocks, cursor = [], 0
+    while (open_pos := text.find(f"<{tag}>", cursor)) != -1:
+        close_pos = text.find(f"</{tag}>", open_pos)
+        if close_pos == -1:
+            blocks.append((open_pos, len(text)))
+            break
+        blocks.append((open_pos, close_pos))
+        cursor = close_pos + len(tag) + 3
+    return blocks
+
+
+def answered_tool_calls(text: str) -> list[str]:
+    r"""Tools of the calls that the model view shows with a body and an observation, in order.
+
+    A call counts when a `<search>` or `<python>` block has a non-blank body and its closing tag is followed, after
+    whitespace only, by a `<result>` block. Bare closing tags (`</search>` with no `<search>`), empty calls
+    (`<search> </search>`) and calls without a result count nothing. This is the text-only stand-in for the
+    executed-call records (`registry.executed_tools`) when a caller scores text without them (docs/algorithms.md §6.4).
+
+    Args:
+        text: Model view of a response (observations reduced to `<result></result>`).
+
+    Returns:
+        Tool names, e.g. `["search", "python"]`.
+    """
+    calls = []
+    for tag in ("search", "python"):
+        for open_pos, close_pos in _tag_blocks(text, tag):
+            body = text[open_pos + len(tag) + 2 : close_pos]
+            after = text[close_pos + len(tag) + 3 :].lstrip()
+            if body.strip() and close_pos < len(text) and after.startswith("<result>"):
+                calls.append((open_pos, tag))
+    return [tag for _, tag in sorted(calls)]
 
 
 def extract_answer_span(text: str) -> str | None:

@@ -18,18 +18,87 @@ Documented in docs/algorithms.md §6; config keys `agentic_reward` and `agentic_
 """
 
 import importlib
+import inspect
 import math
-from collections.abc import Callable
+import numbers
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .deep_research import exact_match_score, extract_answer_span, extract_boxed_answer, f1_score, validate_format
+from .deep_research import (
+    answered_tool_calls,
+    exact_match_score,
+    extract_answer_span,
+    extract_boxed_answer,
+    f1_score,
+    validate_format,
+)
 from .math_equivalence import math_verify_score
 
 
 MATH_MODES = ("f1", "math_verify", "max")
 TOOL_BONUS = 0.1
 FORMAT_PENALTY = -1.0
+# rewards become float32 tensors for the advantages (train/arpo/batch.py): a score must be finite in that dtype
+FLOAT32_MAX = 3.4028234663852886e38
+# `ToolCallRecord.status` of a call that the tool ran and answered (tools/base.py): output (`ok`), nothing found or
+# printed (`empty`), an error such as a Python exception (`error`) or its time limit (`timeout`). A call that was not
+# run has no other status: `limit`/`repeat` (a notice instead), `unknown_tool`, `cache_miss` (replay search), and an
+# empty call (blank content, recorded as `empty` by the agent loop, hence the content check in `executed_tools`)
+EXECUTED_STATUSES = frozenset({"ok", "empty", "error", "timeout"})
+# metadata key with the tools of the executed calls (`executed_tools`), set by every caller that has the rollout
+EXECUTED_TOOLS_KEY = "executed_tools"
+
+
+def executed_tools(tool_calls: Iterable[Any]) -> list[str]:
+    r"""Tools of the calls that executed and returned an observation, in call order (docs/algorithms.md §6.4).
+
+    A call counts when its content is not blank and its status is in `EXECUTED_STATUSES`: the tool ran and its answer
+    is the observation (output, "no results", a traceback or the timeout message; a cache hit included). Empty calls
+    and bare closing tags (blank content), calls past a limit or repeated (a notice instead), unknown tools and
+    replay-cache misses count nothing.
+
+    Args:
+        tool_calls: `ToolCallRecord`s of a trajectory (`Trajectory.tool_calls`; any objects with `tool`, `content`
+            and `status`).
+
+    Returns:
+        Tool names, e.g. `["search", "python"]`.
+    """
+    return [c.tool for c in tool_calls if str(c.content).strip() and c.status in EXECUTED_STATUSES]
+
+
+def check_score(name: str, score: Any) -> float:
+    r"""A reward score as a float that stays finite in float32, the dtype the advantages are computed from.
+
+    Args:
+        name: The reward's name (`agentic_reward`), used in the error.
+        score: What the reward returned.
+
+    Returns:
+        `float(score)`.
+
+    Raises:
+        TypeError: the score is not a number (None, a list, a bool) or is NaN or infinite.
+        ValueError: the score is finite in float64 but not in float32 (|score| > 3.4e38, e.g. 1e308), where it would
+            become inf and turn the advantages, the gradients and then every weight into NaN.
+    """
+    if isinstance(score, numbers.Integral) and not isinstance(score, bool) and abs(score) > FLOAT32_MAX:
+        raise ValueError(_overflow_message(name, "an integer of more than 38 digits"))
+    if isinstance(score, bool) or not isinstance(score, numbers.Real) or not math.isfinite(score):
+        raise TypeError(f"reward function {name} returned a non-finite or non-numeric score {score!r}.")
+    value = float(score)
+    if abs(value) > FLOAT32_MAX:
+        raise ValueError(_overflow_message(name, repr(value)))
+    return value
+
+
+def _overflow_message(name: str, what: str) -> str:
+    return (
+        f"reward function {name} returned {what}, which is inf in float32 (the dtype of the rewards and advantages "
+        f"in training, where it would turn every weight into NaN); keep scores within +-{FLOAT32_MAX:.4g} (the "
+        "reference scale is [-1, 1.1])."
+    )
 
 
 @dataclass
@@ -77,8 +146,11 @@ class DeepResearchReward(RewardFunction):
     3. Correctness c: token F1 (`f1`), exact match (`em`) or math-verify equivalence (`math`, every row). For rows
        with `metadata["ability"] == "math"`, `math_mode` overrides it: `f1` keeps c, `math_verify` uses the
        math-verify result, `max` uses max(c, math-verify).
-    4. Score: c > 0 and the text contains both `</search>` and `</python>` -> c + bonus (0.1, the reference's, or
-       `agentic_reward_tool_bonus`); c > 0 -> c; else 0.
+    4. Score: c > 0 and both search and python executed -> c + bonus (0.1, the reference's, or
+       `agentic_reward_tool_bonus`); c > 0 -> c; else 0. The executed calls are `metadata["executed_tools"]`
+       (`executed_tools` of the trajectory's records, which training and evaluation pass); without that key the
+       model view is read (`answered_tool_calls`: calls with a body and a result). The reference counts the closing
+       tags, so bare `</search></python>` earned the bonus (issue 24).
 
     Source: docs/algorithms.md §6; RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/utils/reward_score/deep_research.py:317-351`.
     """
@@ -89,8 +161,8 @@ class DeepResearchReward(RewardFunction):
         Args:
             correctness: `f1`, `em` or `math`.
             math_mode: `f1`, `math_verify` or `max` (`agentic_reward_math`).
-            tool_bonus: Added to a correct answer whose text used both search and python (`agentic_reward_tool_bonus`;
-                the reference's 0.1 by default, 0 turns it off).
+            tool_bonus: Added to a correct answer whose trajectory executed both search and python
+                (`agentic_reward_tool_bonus`; the reference's 0.1 by default, 0 turns it off).
 
         Raises:
             ValueError: unknown `correctness` or `math_mode`, or a negative or non-finite `tool_bonus`.
@@ -99,9 +171,7 @@ class DeepResearchReward(RewardFunction):
             raise ValueError(f"unknown correctness measure {correctness!r}; expected f1, em or math.")
         if math_mode not in MATH_MODES:
             raise ValueError(f"unknown math mode {math_mode!r}; expected one of {MATH_MODES}.")
-        if not math.isfinite(tool_bonus) or tool_bonus < 0:
-            raise ValueError(f"agentic_reward_tool_bonus must be a finite number >= 0, got {tool_bonus!r}.")
-        self.tool_bonus = float(tool_bonus)
+        self.tool_bonus = _checked_bonus(tool_bonus)
         self.correctness = correctness
         self.math_mode = math_mode
         self.name = correctness
@@ -126,12 +196,20 @@ class DeepResearchReward(RewardFunction):
         if answer is None:
             return RewardResult(score=FORMAT_PENALTY, reason="cannot extract a \\boxed answer")
         correctness = float(self._correctness(answer, ground_truth, metadata))
-        if correctness > 0 and self.tool_bonus and "</search>" in model_text and "</python>" in model_text:
+        if correctness > 0 and self.tool_bonus and _used_search_and_python(model_text, metadata):
             score = correctness + self.tool_bonus
             return RewardResult(score, correctness, answer, "correct, used search and python", True)
         if correctness > 0:
             return RewardResult(correctness, correctness, answer, "correct", True)
         return RewardResult(0.0, 0.0, answer, "wrong answer", True)
+
+
+def _used_search_and_python(model_text: str, metadata: dict) -> bool:
+    r"""Whether both search and python executed: from `metadata["executed_tools"]`, else from the model view."""
+    tools = metadata.get(EXECUTED_TOOLS_KEY)
+    if tools is None:
+        tools = answered_tool_calls(model_text)
+    return {"search", "python"} <= set(tools)
 
 
 class CallableReward(RewardFunction):
@@ -154,6 +232,7 @@ class CallableReward(RewardFunction):
 
         Raises:
             TypeError: the function returned something that is not a finite number (or a dict/RewardResult with one).
+            ValueError: a score that is finite but overflows float32 (|score| > 3.4e38), see `check_score`.
         """
         value = self.fn(model_text, ground_truth, metadata or {})
         if isinstance(value, RewardResult):
@@ -164,15 +243,7 @@ class CallableReward(RewardFunction):
             result = RewardResult(score=value["score"], reason=str(value.get("reason", "")))
         else:
             result = RewardResult(score=value)
-        if (
-            isinstance(result.score, bool)
-            or not isinstance(result.score, (int, float))
-            or not math.isfinite(result.score)
-        ):
-            raise TypeError(
-                f"reward function {self.name} returned a non-finite or non-numeric score {result.score!r}."
-            )
-        result.score = float(result.score)
+        result.score = check_score(self.name, result.score)
         if not isinstance(value, RewardResult):
             result.format_ok = result.score > FORMAT_PENALTY
             result.correctness = min(max(result.score, 0.0), 1.0)
@@ -241,6 +312,18 @@ def load_callable(path: str) -> Callable:
     return target
 
 
+def _checked_bonus(tool_bonus: Any) -> float:
+    try:
+        bonus = float(tool_bonus)
+    except (TypeError, ValueError):
+        bonus = math.nan  # "high", None, a list: refused below with the key's name
+    if isinstance(tool_bonus, bool) or not math.isfinite(bonus) or bonus < 0 or bonus + 1.1 > FLOAT32_MAX:
+        raise ValueError(
+            f"agentic_reward_tool_bonus must be a finite number >= 0 (and finite in float32), got {tool_bonus!r}."
+        )
+    return bonus
+
+
 def check_tool_bonus(name: str, tool_bonus: float) -> float:
     r"""Check `agentic_reward_tool_bonus` against the reward it applies to (called before the model loads).
 
@@ -248,12 +331,10 @@ def check_tool_bonus(name: str, tool_bonus: float) -> float:
         The bonus as a float.
 
     Raises:
-        ValueError: a negative or non-finite bonus, or a bonus other than the default (0.1) with a reward that is not
-            built in (`f1`, `em`, `math`), which computes its own score.
+        ValueError: a negative or non-finite bonus (also in float32), or a bonus other than the default (0.1) with a
+            reward that is not built in (`f1`, `em`, `math`), which computes its own score.
     """
-    bonus = float(tool_bonus)
-    if not math.isfinite(bonus) or bonus < 0:
-        raise ValueError(f"agentic_reward_tool_bonus must be a finite number >= 0, got {tool_bonus!r}.")
+    bonus = _checked_bonus(tool_bonus)
     if bonus != TOOL_BONUS and (name not in BUILT_IN_REWARDS or name in _USER_REWARDS):
         raise ValueError(
             f"agentic_reward_tool_bonus={bonus} applies to the built-in rewards {', '.join(BUILT_IN_REWARDS)}; "
@@ -288,3 +369,42 @@ def get_reward_function(name: str, math_mode: str = "f1", tool_bonus: float = TO
     if name not in _REWARD_FACTORIES:
         raise ValueError(f"unknown reward {name!r}; registered: {list_reward_functions()} (or use 'module:function').")
     return _REWARD_FACTORIES[name](math_mode, tool_bonus)
+
+
+def check_reward_arguments(name: str, math_mode: str = "f1", tool_bonus: float = TOOL_BONUS) -> RewardFunction:
+    r"""Build the reward of `agentic_reward` and check that it can be called; run when the arguments are parsed.
+
+    Everything `get_reward_function` checks (known name, importable `module:function`, math mode, tool bonus) plus the
+    signature of a user function: it must accept `(model_text, ground_truth, metadata)` as three positional
+    arguments. Nothing is scored, so a user function is never called here.
+
+    Args:
+        name: `agentic_reward`.
+        math_mode: `agentic_reward_math`.
+        tool_bonus: `agentic_reward_tool_bonus`.
+
+    Returns:
+        The reward (the run builds its own again after the model loads).
+
+    Raises:
+        ValueError: naming `agentic_reward` (or the bonus key) and the fix: an unknown name, a module that cannot be
+            imported, a missing attribute, or a function that cannot take the three arguments.
+    """
+    try:
+        reward = get_reward_function(name, math_mode, tool_bonus)
+    except ValueError as err:
+        raise ValueError(f"agentic_reward: {name}: {err}") from err
+    fn = reward.fn if isinstance(reward, CallableReward) else reward.compute
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or C function without an introspectable signature
+        return reward
+    try:
+        signature.bind("model text", "ground truth", {})
+    except TypeError as err:
+        raise ValueError(
+            f"agentic_reward: {name}: the reward is called as fn(model_text, ground_truth, metadata), but "
+            f"{getattr(fn, '__qualname__', fn)}{signature} cannot take those three arguments ({err}); give it "
+            "that signature (docs/algorithms.md §6.6)."
+        ) from err
+    return reward

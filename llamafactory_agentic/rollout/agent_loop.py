@@ -108,8 +108,11 @@ def _tool_call_class() -> type:
 def extract_tool_call(text: str, stop_string: str) -> tuple[str, str]:
     r"""Tool name and call content of a round that ended on `stop_string` (e.g. `</search>`).
 
-    The content is the text between the last `<tag>` and the `</tag>` after it, stripped (docs/algorithms.md §2.2);
-    without an opening tag it is empty.
+    The call opens at the first `<tag>` before the closing tag that is not inside a closed `<think>…</think>` block,
+    and its content is everything from there to the closing tag, stripped (docs/algorithms.md §2.2): code that
+    contains the string `'<python>'` keeps it (the last `<python>` would cut the code there), and a `<python>` the model
+    only mentions while thinking does not open the call. A `<tag>` after a `<think>` that is never closed still opens
+    the call (the model forgot `</think>`); without an opening tag outside think blocks the content is empty.
 
     Args:
         text: Decoded text of the round (or of the whole response).
@@ -122,10 +125,24 @@ def extract_tool_call(text: str, stop_string: str) -> tuple[str, str]:
     close = text.rfind(stop_string)
     if close < 0:
         return tool, ""
-    start = text.rfind(f"<{tool}>", 0, close)
+    start = _call_start(text[:close], f"<{tool}>")
     if start < 0:
         return tool, ""
     return tool, text[start + len(tool) + 2 : close].strip()
+
+
+def _call_start(text: str, opening: str) -> int:
+    r"""Position of the opening tag of the call that `text` ends in (see `extract_tool_call`), or -1."""
+    cursor = 0
+    while True:
+        start = text.find(opening, cursor)
+        think = text.find("<think>", cursor)
+        if start < 0 or think < 0 or start < think:
+            return start
+        think_end = text.find("</think>", think)
+        if think_end < 0:  # an unclosed think block: the call opens inside it
+            return text.find(opening, think)
+        cursor = think_end + len("</think>")
 
 
 def extract_call_after_last_observation(response_text: str, stop_string: str) -> tuple[str, str]:

@@ -20,6 +20,7 @@ from llamafactory_agentic.data.tags import (
     TrajectoryFormatError,
     Turn,
     check_tag_balance,
+    check_turns_balance,
     count_control_chars,
     join_trajectory,
     repair_boxed,
@@ -146,3 +147,15 @@ def test_turn_balance_ignores_observation_text():
     check_turns_balance(turns)
     with pytest.raises(TrajectoryFormatError, match="stray </result>"):
         check_tag_balance(join_trajectory(turns))
+
+
+def test_tool_call_bodies_are_not_inspected():
+    """Issue 24: code may contain its own tag or any other; the old check read `'<python>'` in code as a second call
+    ("<python> ... opens again before the <python> ... is closed") and `'<answer>'` in code as the answer tag."""
+    code = "<python> print('<python>', '<answer>') </python>"
+    text = f"<think> a </think>{code} <result>\n<python> <answer>\n</result> <answer> \\boxed{{1}} </answer>"
+    check_tag_balance(text)
+    check_turns_balance(split_inline_trajectory(text))
+    with pytest.raises(TrajectoryFormatError, match="never closed") as info:
+        check_tag_balance("<think> a </think><python> print(1)")
+    assert info.value.tag == "<python>"

@@ -234,3 +234,31 @@ def test_number_normalisation_examples():
     assert normalize_ground_truths(10.5) == ["10.5"]
     assert normalize_ground_truths(float("nan")) == []  # no usable reference: scores 0, never raises
     assert normalize_ground_truths([1e3, 7]) == ["1000", "7"]
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        # the only answer is written while thinking
+        ("<think> so <answer> The final answer is \\[ \\boxed{Paris} \\] </answer> </think>", "a <think> block"),
+        # ... or printed by the code of a python call
+        (
+            "<think> a </think><python> print('<answer> \\boxed{Paris} </answer>') </python><result></result>"
+            "<think> b </think>",
+            "a <python> call",
+        ),
+        # ... or sent as a search query
+        (
+            "<think> a </think><search> <answer> \\boxed{Paris} </answer> </search><result></result><think> b </think>",
+            "a <search> call",
+        ),
+    ],
+)
+def test_answer_inside_think_or_a_tool_call_is_a_format_failure(text, where):
+    """Issue 24: each scored 1.0 (one <answer>, one </answer>, a \\boxed{} in the span); the answer must be outside."""
+    assert validate_format(text) == (False, f"<answer> is inside {where}")
+    assert get_reward_function("f1")(text, "Paris", {}) == -1.0
+    # the same answer written after the block is fine
+    fixed = text.replace("<answer> ", "").replace(" </answer>", "").replace("\\boxed{Paris}", "") + _text()
+    assert validate_format(fixed) == (True, "format is correct")
+    assert get_reward_function("f1")(fixed, "Paris", {}) == 1.0

@@ -133,3 +133,21 @@ def test_tool_executor_is_built_first_and_closed_when_the_run_stops(tmp_path, ti
         _run(tmp_path, tiny_model_dir, monkeypatch, "arpo", agentic_cache_path=str(tmp_path / "cache.sqlite"))
     assert events == ["executor", "tokenizer"]
     assert built[0]._closed and built[0].cache._closing
+
+
+@pytest.mark.parametrize(
+    ("reward", "message"),
+    [
+        ("nosuchmod:fn", r"agentic_reward: nosuchmod:fn: cannot import reward module 'nosuchmod'"),
+        ("prerun_reward_mod:two_args", r"called as fn\(model_text, ground_truth, metadata\), but two_args"),
+        ("f2", r"agentic_reward: f2: unknown reward 'f2'"),
+    ],
+)
+def test_reward_import_and_signature_are_checked_before_the_policy_loads(
+    tmp_path, tiny_model_dir, monkeypatch, reward, message
+):
+    """Issue 24 item 6: old code built the reward after `load_model`, so these runs got as far as loading the policy."""
+    (tmp_path / "prerun_reward_mod.py").write_text("def two_args(model_text, ground_truth):\n    return 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match=message):
+        _run(tmp_path, tiny_model_dir, monkeypatch, "arpo", agentic_reward=reward)

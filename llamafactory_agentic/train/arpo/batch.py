@@ -46,20 +46,30 @@ def groups_of_rows(rows: list[dict[str, Any]], group_size: int) -> list[dict[str
 
 
 def token_advantages(
-    records: list[ScoredTrajectory], attribution: str, hard_dedup: bool
+    records: list[ScoredTrajectory], attribution: str, hard_dedup: bool, reward_name: str = "the reward function"
 ) -> tuple[list[list[float]], list[list[int]]]:
     r"""Token advantages and training loss masks of every record (soft or hard attribution, docs/algorithms.md §4.2-§4.3).
+
+    Rewards and advantages are checked in float32, the dtype they are trained in: a reward that is finite in float64
+    but not in float32 (1e308) would give inf, then NaN advantages, NaN gradients and a NaN model (issue 24).
 
     Args:
         records: The whole generation batch (every group, all ranks), in group order.
         attribution: Advantage estimator name in the registry (`soft`, `hard`, ...).
         hard_dedup: With hard attribution, keep each shared segment in one row only.
+        reward_name: The reward's name (`agentic_reward`) for the error message.
 
     Returns:
         `(advantages, loss masks)`, one `[len_response]` list per record.
+
+    Raises:
+        FloatingPointError: a reward or an advantage is not finite in float32, naming the reward function and the
+            first such trajectory (group, member, reward).
     """
     if not records:
         return [], []
+    rewards = torch.tensor([r.reward for r in records], dtype=torch.float32)
+    _check_finite(rewards, records, reward_name, "reward")
     lengths = [len(r.response_ids) for r in records]
     width = max(max(lengths), 1)
     mask = torch.zeros(len(records), width, dtype=torch.long)
@@ -68,7 +78,7 @@ def token_advantages(
             mask[i, : lengths[i]] = torch.tensor(r.loss_mask, dtype=torch.long)
     estimator = get_advantage_estimator(attribution)
     token_adv, new_mask = estimator(
-        torch.tensor([r.reward for r in records], dtype=torch.float32),
+        rewards,
         torch.tensor([r.group for r in records], dtype=torch.long),
         mask,
         parents=[r.parent for r in records],
@@ -76,9 +86,24 @@ def token_advantages(
         lengths=lengths,
         dedup=hard_dedup,
     )
+    _check_finite(token_adv.to(torch.float32), records, reward_name, "advantage")
     advs = [token_adv[i, : lengths[i]].tolist() for i in range(len(records))]
     masks = [new_mask[i, : lengths[i]].tolist() for i in range(len(records))]
     return advs, masks
+
+
+def _check_finite(values: torch.Tensor, records: list[ScoredTrajectory], reward_name: str, what: str) -> None:
+    r"""Raise `FloatingPointError` naming the reward and the first record whose `values` row is not finite."""
+    finite = torch.isfinite(values)
+    if finite.all():
+        return
+    row = int((~finite.reshape(len(records), -1).all(dim=1)).nonzero()[0, 0])
+    rec = records[row]
+    raise FloatingPointError(
+        f"reward function {reward_name}: the {what} of trajectory (group {rec.group}, member {rec.member}) is not "
+        f"finite in float32 (reward {rec.reward!r}); training on it would make every weight NaN. Keep rewards "
+        "within about +-1e38 (the reference scale is [-1, 1.1]); the run stops here and saves nothing."
+    )
 
 
 def micro_batch_layout(

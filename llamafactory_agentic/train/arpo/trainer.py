@@ -51,6 +51,7 @@ LLaMA-Factory in `integration/` (`trl_compat.py`, `log_callback.py`).
 import contextlib
 import functools
 import json
+import math
 import os
 import random
 import time
@@ -80,7 +81,7 @@ from ...integration.trl_compat import (
     unwrap_model_for_generation,
 )
 from ...rewards import build_model_view
-from ...rewards.registry import CallableReward, RewardFunction
+from ...rewards.registry import EXECUTED_TOOLS_KEY, CallableReward, RewardFunction, check_score, executed_tools
 from ...rollout.generation_weights import GenerationWeights
 from ...rollout.hf_engine import decode_metrics
 from ...rollout.progress import ROLLOUT_PROGRESS_NAME, RolloutProgress
@@ -314,13 +315,20 @@ class ArpoTrainer(GRPOTrainer):
         r"""(reward, accuracy, format ok) of one trajectory on its model view (docs/algorithms.md §6.5).
 
         Accuracy is `correctness == 1` of the reward's `RewardResult` (exact answer after normalisation, or math
-        equivalence; for a user function `score >= 1`, see `CallableReward`).
+        equivalence; for a user function `score >= 1`, see `CallableReward`). The metadata carries the trajectory's
+        executed tool calls (`executed_tools`, the tool bonus of §6.4).
+
+        Raises:
+            TypeError, ValueError: the score is not a number that is finite in float32 (`rewards.check_score`),
+                naming the reward function; the run stops before the score reaches the advantages.
         """
         text = build_model_view(
             self.processing_class, list(trajectory.response_ids), list(trajectory.loss_mask), self._eos_ids
         )
-        result = self.reward_fn.compute(text, row.get("_ground_truth"), self._metadata(row))
-        return float(result.score), float(result.correctness >= 1.0), bool(result.format_ok)
+        metadata = {**self._metadata(row), EXECUTED_TOOLS_KEY: executed_tools(trajectory.tool_calls)}
+        result = self.reward_fn.compute(text, row.get("_ground_truth"), metadata)
+        score = check_score(getattr(self.reward_fn, "name", type(self.reward_fn).__name__), result.score)
+        return score, float(result.correctness >= 1.0), bool(result.format_ok)
 
     def _records_from_output(
         self, output: Any, rows: list[dict[str, Any]], group_ids: list[int]
@@ -416,7 +424,9 @@ class ArpoTrainer(GRPOTrainer):
             )
 
         t_adv = time.perf_counter()
-        for rec, adv, mask in zip(records, *token_advantages(records, cfg.attribution, cfg.hard_dedup)):
+        for rec, adv, mask in zip(
+            records, *token_advantages(records, cfg.attribution, cfg.hard_dedup, self.reward_fn.name)
+        ):
             rec.token_advantages, rec.loss_mask_train = adv, mask
         items, micro_batches = self._micro_batches(records)
         self._add_log_probs(micro_batches)
@@ -767,6 +777,28 @@ class ArpoTrainer(GRPOTrainer):
         if self._step % self.args.gradient_accumulation_steps == 0:
             self._metrics["train"]["time/training"].append(self._time_accum.pop("training"))
         return loss
+
+    def _get_grad_norm(self, model: Any, grad_norm: Any = None) -> Any:
+        r"""The update's gradient norm (Transformers computes it before every `optimizer.step()`), checked finite.
+
+        The non-finite guard of docs/algorithms.md §6.4: a NaN or infinite loss, or any overflow in the backward pass,
+        makes this one scalar non-finite, so checking it once per optimiser update (one scalar read, which the
+        Trainer's logging does anyway) stops the run before the update is applied and before anything is saved; the
+        weights, checkpoints and final model are never NaN. (With DeepSpeed the engine steps inside the backward
+        pass, so the guard stops the run right after that update, still before any save.)
+
+        Raises:
+            FloatingPointError: the gradient norm is NaN or infinite, naming the step and the reward function.
+        """
+        grad_norm = super()._get_grad_norm(model, grad_norm=grad_norm)
+        value = grad_norm.item() if hasattr(grad_norm, "item") else grad_norm
+        if value is not None and not math.isfinite(float(value)):
+            raise FloatingPointError(
+                f"grad_norm is {value} at optimiser step {self.state.global_step + 1}: the loss or the gradients are "
+                f"not finite (reward function {self.reward_fn.name}; check its scale, the learning rate and the "
+                "precision). The run stops before this update and saves nothing, so no NaN weights are written."
+            )
+        return grad_norm
 
     def _update_step(self, model: Any, inputs: Any) -> torch.Tensor:
         r"""Forward/backward of every token micro-batch of one optimiser update (`rl_micro_batch_tokens`).
