@@ -2,14 +2,26 @@
 
 check_dirs := llamafactory_agentic tests benchmarks setup.py _llamafactory_agentic_hook.py
 
-install:
-	pip install -c constraints.txt -e ".[dev]"
+# `make demo` and `make test` set up the project's virtual environment (.venv, or VENV=...) when it is missing or
+# older than setup.py / constraints.txt, installing with the pinned constraints; an activated venv is not needed.
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
 
-demo:
-	llamafactory-agentic demo
+$(INSTALLED): setup.py constraints.txt requirements.txt
+	@test -x $(PYTHON) || python3 -m venv $(VENV) || { echo "python3 -m venv failed: install python3-venv (Debian) or set VENV to an existing virtual environment"; exit 1; }
+	$(PYTHON) -m pip install -q --upgrade pip
+	$(PYTHON) -m pip install -q -c constraints.txt -e ".[dev]"
+	@touch $(INSTALLED)
 
-test:
-	CUDA_VISIBLE_DEVICES= WANDB_DISABLED=true HF_HUB_OFFLINE=1 python -m pytest -q -ra tests/
+install: $(INSTALLED)
+
+demo: $(INSTALLED)
+	$(VENV)/bin/llamafactory-agentic demo
+
+# The Redis cache tests start their own loopback redis-server (or use $$REDIS_URL); the 25 slowest tests are listed.
+test: $(INSTALLED)
+	CUDA_VISIBLE_DEVICES= WANDB_DISABLED=true HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -ra --durations=25 tests/
 
 # CPU benchmarks; each prints its ratio against a baseline measured in the same run.
 # GPU: python benchmarks/bench_single_gpu.py --out DIR (issue 12: engine, update, loop, memory, TRL), python
@@ -18,14 +30,14 @@ test:
 CPU_BENCHMARKS := bench_activation bench_tools_cache bench_tools_python bench_tools_executor bench_entropy_chunked \
 	bench_logprobs_fused bench_rollout bench_eval
 
-bench:
+bench: $(INSTALLED)
 	@for b in $(CPU_BENCHMARKS); do echo "=== benchmarks/$$b.py"; \
-		CUDA_VISIBLE_DEVICES= HF_HUB_OFFLINE=1 python benchmarks/$$b.py || exit 1; done
+		CUDA_VISIBLE_DEVICES= HF_HUB_OFFLINE=1 $(PYTHON) benchmarks/$$b.py || exit 1; done
 
-quality:
-	ruff check $(check_dirs)
-	ruff format --check $(check_dirs)
+quality: $(INSTALLED)
+	$(VENV)/bin/ruff check $(check_dirs)
+	$(VENV)/bin/ruff format --check $(check_dirs)
 
-style:
-	ruff check $(check_dirs) --fix
-	ruff format $(check_dirs)
+style: $(INSTALLED)
+	$(VENV)/bin/ruff check $(check_dirs) --fix
+	$(VENV)/bin/ruff format $(check_dirs)
