@@ -108,7 +108,8 @@ def check_values(stage: str, args: dict[str, Any], world_size: int = 1) -> list[
         _validate_literal_fields(namespace)
         if stage in RL_STAGES:
             _validate_rl_arguments(namespace)
-            resolve_presets(namespace, verbose=False)
+            for warning in resolve_presets(namespace, verbose=False)["warnings"]:  # keys set with no effect
+                findings.append(Finding("warning", "arguments", warning))
     except ValueError as err:
         return [Finding("error", "arguments", str(err), "change the value in the agentic panel or Extra arguments")]
 
@@ -460,6 +461,8 @@ def check_reward(args: dict[str, Any]) -> list[Finding]:
     from ..rewards.registry import get_reward_function
 
     name = args.get("agentic_reward", "f1")
+    if ":" not in str(name):  # a registered name is checked with the other arguments (`check_values`)
+        return []
     try:
         get_reward_function(name, args.get("agentic_reward_math", "f1"))
     except (ValueError, ImportError, AttributeError) as err:
