@@ -99,31 +99,35 @@ def last_complete_checkpoint(folder: str) -> str | None:
     return None
 
 
-def check_resume_checkpoint(resume_from_checkpoint: Any, output_dir: str) -> None:
-    r"""Refuse an explicit `resume_from_checkpoint` that an interrupted save left incomplete (before the model loads).
+def resolve_resume_checkpoint(resume_from_checkpoint: Any, output_dir: str) -> str | None:
+    r"""The checkpoint a run resumes from; refuses one that an interrupted save left incomplete (before the model loads).
 
     Args:
         resume_from_checkpoint: `TrainingArguments.resume_from_checkpoint`: a folder, True ("the last checkpoint of
-            `output_dir`", resolved by Transformers) or None.
+            `output_dir`"; Transformers' `Trainer.train` would take the last folder by name, complete or not) or None.
         output_dir: The run's output directory.
+
+    Returns:
+        The folder (True becomes `last_complete_checkpoint(output_dir)`), or None.
 
     Raises:
         ValueError: naming the folder, what is missing and the complete checkpoint to use instead, if any.
     """
     if resume_from_checkpoint is None or resume_from_checkpoint is False:
-        return
+        return None
     if resume_from_checkpoint is True:
-        if not os.path.isdir(output_dir) or last_complete_checkpoint(output_dir) is None:
+        last = last_complete_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+        if last is None:
             raise ValueError(f"resume_from_checkpoint: true, but {output_dir} holds no complete checkpoint.")
-        return
+        return last
     path = str(resume_from_checkpoint)
     problem = checkpoint_problem(path)
     if problem is None:
-        return
+        return path
     parent = os.path.dirname(os.path.normpath(path))
     other = last_complete_checkpoint(parent) if os.path.isdir(parent) else None
-    instead = f"resume_from_checkpoint: {other}" if other else "remove resume_from_checkpoint to start afresh"
-    raise ValueError(f"resume_from_checkpoint {path} cannot be resumed from: {problem}. Delete it and use {instead}.")
+    instead = f"use resume_from_checkpoint: {other}" if other else "remove resume_from_checkpoint to start afresh"
+    raise ValueError(f"resume_from_checkpoint {path} cannot be resumed from: {problem}. Delete it and {instead}.")
 
 
 def _rewrite_jsonl(path: str, keep: Any) -> int:

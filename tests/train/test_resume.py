@@ -116,3 +116,24 @@ def test_resume_skips_the_interrupted_checkpoint_and_logs_each_step_once(tmp_pat
     assert json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())["global_step"] == 4
     assert [r["current_steps"] for r in _lines(out / "trainer_log.jsonl") if "loss" in r] == [1, 2, 3, 4]
     assert [r["global_step"] for r in _lines(out / "rollouts.jsonl")] == [0, 1, 2, 3]
+
+
+def test_resume_from_checkpoint_true_takes_the_last_complete_checkpoint(tmp_path):
+    """`resume_from_checkpoint: true` is resolved by run_arpo before the model loads; Transformers' Trainer.train
+    would take the last folder by name (checkpoint-4 here, whose save was interrupted)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from llamafactory_agentic.train.checkpoints import resolve_resume_checkpoint
+
+    (tmp_path / "checkpoint-2").mkdir()
+    (tmp_path / "checkpoint-2" / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
+    (tmp_path / "checkpoint-4").mkdir()
+    assert get_last_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-4")
+    assert resolve_resume_checkpoint(True, str(tmp_path)) == str(tmp_path / "checkpoint-2")
+    assert resolve_resume_checkpoint(None, str(tmp_path)) is None
+    assert resolve_resume_checkpoint(str(tmp_path / "checkpoint-2"), str(tmp_path)) == str(tmp_path / "checkpoint-2")
+    (tmp_path / "checkpoint-2" / "trainer_state.json").unlink()
+    with pytest.raises(ValueError, match=r"resume_from_checkpoint: true, but .* holds no complete checkpoint\."):
+        resolve_resume_checkpoint(True, str(tmp_path))
+    with pytest.raises(ValueError, match=r"Delete it and remove resume_from_checkpoint to start afresh\.$"):
+        resolve_resume_checkpoint(str(tmp_path / "checkpoint-4"), str(tmp_path))

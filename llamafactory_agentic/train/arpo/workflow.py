@@ -126,12 +126,14 @@ def run_arpo(
             keys.
     """
     from ...tools import build_executor_from_args
-    from ..checkpoints import check_resume_checkpoint
+    from ..checkpoints import resolve_resume_checkpoint
     from .config import check_rl_sampling, tools_config_from_args
 
     if training_args.do_train:
         check_rl_sampling(generating_args)  # before any model is loaded
-        check_resume_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
+        training_args.resume_from_checkpoint = resolve_resume_checkpoint(
+            training_args.resume_from_checkpoint, training_args.output_dir
+        )
     effective = resolve_presets(finetuning_args, verbose=training_args.should_log)
     if training_args.should_save:
         save_agentic_config(effective, training_args.output_dir)
