@@ -60,17 +60,26 @@ def extend_log_callback(callbacks: list[TrainerCallback] | None) -> None:
 
     LogCallback writes a fixed set of keys (loss, reward, lr, ...). The instances in `callbacks` get the subclass
     `AgenticLogCallback` (same state, `on_log` extended), so `rollout/...`, `tools/...`, `reward/...`,
-    `loss/...`, `time/...` and `aepo/...` reach the file LLaMA-Board reads. Under LLaMA-Board it also logs one line
+    `loss/...`, `time/...` and `aepo/...` reach the file LLaMA-Board reads. When training begins (at the step of the
+    checkpoint it resumes from, or 0), the records of later steps are removed from `trainer_log.jsonl` and
+    `rollouts.jsonl` (`train.checkpoints.drop_records_after`), so a resumed run logs each step once. Under LLaMA-Board it also logs one line
     per training step with the main RL values (reward, accuracy, tool calls, branches, response length, entropy, KL,
     clip fraction) next to LogCallback's loss line.
     """
     from llamafactory.train.callbacks import LogCallback
 
+    from ..train.checkpoints import drop_records_after
     from .log import get_logger
 
     logger = get_logger(__name__)
 
     class AgenticLogCallback(LogCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            # a resumed run repeats the steps after its checkpoint: their old records go (`drop_records_after`)
+            if args.should_save:
+                drop_records_after(args.output_dir, state.global_step)
+            return super().on_train_begin(args, state, control, **kwargs)
+
         def on_log(self, args, state, control, **kwargs):
             record = state.log_history[-1] if state.log_history else {}
             extra = {

@@ -20,6 +20,8 @@ Each patch first checks that the module looks as it does in the supported LLaMA-
 
 import dataclasses
 import functools
+import math
+import types
 import typing
 from types import ModuleType
 from typing import Any, Literal
@@ -136,28 +138,73 @@ def build_finetuning_arguments_class(base: type) -> type:
     return dataclasses.dataclass(cls)
 
 
+_TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
+def _check_field_type(key: str, value: Any, annotation: Any) -> Any:
+    r"""`value` of the plugin key `key` checked against its declared type; returns it (an int for a float key as float).
+
+    parse_dict (YAML, JSON, LLaMA-Board) hands values over unconverted, so `arpo_rollout_n: eight` would otherwise
+    reach a comparison or a cast far from the recipe.
+
+    Raises:
+        ValueError: naming the key, the value and the expected type (or the allowed choices of a `Literal`).
+    """
+    args = typing.get_args(annotation)
+    optional = typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args
+    if optional:
+        if value is None:
+            return value
+        (annotation,) = [arg for arg in args if arg is not type(None)]
+    if typing.get_origin(annotation) is Literal:
+        choices = list(typing.get_args(annotation))
+        if value not in choices:
+            raise ValueError(f"`{key}` must be one of {choices}, got {value!r}.")
+        return value
+
+    expected = _TYPE_NAMES.get(annotation)
+    if expected is None:
+        return value
+    ok = isinstance(value, annotation) and not (annotation is int and isinstance(value, bool))
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        value, ok = float(value), True
+    if annotation is float and ok and not math.isfinite(value):
+        raise ValueError(f"`{key}` must be a finite number, got {value!r}.")
+    if not ok:
+        none = " or null" if optional else ""
+        raise ValueError(f"`{key}` must be {expected}{none}, got {value!r} ({type(value).__name__}).")
+    return value
+
+
 def _validate_literal_fields(args: Any) -> None:
-    r"""Reject a plugin key whose value is not one of its `Literal` choices (parse_dict does not check them)."""
+    r"""Reject a plugin key whose value does not fit its declared type (parse_dict checks none).
+
+    Declared types: an integer, a finite number, true/false, a string, one of the `Literal` choices, or null where the
+    key is optional. An integer given for a number key is stored as a float.
+
+    Raises:
+        ValueError: naming the key, the value and the expected type, e.g. "`arpo_rollout_n` must be an integer, got
+            'eight' (str)."
+    """
     from ..hparams import AgenticArguments
 
     hints = typing.get_type_hints(AgenticArguments)
     for f in dataclasses.fields(AgenticArguments):
         value = getattr(args, f.name)
-        choices = [arg for arg in typing.get_args(hints[f.name]) if arg is not type(None)]
-        if typing.get_origin(hints[f.name]) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-            choices = [
-                c for arg in choices for c in (typing.get_args(arg) if typing.get_origin(arg) is Literal else [])
-            ]
-        elif typing.get_origin(hints[f.name]) is Literal:
-            choices = list(typing.get_args(hints[f.name]))
-        else:
-            continue
-
-        if choices and value is not None and value not in choices:
-            raise ValueError(f"`{f.name}` must be one of {choices}, got {value!r}.")
+        checked = _check_field_type(f.name, value, hints[f.name])
+        if checked is not value:
+            setattr(args, f.name, checked)
 
 
 def _validate_rl_arguments(args: Any) -> None:
+    r"""Parse-time checks of an `arpo`/`aepo` run (call `_validate_literal_fields` first).
+
+    Group and beam sizes, lengths and fine-tuning type; the reward (name, import, signature, tool bonus;
+    docs/algorithms.md §6.4, §6.6) is checked next by `_validate_reward`.
+
+    Raises:
+        ValueError: naming the key, the value and the allowed range or names.
+    """
     if args.arpo_rollout_n < 1:
         raise ValueError(f"`arpo_rollout_n` must be >= 1, got {args.arpo_rollout_n}.")
 
@@ -189,8 +236,18 @@ def _validate_reward(args: Any) -> None:
 
 
 def patch_parser(module: ModuleType) -> None:
-    r"""Swap `FinetuningArguments` for `AgenticFinetuningArguments` in every argument list the parser builds from."""
+    r"""Swap `FinetuningArguments` for `AgenticFinetuningArguments` in every argument list the parser builds from.
+
+    The parser's auto-resume (`get_train_args` calls `get_last_checkpoint(output_dir)` when `output_dir` exists and
+    `overwrite_output_dir` is off) gets `train.checkpoints.last_complete_checkpoint`, which skips, with a warning
+    naming it, a checkpoint folder whose save was interrupted (no readable `trainer_state.json`) instead of resuming
+    from it and failing after the model loaded. This applies to every stage.
+    """
+    from ..train.checkpoints import last_complete_checkpoint
+
     base = _require(module, "FinetuningArguments", type)
+    _require(module, "get_last_checkpoint")
+    module.get_last_checkpoint = last_complete_checkpoint
     agentic_cls = build_finetuning_arguments_class(base)
     for name in _ARG_LISTS:
         arg_list = _require(module, name, list)

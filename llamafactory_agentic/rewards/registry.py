@@ -393,7 +393,9 @@ def check_reward_arguments(name: str, math_mode: str = "f1", tool_bonus: float =
     try:
         reward = get_reward_function(name, math_mode, tool_bonus)
     except ValueError as err:
-        raise ValueError(f"agentic_reward: {name}: {err}") from err
+        if "agentic_reward_tool_bonus" in str(err):  # names its key already
+            raise
+        raise ValueError(f"`agentic_reward: {name}`: {err}") from err
     fn = reward.fn if isinstance(reward, CallableReward) else reward.compute
     try:
         signature = inspect.signature(fn)
@@ -403,7 +405,7 @@ def check_reward_arguments(name: str, math_mode: str = "f1", tool_bonus: float =
         signature.bind("model text", "ground truth", {})
     except TypeError as err:
         raise ValueError(
-            f"agentic_reward: {name}: the reward is called as fn(model_text, ground_truth, metadata), but "
+            f"`agentic_reward: {name}`: the reward is called as fn(model_text, ground_truth, metadata), but "
             f"{getattr(fn, '__qualname__', fn)}{signature} cannot take those three arguments ({err}); give it "
             "that signature (docs/algorithms.md §6.6)."
         ) from err

@@ -33,6 +33,7 @@ import os
 from typing import Any
 
 from ..hparams import TOOL_RETRIES, TOOL_WORKERS
+from ..integration.log import get_logger
 
 
 AGENTIC_CONFIG_NAME = "agentic_config.json"
@@ -138,6 +139,73 @@ _REPORTED_KEYS = (
 )
 
 
+# Keys that act only while another key (their switch) has a given value: (keys, switch, value that makes them act).
+# Source: where the trainer and the rollout read them (`train/arpo/trainer.py` `_compute_loss`, `rollout/agent_loop.py`).
+_INERT_UNLESS: tuple[tuple[tuple[str, ...], str, Any], ...] = (
+    (("aepo_premonitor_beta", "aepo_premonitor_tokens", "aepo_premonitor_rounds"), "aepo_dynamic_rollouts", True),
+    (("aepo_balanced_clip_scope",), "aepo_balanced_clip", True),
+    (("aepo_high_entropy_z",), "aepo_balanced_clip_scope", "high_entropy"),
+    (("aepo_entropy_advantage_coef",), "aepo_entropy_advantage", True),
+    (("aepo_branch_penalty_scope",), "aepo_branch_penalty", "> 0"),
+    (("arpo_branch_alpha",), "arpo_branch_rule", "deterministic"),
+)
+
+
+def _acts(value: Any, wanted: Any) -> bool:
+    return bool(value) and value > 0 if wanted == "> 0" else value == wanted
+
+
+def _yaml(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def inert_key_warnings(finetuning_args: Any, explicit: list[str] | tuple[str, ...] = ()) -> list[str]:
+    r"""Warnings for keys the recipe sets that have no effect in this run (called by `resolve_presets`).
+
+    A key counts as set when it is in `explicit` (preset keys given in the recipe) or differs from its declared
+    default (the other keys). It has no effect when its switch is off after the presets are resolved: the AEPO
+    coefficients under `stage: arpo` (whose preset turns every AEPO mechanism off, docs/algorithms.md §5.5), the
+    pre-monitoring keys under the released `aepo` preset, `aepo_variant` under `stage: arpo`, and `arpo_branch_alpha`
+    with the stochastic branch rule.
+
+    Args:
+        finetuning_args: Arguments with the presets resolved.
+        explicit: Preset keys the recipe set (`resolve_presets`' `explicit`).
+
+    Returns:
+        One message per switch, naming the keys, the switch, its value in this run and the fix.
+    """
+    from ..hparams import agentic_default
+
+    stage = getattr(finetuning_args, "agentic_stage", None) or getattr(finetuning_args, "stage", None)
+    name = preset_name(finetuning_args)
+
+    def is_set(key: str) -> bool:
+        return key in explicit or (key not in PRESETS[name] and getattr(finetuning_args, key) != agentic_default(key))
+
+    warnings = []
+    if stage == "arpo" and getattr(finetuning_args, "aepo_variant", "released") != "released":
+        warnings.append(
+            f"`aepo_variant: {finetuning_args.aepo_variant}` has no effect under `stage: arpo` (it selects the preset "
+            "of `stage: aepo`); use `stage: aepo` or remove it."
+        )
+    for keys, switch, wanted in _INERT_UNLESS:
+        value = getattr(finetuning_args, switch)
+        unused = [key for key in keys if hasattr(finetuning_args, key) and is_set(key)]
+        if not unused or _acts(value, wanted):
+            continue
+        origin = "explicit" if switch in explicit else f"the `{name}` preset's value"
+        need = f"`{switch}` {wanted}" if wanted == "> 0" else f"`{switch}: {_yaml(wanted)}`"
+        aepo_only = switch.startswith("aepo_") and stage == "arpo"
+        where = " (the AEPO mechanisms are on only under `stage: aepo` unless switched on here)" if aepo_only else ""
+        warnings.append(
+            f"{', '.join(f'`{key}`' for key in unused)} {'has' if len(unused) == 1 else 'have'} no effect in this "
+            f"run: {'it acts' if len(unused) == 1 else 'they act'} only with {need}, and this run has "
+            f"`{switch}: {_yaml(value)}` ({origin}){where}. Remove {'it' if len(unused) == 1 else 'them'} or set {need}."
+        )
+    return warnings
+
+
 def preset_name(finetuning_args: Any) -> str:
     r"""Name of the preset that applies to `finetuning_args` (`arpo`, `grpo`, `aepo` or `aepo-paper`).
 
@@ -181,7 +249,9 @@ def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose
         verbose: Print the effective values (one line per key, `(preset)` or `(explicit)` after each).
 
     Returns:
-        `{"stage", "preset", "values": {key: value}, "explicit": [keys set in the recipe], "from_preset": [keys filled]}`.
+        `{"stage", "preset", "values": {key: value}, "explicit": [keys set in the recipe], "from_preset": [keys filled],
+        "warnings": [keys set in the recipe that have no effect in this run, see `inert_key_warnings`]}` (the
+        warnings are logged when `verbose`).
 
     Raises:
         ValueError: for an unknown stage or variant, `arpo_initial_rollouts` outside [1, M], or set to other than M
@@ -209,12 +279,17 @@ def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose
     if getattr(finetuning_args, "rl_epsilon_high", None) is None and hasattr(finetuning_args, "rl_epsilon"):
         finetuning_args.rl_epsilon_high = finetuning_args.rl_epsilon
 
+    warnings = inert_key_warnings(finetuning_args, explicit)
     values = {key: getattr(finetuning_args, key) for key in preset}
     values.update({key: getattr(finetuning_args, key) for key in _REPORTED_KEYS if hasattr(finetuning_args, key)})
     stage = getattr(finetuning_args, "agentic_stage", None) or getattr(finetuning_args, "stage", None)
     result = {"stage": stage, "preset": name, "values": values, "explicit": explicit, "from_preset": filled}
     if verbose:
         print(format_effective_config(result))
+        logger = get_logger(__name__)
+        for warning in warnings:
+            logger.warning(warning)
+    result["warnings"] = warnings
 
     if output_dir is not None:
         save_agentic_config(result, output_dir)

@@ -99,7 +99,7 @@ def _agentic_namespace(stage: str, args: dict[str, Any]) -> types.SimpleNamespac
 
 def check_values(stage: str, args: dict[str, Any], world_size: int = 1) -> list[Finding]:
     r"""The plugin's own argument validation, the batch geometry and the sampling of an RL stage, run now."""
-    from ..integration.patches import _validate_literal_fields, _validate_rl_arguments
+    from ..integration.patches import _validate_literal_fields, _validate_reward, _validate_rl_arguments
     from ..train.presets import resolve_presets
 
     findings = []
@@ -108,7 +108,9 @@ def check_values(stage: str, args: dict[str, Any], world_size: int = 1) -> list[
         _validate_literal_fields(namespace)
         if stage in RL_STAGES:
             _validate_rl_arguments(namespace)
-            resolve_presets(namespace, verbose=False)
+            _validate_reward(namespace)  # name, import, signature, tool bonus: what the parser checks
+            for warning in resolve_presets(namespace, verbose=False)["warnings"]:  # keys set with no effect
+                findings.append(Finding("warning", "arguments", warning))
     except ValueError as err:
         return [Finding("error", "arguments", str(err), "change the value in the agentic panel or Extra arguments")]
 
@@ -455,18 +457,6 @@ def check_tools(args: dict[str, Any]) -> list[Finding]:
     return []
 
 
-def check_reward(args: dict[str, Any]) -> list[Finding]:
-    r"""The reward function exists (a registered name or an importable `module:function`)."""
-    from ..rewards.registry import get_reward_function
-
-    name = args.get("agentic_reward", "f1")
-    try:
-        get_reward_function(name, args.get("agentic_reward_math", "f1"))
-    except (ValueError, ImportError, AttributeError) as err:
-        return [Finding("error", f"reward `{name}`", str(err), "choose a reward in the Reward group")]
-    return []
-
-
 # ---------------------------------------------------------------------------------------------- all
 def run_checks(
     stage: str,
@@ -508,7 +498,6 @@ def run_checks(
     findings += check_output_dir(stage, args, suggested_output_dir)
     if stage in RL_STAGES:
         findings += check_tools(args)
-        findings += check_reward(args)
     return sorted(findings, key=lambda finding: LEVELS.index(finding.level))
 
 

@@ -66,10 +66,10 @@ def test_check_reward_arguments_accepts_what_can_be_called(reward_module):
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("nosuchmod:fn", r"agentic_reward: nosuchmod:fn: cannot import reward module 'nosuchmod'"),
+        ("nosuchmod:fn", r"`agentic_reward: nosuchmod:fn`: cannot import reward module 'nosuchmod'"),
         ("signature_reward_mod:missing", r"'signature_reward_mod' has no attribute 'missing'"),
         ("signature_reward_mod:not_callable", r"is not callable"),
-        ("f2", r"agentic_reward: f2: unknown reward 'f2'"),
+        ("f2", r"`agentic_reward: f2`: unknown reward 'f2'"),
         ("signature_reward_mod:two", r"called as fn\(model_text, ground_truth, metadata\), but two\(model_text"),
         ("signature_reward_mod:needs_key", r"needs_key\(.*\*, scale\) cannot take those three arguments"),
     ],

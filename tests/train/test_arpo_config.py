@@ -109,3 +109,43 @@ def test_tool_bonus_reaches_the_run_config_and_bad_values_stop_before_the_model_
     user = resolved("arpo", agentic_reward="mypkg.rewards:score", agentic_reward_tool_bonus=0.0)
     with pytest.raises(ValueError, match="applies to the built-in rewards f1, em, math; reward 'mypkg.rewards:score'"):
         build_run_config(training_args, user, SAMPLING, 9, world_size=1)
+
+
+@pytest.mark.parametrize(
+    ("sampling", "message"),
+    [
+        # before: both accepted (top_p 1.5 silently kept every token; top_k -1 silently meant "off")
+        (
+            dict(top_p=1.5),
+            r"^`top_p` must be a number in \(0, 1\] \(1\.0 keeps every token: no nucleus filter\), got 1\.5",
+        ),
+        (dict(top_p=0.0), r"^`top_p` must be a number in \(0, 1\]"),
+        (dict(top_k=-1), r"^`top_k` must be an integer >= 0 \(0 turns the top-k filter off\), got -1; vLLM's -1"),
+        (dict(top_k=2.5), r"^`top_k` must be an integer >= 0"),
+    ],
+)
+def test_rollout_top_p_and_top_k_out_of_range_are_refused_with_the_range(sampling, message):
+    from llamafactory.hparams import GeneratingArguments
+
+    from llamafactory_agentic.train.arpo.config import check_rl_sampling
+    from llamafactory_agentic.webui.checks import check_values
+
+    with pytest.raises(ValueError, match=message):
+        check_rl_sampling(GeneratingArguments(do_sample=True, temperature=1.0, **sampling))
+    # training refuses it before reading or loading anything else (the other arguments are never read) ...
+    from llamafactory_agentic.train.arpo.workflow import run_arpo
+
+    with pytest.raises(ValueError, match=message):
+        run_arpo(None, None, SimpleNamespace(do_train=True), None, SimpleNamespace(**{**vars(SAMPLING), **sampling}))
+    # ... and so do LLaMA-Board's checks
+    (finding,) = [f for f in check_values("arpo", dict(temperature=1.0, **sampling)) if f.level == "error"]
+    assert finding.subject == "sampling" and finding.message.startswith(message.strip("^").split(" must")[0])
+
+
+def test_recipe_sampling_and_llamafactory_defaults_pass():
+    from llamafactory.hparams import GeneratingArguments
+
+    from llamafactory_agentic.train.arpo.config import check_rl_sampling
+
+    check_rl_sampling(SAMPLING)  # temperature 1.0, top_p 1.0, top_k 0
+    check_rl_sampling(GeneratingArguments())  # LLaMA-Factory's defaults: top_p 0.7, top_k 50

@@ -138,9 +138,9 @@ def test_tool_executor_is_built_first_and_closed_when_the_run_stops(tmp_path, ti
 @pytest.mark.parametrize(
     ("reward", "message"),
     [
-        ("nosuchmod:fn", r"agentic_reward: nosuchmod:fn: cannot import reward module 'nosuchmod'"),
+        ("nosuchmod:fn", r"`agentic_reward: nosuchmod:fn`: cannot import reward module 'nosuchmod'"),
         ("prerun_reward_mod:two_args", r"called as fn\(model_text, ground_truth, metadata\), but two_args"),
-        ("f2", r"agentic_reward: f2: unknown reward 'f2'"),
+        ("f2", r"`agentic_reward: f2`: unknown reward 'f2'"),
     ],
 )
 def test_reward_import_and_signature_are_checked_before_the_policy_loads(

@@ -112,3 +112,53 @@ def test_every_preset_counts_consecutive_branches_per_lineage():
         explicit = agentic_args("aepo", aepo_variant=variant, aepo_branch_penalty_scope="question")
         result = resolve_presets(explicit, verbose=False)
         assert explicit.aepo_branch_penalty_scope == "question" and "aepo_branch_penalty_scope" in result["explicit"]
+
+
+def test_keys_set_without_effect_are_warned_about(plugin_caplog):
+    """Issue 24: AEPO coefficients under stage arpo were accepted with no effect and no word."""
+    import logging
+
+    args = agentic_args("arpo", aepo_premonitor_beta=0.9, aepo_entropy_advantage_coef=0.5, aepo_variant="paper")
+    result = resolve_presets(args, verbose=True)
+    warnings = result["warnings"]
+    assert len(warnings) == 3
+    assert warnings[0].startswith("`aepo_variant: paper` has no effect under `stage: arpo`")
+    assert warnings[1].startswith(
+        "`aepo_premonitor_beta` has no effect in this run: it acts only with `aepo_dynamic_rollouts: true`, and this "
+        "run has `aepo_dynamic_rollouts: false` (the `arpo` preset's value) (the AEPO mechanisms are on only under "
+        "`stage: aepo` unless switched on here)."
+    )
+    assert (
+        "`aepo_entropy_advantage_coef` has no effect" in warnings[2]
+        and "`aepo_entropy_advantage: true`" in warnings[2]
+    )
+    logged = [r.getMessage() for r in plugin_caplog.records if r.levelno == logging.WARNING]
+    assert list(dict.fromkeys(logged)) == warnings  # (caplog may see a record twice: root and llamafactory)
+
+    # switched on explicitly, the same keys act under stage arpo: no warning
+    args = agentic_args("arpo", aepo_dynamic_rollouts=True, aepo_premonitor_beta=0.9, aepo_high_entropy_z=1.0,
+                        aepo_balanced_clip=True, aepo_balanced_clip_scope="high_entropy")  # fmt: skip
+    assert resolve_presets(args, verbose=False)["warnings"] == []
+    # the paper preset turns them on; the released one leaves pre-monitoring off
+    assert (
+        resolve_presets(agentic_args("aepo", aepo_variant="paper", aepo_premonitor_beta=0.9), verbose=False)[
+            "warnings"
+        ]
+        == []
+    )
+    (released,) = resolve_presets(agentic_args("aepo", aepo_premonitor_tokens=30), verbose=False)["warnings"]
+    assert "`aepo_premonitor_tokens` has no effect" in released and "(the `aepo` preset's value)" in released
+    # the non-preset `aepo_high_entropy_z` counts as set when it differs from its default
+    (z,) = resolve_presets(agentic_args("aepo", aepo_high_entropy_z=1.5), verbose=False)["warnings"]
+    assert "it acts only with `aepo_balanced_clip_scope: high_entropy`" in z
+    # the recipes' keys and the defaults warn about nothing
+    for stage in ("arpo", "aepo"):
+        assert resolve_presets(agentic_args(stage), verbose=False)["warnings"] == []
+
+
+def test_llamaboard_checks_show_the_same_warnings():
+    from llamafactory_agentic.webui.checks import check_values
+
+    findings = check_values("arpo", {"aepo_premonitor_beta": 0.9})
+    (warning,) = [f for f in findings if f.level == "warning"]
+    assert warning.message.startswith("`aepo_premonitor_beta` has no effect in this run")

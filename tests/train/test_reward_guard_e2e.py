@@ -108,7 +108,7 @@ def test_a_reward_with_the_wrong_signature_stops_the_run_before_the_model_loads(
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, output[-5000:]
     assert (
-        "agentic_reward: guard_reward_mod:two_args: the reward is called as fn(model_text, ground_truth, metadata)"
+        "`agentic_reward: guard_reward_mod:two_args`: the reward is called as fn(model_text, ground_truth, metadata)"
         in (output)
     ), output[-5000:]
     assert "trainable params" not in output  # LLaMA-Factory's line after loading the model

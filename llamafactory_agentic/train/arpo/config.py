@@ -167,14 +167,20 @@ def derive_steps_per_generation(
 
 
 def check_rl_sampling(generating_args: Any) -> None:
-    r"""Refuse greedy decoding for RL training (`arpo`/`aepo` stages).
+    r"""Refuse greedy decoding and out-of-range `top_p`/`top_k` for RL training (`arpo`/`aepo` stages).
 
     GRPO needs M different trajectories per prompt, and the loss divides the logits by `generating_args.temperature`
     (docs/algorithms.md §5.4), which must be the temperature the rollout sampled with. With `do_sample: false` or
     `temperature <= 0` the rollout would be greedy while the loss assumes sampling.
 
+    `top_p` must lie in (0, 1] (1.0: no nucleus filter) and `top_k` be an integer >= 0 (0: no top-k filter). vLLM
+    writes "no top-k filter" as -1 (LLaMA-Factory's vLLM and SGLang chat engines turn its 0 into -1), transformers'
+    `generate` refuses -1; the rollout engines take LLaMA-Factory's 0 and convert it for vLLM themselves
+    (`rollout/vllm_engine.py`), so a recipe writes 0.
+
     Raises:
-        ValueError: `do_sample` is false or `temperature` is not positive.
+        ValueError: `do_sample` is false, `temperature` is not positive, `top_p` is outside (0, 1] or `top_k` is not
+            an integer >= 0; the message names the key, the value and the range.
     """
     do_sample = getattr(generating_args, "do_sample", True)
     temperature = getattr(generating_args, "temperature", 1.0)
@@ -183,6 +189,18 @@ def check_rl_sampling(generating_args: Any) -> None:
             f"RL training (stage arpo/aepo) needs sampled rollouts, got do_sample={do_sample}, "
             f"temperature={temperature}: set do_sample: true and temperature > 0 (the recipes use temperature: 1.0, "
             f"top_p: 1.0, top_k: 0). Validation is greedy on its own."
+        )
+    top_p = getattr(generating_args, "top_p", 1.0)
+    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+        raise ValueError(
+            f"`top_p` must be a number in (0, 1] (1.0 keeps every token: no nucleus filter), got {top_p!r}; the "
+            "recipes use top_p: 1.0."
+        )
+    top_k = getattr(generating_args, "top_k", 0)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise ValueError(
+            f"`top_k` must be an integer >= 0 (0 turns the top-k filter off), got {top_k!r}; vLLM's -1 for 'off' is "
+            "written 0 here (the rollout converts it for vLLM). The recipes use top_k: 0."
         )
 
 

@@ -57,6 +57,30 @@ def _encode(dataset: Any, template: Any, tokenizer: Any, max_prompt_length: int,
     return encode_rl_prompts(dataset, template, tokenizer, max_prompt_length, overlong)
 
 
+def check_template_choice(tokenizer: Any, template: str | None, model_name: str | None = None) -> None:
+    r"""Refuse a run with no `template` whose tokenizer has no chat template (called right after the tokenizer loads).
+
+    LLaMA-Factory then renders with its `empty` template (`get_template_and_fix_tokenizer`): the prompts get no chat
+    turns, the policy never produces the answer format and every reward is -1, while the run ends with status 0.
+    Without `template` but with a tokenizer chat template, LLaMA-Factory parses that one, which is kept.
+
+    Args:
+        tokenizer: The loaded tokenizer.
+        template: `data_args.template` (None when the recipe sets none).
+        model_name: `model_name_or_path`, named in the message.
+
+    Raises:
+        ValueError: naming the model and the fix (`template: <name>`).
+    """
+    if template is None and not isinstance(getattr(tokenizer, "chat_template", None), str):
+        raise ValueError(
+            f"No `template` is set and the tokenizer of {model_name or 'the model'} has no chat template, so "
+            "LLaMA-Factory would render the prompts with its `empty` template (no chat turns): every reward would be "
+            "-1. Set `template: <name>` to the model's LLaMA-Factory template (e.g. `template: qwen` for Qwen2/2.5, "
+            "`qwen3`, `llama3`), as the recipes do."
+        )
+
+
 def run_arpo(
     model_args: Any,
     data_args: Any,
@@ -67,10 +91,12 @@ def run_arpo(
 ) -> None:
     r"""Train and/or validate with ARPO or AEPO; `finetuning_args.stage` selects the preset (docs/algorithms.md §5.5).
 
-    Steps: resolve the presets (printed, saved as `agentic_config.json` in `output_dir`); build the tool executor
-    first (a bad tool config, or a python sandbox whose measured isolation is below `agentic_python_min_isolation`,
-    stops the run before anything is loaded); load tokenizer and template and check that the tags are ordinary text
-    for the tokenizer (`check_tokenizer_tags`); load the RL prompts (`formatting: arpo_rl`, rendered with the chat
+    Steps: refuse an explicit `resume_from_checkpoint` whose save was interrupted (`train.checkpoints`); resolve
+    the presets (printed with a warning per key set without effect, saved as `agentic_config.json` in
+    `output_dir`); build the tool executor first (a bad tool config, or a python sandbox whose measured isolation is
+    below `agentic_python_min_isolation`, stops the run before anything is loaded); load the tokenizer, refuse a run
+    with neither `template` nor a tokenizer chat template (`check_template_choice`), load the template and check that
+    the tags are ordinary text for the tokenizer (`check_tokenizer_tags`); load the RL prompts (`formatting: arpo_rl`, rendered with the chat
     template; prompts longer than `arpo_max_prompt_length` are skipped or stop the run, `arpo_overlong_prompt`); load
     the policy with LLaMA-Factory (and a reference model only when `rl_kl_coef > 0` and not LoRA); build the rollout
     engine (`arpo_rollout_backend`), the rollout and the reward; train with `resume_from_checkpoint`; save the model
@@ -94,15 +120,20 @@ def run_arpo(
             added token of the tokenizer or does not round-trip (checked before the data and the policy are loaded).
         RLDataError: a malformed row, or an over-long prompt with `arpo_overlong_prompt: error` (see
             `load_rl_dataset`, `encode_rl_prompts`).
-        ValueError: greedy decoding for training (`do_sample: false` or `temperature <= 0`, see
-            `check_rl_sampling`), inconsistent batch geometry (see `derive_steps_per_generation`) or unresolvable
+        ValueError: greedy decoding for training (`do_sample: false` or `temperature <= 0`) or `top_p`/`top_k` out
+            of range (see `check_rl_sampling`), an incomplete `resume_from_checkpoint`, no template (see
+            `check_template_choice`), inconsistent batch geometry (see `derive_steps_per_generation`) or unresolvable
             keys.
     """
     from ...tools import build_executor_from_args
+    from ..checkpoints import resolve_resume_checkpoint
     from .config import check_rl_sampling, tools_config_from_args
 
     if training_args.do_train:
         check_rl_sampling(generating_args)  # before any model is loaded
+        training_args.resume_from_checkpoint = resolve_resume_checkpoint(
+            training_args.resume_from_checkpoint, training_args.output_dir
+        )
     effective = resolve_presets(finetuning_args, verbose=training_args.should_log)
     if training_args.should_save:
         save_agentic_config(effective, training_args.output_dir)
@@ -144,6 +175,7 @@ def _train(
 
     tokenizer_module = load_tokenizer(model_args)
     tokenizer = tokenizer_module["tokenizer"]
+    check_template_choice(tokenizer, data_args.template, model_args.model_name_or_path)
     template = get_template_and_fix_tokenizer(tokenizer, data_args)
     # the reward decodes the model view with skip_special_tokens: a tag that is a special token would vanish and every
     # answer would score -1 without a word (the same check as agentic_sft's pre-run check)
