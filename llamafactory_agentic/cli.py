@@ -228,12 +228,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=demo)
 
     from .evaluation.cli import add_subcommands as add_eval_subcommands
+    from .guards.plan import add_subcommand as add_plan_subcommand
     from .tasks.cli import add_subcommands as add_task_subcommands
     from .tools.cli import add_subcommands as add_tool_subcommands
 
     add_tool_subcommands(subparsers)
     add_task_subcommands(subparsers)
     add_eval_subcommands(subparsers)
+    add_plan_subcommand(subparsers)
     return parser
 
 
