@@ -104,9 +104,16 @@ DEFAULTS: dict[str, float] = {
     "decode_host_s": 0.004,
     # model-FLOPs utilisation of the update and the prefill on a GPU
     "mfu": 0.35,
-    # CPU (2 cores of this project's machines), measured: see docs/plan.md "CPU profile"
-    "cpu_decode_step_s": 0.020,
-    "cpu_flops": 4e9,
+    # CPU (2 cores of this project's machines): docs/plan.md "CPU profile". FLOP rate from the packed SFT
+    # measurement of docs/tasks.md (4-layer demo model, 16 x 512 tokens in 0.54 s: about 8e10 FLOP/s); host time per
+    # micro-batch fitted to the demo's SFT (README: 1000 steps in 214-247 s), host time per decode step fitted to the
+    # GRPO runs of benchmarks/results/compare_algorithms/cpu (mean wall 119 s)
+    "cpu_flops": 8e10,
+    "cpu_update_s": 0.014,
+    "cpu_decode_step_s": 0.0099,
+    # process start, model and data loading before the first step (seconds; CPU / GPU)
+    "startup_cpu_s": 15.0,
+    "startup_gpu_s": 120.0,
     # response tokens a trajectory generates, as a share of arpo_max_response_length (observations included)
     "response_fill": 0.5,
     # tool calls per trajectory when the recipe has tools (the demo and the papers' runs: about 1-2)
@@ -530,7 +537,7 @@ def _memory(plan: Plan, shape, device, world, finetuning, lora_rank, fp32_master
         f"train/arpo/memory.py estimate ({finetuning}, {precision}, gradient checkpointing {'on' if gc else 'off'}; "
         f"{ds_src}, {world} rank(s))"
     )
-    plan.add("memory: weights + grads + optimizer", f"{static:.1f} GiB per GPU", src, "static_gib", static)
+    plan.add("memory: weights + grads + optimizer", f"{static:.1f} GiB per rank", src, "static_gib", static)
     if rl:
         if vllm_util:
             rollout_peak = weights + states + vllm_util * device.memory_gib
@@ -543,12 +550,12 @@ def _memory(plan: Plan, shape, device, world, finetuning, lora_rank, fp32_master
             )
             # (the last term is the decode step's float32 logits and sampling buffers)
             rsrc = f"KV cache {est.kv_cache:.1f} GiB: {slots} slots x {context} tokens (arpo_hf_generation_batch_size)"
-        plan.add("memory: rollout peak", f"{rollout_peak:.1f} GiB per GPU", rsrc, "rollout_peak_gib", rollout_peak)
+        plan.add("memory: rollout peak", f"{rollout_peak:.1f} GiB per rank", rsrc, "rollout_peak_gib", rollout_peak)
     else:
         rollout_peak = 0.0
     plan.add(
         "memory: update peak",
-        f"{loss_peak:.1f} GiB per GPU",
+        f"{loss_peak:.1f} GiB per rank",
         f"activations {est.activations:.1f} GiB of a {micro_tokens}-token micro-batch, head {est.logprob_head:.1f} GiB",
         "loss_peak_gib",
         loss_peak,
@@ -569,8 +576,14 @@ def _memory(plan: Plan, shape, device, world, finetuning, lora_rank, fp32_master
         )
 
 
-def _train_seconds(plan_numbers, n_params, tokens, gc, device, extra_forward: int = 0) -> float:
-    flops = (8.0 if gc else 6.0) * n_params * tokens + 2.0 * n_params * tokens * extra_forward
+def _train_seconds(shape: ModelShape, tokens: float, gc: bool, device: Device, extra_forward: int = 0) -> float:
+    r"""Seconds of forward + backward over `tokens` (+ `extra_forward` forward-only passes, e.g. a reference model).
+
+    FLOPs are 2 x (parameters + the tied output head) per token forward, x3 with the backward, x4 with gradient
+    checkpointing; at `mfu` of the card's bf16 peak, or at `cpu_flops` on the CPU.
+    """
+    n = shape.params() + (shape.vocab * shape.hidden if shape.tied else 0)
+    flops = (8.0 if gc else 6.0) * n * tokens + 2.0 * n * tokens * extra_forward
     rate = device.bf16_flops * (DEFAULTS["mfu"] if device.kind == "gpu" else 1.0)
     return flops / rate
 
@@ -628,7 +641,7 @@ def _plan_rl(plan, values, shape, device, world, finetuning, lora_rank, fp32_mas
     elif device.kind == "cpu":
         flops = 2.0 * shape.params() * wave_rows
         step_s = DEFAULTS["cpu_decode_step_s"] + flops / device.bf16_flops
-        dec_src = f"CPU profile: {DEFAULTS['cpu_decode_step_s'] * 1e3:.0f} ms + FLOPs at {device.bf16_flops:.0e}/s"
+        dec_src = f"CPU profile: {DEFAULTS['cpu_decode_step_s'] * 1e3:.1f} ms + FLOPs at {device.bf16_flops:.0e}/s"
     else:
         bytes_read = 2.0 * shape.params() + wave_rows * avg_ctx * shape.kv_bytes_per_token()
         step_s = bytes_read / (device.hbm_bytes_per_s * DEFAULTS["decode_bandwidth_efficiency"])
@@ -639,7 +652,7 @@ def _plan_rl(plan, values, shape, device, world, finetuning, lora_rank, fp32_mas
         )
     decode_s = waves * steps_per_wave * step_s
     prefill_tokens = per_rank * (prompt_len / 2 + gen / 2 * calls / max(calls, 1.0))
-    prefill_s = _train_seconds(None, shape.params(), prefill_tokens, False, device) / 4.0  # forward only: 2 of 8
+    prefill_s = _train_seconds(shape, prefill_tokens, False, device) / 4.0  # forward only: 2 of 8
     plan.add(
         "time: rollout (decode)",
         f"{_fmt_time(decode_s + prefill_s)} per rollout step",
@@ -672,10 +685,13 @@ def _plan_rl(plan, values, shape, device, world, finetuning, lora_rank, fp32_mas
     extra = (1 if float(values.get("rl_kl_coef") or 0) > 0 else 0) + (
         1 if int(values.get("rl_num_iterations") or 1) > 1 else 0
     )
-    train_s = _train_seconds(None, shape.params(), trained_tokens, gc, device, extra) * int(
-        values.get("rl_num_iterations") or 1
-    )
-    rate = "CPU profile FLOP rate" if device.kind == "cpu" else f"MFU {DEFAULTS['mfu']:.0%} of bf16 peak"
+    iterations = int(values.get("rl_num_iterations") or 1)
+    train_s = _train_seconds(shape, trained_tokens, gc, device, extra) * iterations
+    if device.kind == "cpu":
+        train_s += iterations * updates_per_rollout * DEFAULTS["cpu_update_s"]
+        rate = f"CPU profile: {DEFAULTS['cpu_flops']:.0e} FLOP/s + {DEFAULTS['cpu_update_s']} s per update"
+    else:
+        rate = f"MFU {DEFAULTS['mfu']:.0%} of bf16 peak"
     plan.add(
         "time: update",
         f"{_fmt_time(train_s)} per rollout step",
@@ -719,11 +735,12 @@ def _plan_rl(plan, values, shape, device, world, finetuning, lora_rank, fp32_mas
         val_rows = int(values.get("arpo_val_max_samples") or 300)
         eval_waves = math.ceil(val_rows / world / slots)
         eval_s = evals * eval_waves * (steps_per_wave * step_s + calls * latency)
-    run_s = rollout_steps * step + eval_s
+    startup = DEFAULTS["startup_cpu_s" if device.kind == "cpu" else "startup_gpu_s"]
+    run_s = startup + rollout_steps * step + eval_s
     plan.add(
         "time: run",
         f"{_fmt_time(run_s)} ({rollout_steps} rollout steps = {optimiser_steps} optimiser steps, {evals} validations)",
-        steps_src,
+        f"{steps_src}; + {startup:.0f} s start-up (default)",
         "run_s",
         run_s,
     )
@@ -763,10 +780,12 @@ def _plan_sft(plan, values, shape, device, world, finetuning, lora_rank, fp32_ma
     _memory(plan, shape, device, world, finetuning, lora_rank, fp32_master, gc, zero, off_opt, off_par, ds_src,
             precision, cutoff, 0, micro, 0, 0.0, "gpu", rl=False)  # fmt: skip
     tokens = per_device * accum * seq  # per rank and optimiser step
-    train_s = _train_seconds(None, shape.params(), tokens, gc, device)
+    train_s = _train_seconds(shape, tokens, gc, device)
     if device.kind == "cpu":
-        train_s += accum * DEFAULTS["cpu_decode_step_s"] * 3  # forward + backward dispatch of a micro-batch
-    rate = "CPU profile" if device.kind == "cpu" else f"MFU {DEFAULTS['mfu']:.0%} of bf16 peak"
+        train_s += accum * DEFAULTS["cpu_update_s"]  # host time of a micro-batch (optimizer, data, dispatch)
+        rate = f"CPU profile: {DEFAULTS['cpu_flops']:.0e} FLOP/s + {DEFAULTS['cpu_update_s']} s per micro-batch"
+    else:
+        rate = f"MFU {DEFAULTS['mfu']:.0%} of bf16 peak"
     plan.add(
         "time: per optimiser step",
         _fmt_time(train_s),
@@ -786,7 +805,9 @@ def _plan_sft(plan, values, shape, device, world, finetuning, lora_rank, fp32_ma
         else:
             steps = math.ceil(epochs * rows / (per_device * accum * world))
             src = f"num_train_epochs {epochs:g} x {rows} rows / {per_device * accum * world} per step ({rows_src})"
-    run_s = steps * train_s
+    startup = DEFAULTS["startup_cpu_s" if device.kind == "cpu" else "startup_gpu_s"]
+    run_s = startup + steps * train_s
+    src += f"; + {startup:.0f} s start-up (default)"
     plan.add("time: run", f"{_fmt_time(run_s)} ({steps} optimiser steps)", src, "run_s", run_s)
     plan.numbers["rollout_steps"] = 0
     _disk(plan, values, shape, finetuning, lora_rank, steps)
