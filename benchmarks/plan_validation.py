@@ -129,7 +129,9 @@ def table() -> str:
     ]
     for figure, label, predicted, measured, unit, source in rows:
         err = (predicted - measured) / measured
-        lines.append(f"| {figure} | {label} | {predicted:.1f} {unit} | {measured:.1f} {unit} | {err:+.0%} | {source} |")
+        lines.append(
+            f"| {figure} | {label} | {predicted:.1f} {unit} | {measured:.1f} {unit} | {err:+.0%} | {source} |"
+        )
     return "\n".join(lines)
 
 

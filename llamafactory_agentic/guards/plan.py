@@ -411,8 +411,6 @@ def _tools(values: dict[str, Any], base_dir: Path) -> dict[str, Any]:
                         params = tool.get("params") or {}
                         backend = params.get("backend", "web")
                         out["provider"] = params.get("provider", backend) if backend == "web" else backend
-                        if "price_per_1k_calls" in params:
-                            out["price"] = float(params["price_per_1k_calls"])
                 out["cache"] = out["cache"] or bool(cfg.get("cache"))
                 out["source"] = str(cfg_path)
                 return out
@@ -755,7 +753,7 @@ def _plan_rl(plan, values, shape, device, world, finetuning, lora_rank, fp32_mas
         total_calls *= search_share
         paid = total_calls * (1 - hit)
         if price is None:
-            price = tools.get("price", SEARCH_PRICE_PER_1K.get(provider, 1.0))
+            price = SEARCH_PRICE_PER_1K.get(provider, 1.0)
             price_src = f"list price of {provider} (--search-price-per-1k to change)"
         else:
             price_src = "--search-price-per-1k"
