@@ -135,6 +135,7 @@ def _train(
     from llamafactory.train.trainer_utils import create_ref_model
 
     from ...data import load_rl_dataset
+    from ...guards.gaming import GamingMonitorCallback
     from ...integration.log_callback import extend_log_callback
     from ...rewards import get_reward_function
     from ...rollout import AgenticRollout, build_engine
@@ -166,6 +167,8 @@ def _train(
     rollout = AgenticRollout(engine, executor, tokenizer, run_config.rollout)
     reward_fn = get_reward_function(run_config.reward, run_config.reward_math, run_config.reward_tool_bonus)
 
+    # the reward-gaming monitor (docs/plan.md §2) goes first: LogCallback writes the record it annotates
+    callbacks = [GamingMonitorCallback(tool_bonus=run_config.reward_tool_bonus), *(callbacks or [])]
     extend_log_callback(callbacks)
     trainer = ArpoTrainer(
         model=model,
