@@ -386,6 +386,12 @@ def _deepspeed(recipe: dict[str, Any], base_dir: Path) -> tuple[int, bool, bool,
     ds = recipe.get("deepspeed")
     if not ds:
         return 0, False, False, "no deepspeed"
+    if isinstance(ds, dict):  # the parsed config of a running trainer
+        cfg = ds.get("zero_optimization", {})
+        stage = int(cfg.get("stage", 0)) if str(cfg.get("stage", 0)).isdigit() else 0
+        off_opt = (cfg.get("offload_optimizer") or {}).get("device", "none") == "cpu"
+        off_par = (cfg.get("offload_param") or {}).get("device", "none") == "cpu"
+        return stage, off_opt, off_par, f"deepspeed config (ZeRO-{stage})"
     for p in (Path(str(ds)), base_dir / str(ds)):
         if p.is_file():
             cfg = json.loads(p.read_text()).get("zero_optimization", {})
@@ -469,10 +475,24 @@ def make_plan(
         if (up / "recipes").is_dir() or (up / "data" / "dataset_info.json").is_file():
             base_dir = up
             break
+    return plan_recipe(recipe, str(recipe_path), base_dir, gpu, num_gpus, model_shape, measured, search_price_per_1k)
+
+
+def plan_recipe(
+    recipe: dict[str, Any],
+    label: str,
+    base_dir: Path,
+    gpu: str | None = None,
+    num_gpus: int | None = None,
+    model_shape: str | None = None,
+    measured: dict[str, float] | None = None,
+    search_price_per_1k: float | None = None,
+) -> Plan:
+    r"""`make_plan` on a recipe already read into a dict (`label` names it; relative paths resolve from `base_dir`)."""
     values = _agentic_defaults(recipe)
     stage = str(values["stage"])
     measured = dict(measured or {})
-    plan = Plan(recipe=str(recipe_path), stage=stage)
+    plan = Plan(recipe=label, stage=stage)
 
     shape, shape_src = resolve_shape(recipe, base_dir, model_shape)
     device, world, device_src = detect_device(gpu, num_gpus)
@@ -501,7 +521,7 @@ def make_plan(
         _plan_sft(plan, values, shape, device, world, finetuning, lora_rank, fp32_master, gc, zero, off_opt, off_par,
                   ds_src, precision, per_device, accum, base_dir)  # fmt: skip
     else:
-        raise PlanError(f"{recipe_path}: stage {stage!r} is not planned; plan covers arpo, aepo and agentic_sft.")
+        raise PlanError(f"{label}: stage {stage!r} is not planned; plan covers arpo, aepo and agentic_sft.")
     return plan
 
 
@@ -875,6 +895,37 @@ def read_measured(log_path: str | os.PathLike) -> dict[str, float]:
     except (OSError, ValueError) as err:
         raise PlanError(f"--measured {log_path}: {err}") from err
     return {k: sum(v) / len(v) for k, v in sums.items() if v}
+
+
+_TRAINING_KEYS = (
+    "per_device_train_batch_size", "gradient_accumulation_steps", "max_steps", "num_train_epochs", "save_steps",
+    "save_total_limit", "save_only_model", "save_strategy", "eval_strategy", "eval_steps", "eval_on_start", "bf16",
+    "fp16", "gradient_checkpointing", "deepspeed", "output_dir",
+)  # fmt: skip
+
+
+def plan_for_run(model_args: Any, data_args: Any, training_args: Any, finetuning_args: Any) -> Plan:
+    r"""The plan of a run that is starting, from LLaMA-Factory's parsed arguments (the trainer logs it first).
+
+    The device is the detected one and the ranks are `training_args.world_size`.
+
+    Raises:
+        PlanError: as `make_plan`.
+    """
+    recipe: dict[str, Any] = {}
+    for args in (model_args, data_args, finetuning_args):
+        fields = dataclasses.fields(args) if dataclasses.is_dataclass(args) else ()
+        names = [f.name for f in fields] or list(vars(args))
+        recipe.update({name: getattr(args, name, None) for name in names})
+    for key in _TRAINING_KEYS:
+        value = getattr(training_args, key, None)
+        recipe[key] = getattr(value, "value", value)  # IntervalStrategy -> "steps"
+    if getattr(training_args, "hf_deepspeed_config", None) is not None:
+        recipe["deepspeed"] = training_args.hf_deepspeed_config.config
+    recipe["stage"] = getattr(finetuning_args, "agentic_stage", None) or getattr(finetuning_args, "stage", None)
+    recipe = {k: v for k, v in recipe.items() if v is not None}
+    world = int(getattr(training_args, "world_size", 1) or 1)
+    return plan_recipe(recipe, str(recipe.get("output_dir", "this run")), Path.cwd(), num_gpus=world)
 
 
 def add_subcommand(subparsers) -> None:

@@ -124,3 +124,27 @@ def test_measured_log_replaces_defaults(tmp_path):
     assert plan.numbers["search_cost_usd"] == pytest.approx(plan.numbers["search_calls"] / 1000 * 2.0)
     assert plan.numbers["rollout_s"] < default.numbers["rollout_s"]  # 200 tokens instead of half of 4096
     assert plan.numbers["tool_s"] > default.numbers["tool_s"]  # 2 calls at 3 s
+
+
+def test_plan_for_a_starting_run_from_llamafactorys_parsed_arguments(tmp_path):
+    """What the `arpo` workflow logs first: the plan built from LLaMA-Factory's own parsed arguments."""
+    import yaml
+    from llamafactory.hparams import get_train_args
+
+    from llamafactory_agentic.guards.plan import plan_for_run
+
+    recipe = yaml.safe_load((REPO / "recipes/tiny/arpo_cpu.yaml").read_text())
+    recipe.update(output_dir=str(tmp_path / "out"), max_steps=4, save_steps=2)
+    model_args, data_args, training_args, finetuning_args, _ = get_train_args(recipe)
+    plan = plan_for_run(model_args, data_args, training_args, finetuning_args)
+    text = plan.format()
+    assert "stage arpo" in text and "built-in table 'tiny-qwen2'" in text
+    assert plan.numbers["rollout_steps"] == 2  # 4 optimiser steps / 2 updates per rollout
+    assert "2 checkpoint(s)" in text  # save_steps 2 of 4 steps, from the trainer's own arguments
+
+
+def test_unplanned_stage_names_the_recipe(tmp_path):
+    recipe = tmp_path / "dpo.yaml"
+    recipe.write_text("stage: dpo\nmodel_name_or_path: Qwen/Qwen2.5-7B-Instruct\n")
+    with pytest.raises(PlanError, match=r"dpo.yaml: stage 'dpo' is not planned"):
+        make_plan(recipe, gpu="h200")

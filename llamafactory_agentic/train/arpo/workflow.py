@@ -44,6 +44,20 @@ PLOT_KEYS = (
 )
 
 
+def _log_plan(model_args: Any, data_args: Any, training_args: Any, finetuning_args: Any) -> None:
+    r"""Log `llamafactory-agentic plan`'s table for this run first (docs/plan.md); a plan that fails never stops it."""
+    from ...guards.plan import plan_for_run
+    from ...integration.log import get_logger
+
+    logger = get_logger(__name__)
+    try:
+        text = plan_for_run(model_args, data_args, training_args, finetuning_args).format()
+    except Exception as err:  # the plan is advice: an unknown model shape or dataset must not stop the run
+        getattr(logger, "warning_rank0", logger.warning)(f"plan: not available ({type(err).__name__}: {err})")
+        return
+    getattr(logger, "info_rank0", logger.info)("\n" + text)
+
+
 def _encode(dataset: Any, template: Any, tokenizer: Any, max_prompt_length: int, overlong: str) -> Any:
     from ...data import encode_rl_prompts
 
@@ -143,6 +157,7 @@ def _train(
     from .config import build_run_config
     from .trainer import ArpoTrainer
 
+    _log_plan(model_args, data_args, training_args, finetuning_args)
     tokenizer_module = load_tokenizer(model_args)
     tokenizer = tokenizer_module["tokenizer"]
     template = get_template_and_fix_tokenizer(tokenizer, data_args)
