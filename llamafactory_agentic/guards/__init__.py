@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-r"""Guards before and during a run: the pre-launch planner (`plan`) and the reward-gaming monitor (`gaming`).
+r"""Guards before and during a run: the planner (`plan`), the reward-gaming monitor (`gaming`), search contamination.
 
 See docs/plan.md.
 """
