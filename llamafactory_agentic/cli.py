@@ -228,12 +228,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=demo)
 
     from .evaluation.cli import add_subcommands as add_eval_subcommands
+    from .guards.gaming import add_subcommand as add_gaming_subcommand
+    from .guards.plan import add_subcommand as add_plan_subcommand
     from .tasks.cli import add_subcommands as add_task_subcommands
     from .tools.cli import add_subcommands as add_tool_subcommands
 
     add_tool_subcommands(subparsers)
     add_task_subcommands(subparsers)
     add_eval_subcommands(subparsers)
+    add_plan_subcommand(subparsers)
+    add_gaming_subcommand(subparsers)
     return parser
 
 

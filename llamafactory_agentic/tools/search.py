@@ -270,9 +270,19 @@ class WebBackend(HTTPBackend):
         zone: str | None = None,
         timeout_s: float = 20.0,
         rate_limit: float | None = 10.0,
+        blocklist: Any = None,
     ) -> None:
-        r"""Create the object (the arguments are described in the class docstring)."""
+        r"""Create the object (the arguments are described in the class docstring).
+
+        `blocklist`: URL patterns whose results are dropped before their snippets reach the model (None: the
+        benchmark pages of `guards/contamination.py:DEFAULT_BLOCKLIST`; "none": no filter; docs/plan.md §3).
+        """
         import os
+
+        from ..guards.contamination import Blocklist
+
+        self.blocklist = Blocklist(blocklist)
+        self.blocked_results = 0
 
         if provider not in self._DEFAULTS:
             raise ValueError(f"unknown web search provider {provider!r}; use one of {sorted(self._DEFAULTS)}")
@@ -300,13 +310,13 @@ class WebBackend(HTTPBackend):
                 "POST", self.endpoint, json={"q": query, "num": topk, "gl": gl, "hl": hl},
                 headers={"X-API-KEY": self._api_key},
             )  # fmt: skip
-            return [str(r.get("snippet") or "") for r in _as_list(_get(data, "organic"))]
+            return [str(r.get("snippet") or "") for r in self._unblocked(_get(data, "organic"))]
         if self.provider == "bing":
             data = self._request(
                 "GET", self.endpoint, params={"q": query, "mkt": market, "count": topk},
                 headers={"Ocp-Apim-Subscription-Key": self._api_key},
             )  # fmt: skip
-            return [str(r.get("snippet") or "") for r in _as_list(_get(_get(data, "webPages"), "value"))]
+            return [str(r.get("snippet") or "") for r in self._unblocked(_get(_get(data, "webPages"), "value"))]
         from urllib.parse import quote_plus
 
         bing_url = f"https://www.bing.com/search?q={quote_plus(query)}&mkt={market}&count={topk}&brd_json=1"
@@ -321,7 +331,12 @@ class WebBackend(HTTPBackend):
                 data = json.loads(data["body"])
             except ValueError as exc:
                 raise TransientToolError("malformed JSON body from the brightdata search API") from exc
-        return [str(r.get("description") or r.get("snippet") or "") for r in _as_list(_get(data, "organic"))]
+        return [str(r.get("description") or r.get("snippet") or "") for r in self._unblocked(_get(data, "organic"))]
+
+    def _unblocked(self, results: Any) -> list:
+        kept, dropped = self.blocklist.filter(_as_list(results))
+        self.blocked_results += dropped
+        return kept
 
 
 class RetrieverBackend(HTTPBackend):

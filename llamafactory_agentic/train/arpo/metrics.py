@@ -175,6 +175,25 @@ def consecutive_branch_stats(records: list[ScoredTrajectory]) -> tuple[int, dict
     return consecutive, longest
 
 
+def repeated_call_rate(records: Iterable[ScoredTrajectory]) -> float:
+    r"""Share of the non-empty tool calls that repeat an earlier call (same tool, same text) of their trajectory.
+
+    A branch's inherited calls count in its own lineage, as in `num_tool_calls`. 0.0 when no call was made. The
+    reward-gaming monitor (guards/gaming.py) watches it.
+    """
+    total = repeated = 0
+    for record in records:
+        seen: set[tuple[str, str]] = set()
+        for call in record.tool_calls:
+            if not call.content:
+                continue
+            total += 1
+            key = (call.tool, call.content)
+            repeated += key in seen
+            seen.add(key)
+    return repeated / total if total else 0.0
+
+
 def rollout_log_values(
     records: list[ScoredTrajectory],
     metrics: dict[str, float],
@@ -210,6 +229,7 @@ def rollout_log_values(
     trained = sum(sum(r.loss_mask) for r in records)
     total = sum(len(r.response_ids) for r in records)
     out["rollout/tool_calls_per_traj"] = sum(r.num_tool_calls for r in records) / n
+    out["rollout/repeated_tool_calls_rate"] = repeated_call_rate(records)
     out["rollout/call_limit_hits"] = float(sum(r.hit_call_limit for r in records))
     out["rollout/call_limit_hit_rate"] = sum(r.hit_call_limit for r in records) / n
     out["rollout/truncated_rate"] = sum(r.truncated for r in records) / n

@@ -72,6 +72,7 @@ from ...algorithms import (
     get_policy_loss,
     high_entropy_mask,
 )
+from ...guards.contamination import answer_leak_rate, observation_texts
 from ...integration.log import get_logger
 from ...integration.trl_compat import (
     GRPOConfig,
@@ -372,6 +373,15 @@ class ArpoTrainer(GRPOTrainer):
 
         t1 = time.perf_counter()
         records = self._records_from_output(output, [group_rows[g] for g in mine], mine) if mine else []
+        if mine:  # share of trajectories whose observations hold the answer (guards/contamination.py)
+            metrics["tools/answer_leak_rate"] = answer_leak_rate(
+                [
+                    observation_texts(self.processing_class, t.response_ids, t.loss_mask)
+                    for gr in output.groups
+                    for t in gr
+                ],
+                [group_rows[g].get("_ground_truth") for g, gr in zip(mine, output.groups) for _ in gr],
+            )
         timing["time/reward"] = time.perf_counter() - t1
 
         tool_metrics = self.executor.pop_metrics() if self.executor is not None else {}

@@ -44,6 +44,20 @@ PLOT_KEYS = (
 )
 
 
+def _log_plan(model_args: Any, data_args: Any, training_args: Any, finetuning_args: Any) -> None:
+    r"""Log `llamafactory-agentic plan`'s table for this run first (docs/plan.md); a plan that fails never stops it."""
+    from ...guards.plan import plan_for_run
+    from ...integration.log import get_logger
+
+    logger = get_logger(__name__)
+    try:
+        text = plan_for_run(model_args, data_args, training_args, finetuning_args).format()
+    except Exception as err:  # the plan is advice: an unknown model shape or dataset must not stop the run
+        getattr(logger, "warning_rank0", logger.warning)(f"plan: not available ({type(err).__name__}: {err})")
+        return
+    getattr(logger, "info_rank0", logger.info)("\n" + text)
+
+
 def _encode(dataset: Any, template: Any, tokenizer: Any, max_prompt_length: int, overlong: str) -> Any:
     from ...data import encode_rl_prompts
 
@@ -166,6 +180,7 @@ def _train(
     from llamafactory.train.trainer_utils import create_ref_model
 
     from ...data import load_rl_dataset
+    from ...guards.gaming import GamingMonitorCallback
     from ...integration.log_callback import extend_log_callback
     from ...rewards import get_reward_function
     from ...rollout import AgenticRollout, build_engine
@@ -173,6 +188,7 @@ def _train(
     from .config import build_run_config
     from .trainer import ArpoTrainer
 
+    _log_plan(model_args, data_args, training_args, finetuning_args)
     tokenizer_module = load_tokenizer(model_args)
     tokenizer = tokenizer_module["tokenizer"]
     check_template_choice(tokenizer, data_args.template, model_args.model_name_or_path)
@@ -198,6 +214,8 @@ def _train(
     rollout = AgenticRollout(engine, executor, tokenizer, run_config.rollout)
     reward_fn = get_reward_function(run_config.reward, run_config.reward_math, run_config.reward_tool_bonus)
 
+    # the reward-gaming monitor (docs/plan.md §2) goes first: LogCallback writes the record it annotates
+    callbacks = [GamingMonitorCallback(tool_bonus=run_config.reward_tool_bonus), *(callbacks or [])]
     extend_log_callback(callbacks)
     trainer = ArpoTrainer(
         model=model,
