@@ -66,9 +66,11 @@ def _report_python_isolation() -> None:
         from .tools.python_tool import (
             DEFAULT_MIN_ISOLATION,
             SANDBOXES,
-            level_rank,
+            IsolationError,
+            check_min_isolation,
             measure_isolation,
             min_isolation_hint,
+            per_call_limits,
             probe_sandbox,
         )
 
@@ -77,8 +79,18 @@ def _report_python_isolation() -> None:
         print(f"[no  ] python tool isolation: could not be measured: {err}")
         return
 
-    enough = report.rank >= level_rank(DEFAULT_MIN_ISOLATION)
-    who = "code as uid 65534" if report.as_nobody else f"code as the trainer's uid {os.geteuid()}"
+    try:  # the bar train and eval apply by default (level, network, processes left after the call)
+        check_min_isolation(report, DEFAULT_MIN_ISOLATION)
+        enough = True
+    except IsolationError:
+        enough = False
+
+    def _who(r) -> str:
+        if r.per_call_uid:
+            return "code as a uid of its own per call"
+        return "code as uid 65534" if r.as_nobody else f"code as uid {os.geteuid()}"
+
+    who = _who(report)
     print(f"[{'ok' if enough else 'WARN':<4}] python tool isolation: {report.level} ({report.sandbox}, {who})")
     print(f"       measured inside the sandbox: {report.describe().split(': ', 1)[1]}")
     print("       per sandbox (agentic_python_isolation or AGENTIC_PYTHON_ISOLATION picks one):")
@@ -86,11 +98,17 @@ def _report_python_isolation() -> None:
         forced = measure_isolation(sandbox)
         line = "unavailable" if forced.sandbox != sandbox else forced.level
         if forced.sandbox == sandbox:
-            line += ", code as uid 65534" if forced.as_nobody else f", code as uid {os.geteuid()}"
+            line += ", " + _who(forced)
         dropped = probe_sandbox(sandbox)
         if not dropped.usable:
-            line += f" ({'as uid 65534: ' if os.geteuid() == 0 else ''}{dropped.error[:200]})"
+            line += f" ({'as an unprivileged uid: ' if os.geteuid() == 0 else ''}{dropped.error[:200]})"
         print(f"         {sandbox:<13} {line}")
+    print(
+        f"       per-call limits at {report.sandbox} (python tool defaults; params memory_mb, max_processes, "
+        "max_file_mb, disk_mb):"
+    )
+    for name, text in per_call_limits(report):
+        print(f"         {name:<15}{text}")
     if not enough:
         print(
             f"[WARN] {report.level} is below agentic_python_min_isolation's default ({DEFAULT_MIN_ISOLATION}): "
