@@ -32,7 +32,11 @@ could do (`measure_isolation`, `IsolationReport`):
   folder under `/var/tmp`) appeared on the host;
 * network: whether it can connect to a socket the trainer listens on at 127.0.0.1, or sees any interface but `lo`;
 * process limit: whether `fork` stops at the RLIMIT_NPROC the sandbox set (root and capabilities ignore it);
+* processes left: how many of its processes (a detached, double-forked grandchild) are alive after the call;
 * and that the sandbox ran the same interpreter (version and prefix) as the trainer asked for.
+
+(Only difference to model code: the probe's working directory is a host folder bound into the sandbox, so that the
+trainer can place the 0600 file and see the owner of the file the code created.)
 
 Levels, weakest first (`ISOLATION_LEVELS`); each includes the guarantees of the ones before it:
 
@@ -40,13 +44,14 @@ Levels, weakest first (`ISOLATION_LEVELS`); each includes the guarantees of the 
 * `unprivileged`: unprivileged uid, empty capability set, no root-only file readable, process limit binding. It can
   still use the network and write wherever its uid may write (the trainer's own files when the trainer is not root).
 * `confined`: also no network and no write to any host path outside its working directory.
-* `full`: also cannot read the trainer's private (0600) files: it reads only what uid 65534 (`nobody`) may read.
+* `full`: also cannot read the trainer's private (0600) files: it reads only what any other uid may read.
 
 Sandboxes (`SANDBOXES`), tried strongest first; `auto` takes the one with the highest measured level:
 
-* `bwrap`: bubblewrap: read-only view of `/`, private `/tmp` and `/dev`, fresh `/proc`, no network, own pid, ipc
-  and uts namespaces; the sandbox dies with its parent. As root, the code is started by util-linux `setpriv` as
-  uid/gid 65534 with no supplementary groups, an empty capability set (bounding, inheritable and ambient sets
+* `bwrap`: bubblewrap: read-only view of `/`, private `/tmp` (a tmpfs of `disk_mb` holding the working directory)
+  and `/dev`, fresh `/proc`, no network, own pid, ipc and uts namespaces; the sandbox dies with its parent. As root,
+  the code is started by util-linux `setpriv` as the call's own uid/gid (`sandbox.percall`) with no supplementary
+  groups, an empty capability set (bounding, inheritable and ambient sets
   cleared) and `no_new_privs`. As another user, bubblewrap's user namespace keeps that user's uid, without
   capabilities (the code can then read that user's files: `confined`).
 * `unshare`: util-linux `unshare`. As root: new mount, pid, network, ipc and uts namespaces; a small `/bin/sh`
@@ -54,10 +59,16 @@ Sandboxes (`SANDBOXES`), tried strongest first; `auto` takes the one with the hi
   `/dev`, private `/tmp` and `/dev/shm`, then `chroot` and `setpriv` as above: the same guarantees as `bwrap` for
   machines without bubblewrap. As another user: a user namespace mapping that user to itself, no network, own pid
   namespace, files protected by ordinary permissions only.
-* `rlimits-only`: resource limits and a process group; as root the code runs as uid 65534 (via `setpriv`, or
-  Popen's `user=` where `setpriv` is missing). No network or file-system isolation.
+* `rlimits-only`: resource limits and a process group; as root the code runs as the call's own uid (via `setpriv`,
+  or Popen's `user=` where `setpriv` is missing). No file-system isolation (its files in the host's world-writable
+  folders are summed against `disk_mb` and deleted after the call); the network is closed by a seccomp filter
+  (`percall.NET_FILTER_BOOTSTRAP`: `socket()` only for AF_UNIX, no io_uring).
 
-As root, uid 65534 must be able to read the interpreter. Folders on the interpreter's paths that `nobody` cannot
+Per call (`sandbox.percall`; docs/tools.md "Per-call limits"): as root each call runs as a uid of its own, so
+RLIMIT_NPROC counts its processes only, and when the call returns every process of that uid is SIGKILLed
+(`kill(-1)` from a helper running as that uid), detached ones included; all files of a call are bounded by `disk_mb`.
+
+As root, the code's uid must be able to read the interpreter. Folders on the interpreter's paths that it cannot
 enter (e.g. `/root` holding a pyenv, a venv or editable sources) are hidden behind an empty tmpfs in the sandbox and
 exactly the interpreter's folders (prefix, base prefix, `sys.path`, editable-install sources, the executable's
 folders) are bound back read-only at their own paths, so symlinks and `pyvenv.cfg` keep working and nothing else of
@@ -68,12 +79,12 @@ Resource limits are set by util-linux `prlimit`, exec'd between the sandbox and 
 between fork and exec, which `preexec_fn` would do and which is unsafe in a threaded trainer); `preexec_fn` is only
 the fallback when `prlimit` is missing. The CPU-time limit is soft N s / hard N + 1 s: SIGXCPU at N s, SIGKILL one
 second later if the code handles SIGXCPU; either death is reported as an error observation naming the signal and
-the limit. RLIMIT_NPROC counts every process of uid 65534 on the machine, so concurrent calls share it. A silent
+the limit. RLIMIT_NPROC counts every process of a uid, hence the per-call uid. A silent
 `/bin/sh` stands between the sandbox and the code, so that the code is never pid 1 of a namespace (pid 1 ignores
 signals it has no handler for) and its death by a signal becomes the exit status 128 + signal. The `bwrap` and
 `unshare` sandboxes end with the thread that started them (`--die-with-parent`, `setpriv --pdeathsig`), taking their
-pid namespace along, so a killed trainer leaves no code running; under `rlimits-only` the code runs on until its CPU
-limit. The program is sent on stdin (`python -`), so tracebacks read `File "<stdin>", line N`
+pid namespace along, so a killed trainer leaves no code running; under `rlimits-only` the code of a killed trainer
+runs on until its CPU limit. The program is sent on stdin (`python -`), so tracebacks read `File "<stdin>", line N`
 on every call, and `input()` sees an immediate EOF.
 
 Getting `full` (check with `llamafactory-agentic doctor`): install bubblewrap (`apt-get install bubblewrap`); as a
@@ -783,7 +794,7 @@ def _execute(
         except FileNotFoundError as exc:
             raise TransientToolError(str(exc)) from exc
         env = _code_env(executable, code_workdir)
-        reap = (lambda: percall.kill_uid(uid)) if own_uid else None
+        reap = (lambda: percall.kill_uid(uid, wait=False)) if own_uid else None  # checked in `finally` below
         check = None
         if disk_mb and not namespaced:  # files on the host: summed while the code runs
             roots = [workdir] + (percall.world_writable_dirs() if own_uid else [])
@@ -1385,12 +1396,12 @@ def _run_and_collect(
                     sel.unregister(key.fileobj)
             if exited_at is None and proc.poll() is not None:
                 exited_at = time.monotonic()
-                if reap is not None:
-                    reap()  # every process of the call's uid: daemons, detached grandchildren
+                if reap is not None and sel.get_map():
+                    reap()  # every process of the call's uid (daemons, detached grandchildren) holding the pipes
                 _kill_group(proc)  # stragglers in the group (daemons the code left behind)
     finally:
         sel.close()
-        if reap is not None:
+        if reap is not None and exited_at is None:
             reap()
         _kill_group(proc)
         try:
