@@ -68,6 +68,7 @@ def _report_python_isolation() -> None:
             SANDBOXES,
             IsolationError,
             check_min_isolation,
+            level_rank,
             measure_isolation,
             min_isolation_hint,
             per_call_limits,
@@ -79,11 +80,12 @@ def _report_python_isolation() -> None:
         print(f"[no  ] python tool isolation: could not be measured: {err}")
         return
 
+    refusal = None
     try:  # the bar train and eval apply by default (level, network, processes left after the call)
         check_min_isolation(report, DEFAULT_MIN_ISOLATION)
-        enough = True
-    except IsolationError:
-        enough = False
+    except IsolationError as exc:
+        refusal = str(exc)
+    enough = refusal is None
 
     def _who(r) -> str:
         if r.per_call_uid:
@@ -109,12 +111,14 @@ def _report_python_isolation() -> None:
     )
     for name, text in per_call_limits(report):
         print(f"         {name:<15}{text}")
-    if not enough:
+    if not enough and report.rank < level_rank(DEFAULT_MIN_ISOLATION):
         print(
             f"[WARN] {report.level} is below agentic_python_min_isolation's default ({DEFAULT_MIN_ISOLATION}): "
             f"`arpo`/`aepo` recipes with the python tool refuse to start. To get a stronger level: "
-            f"{min_isolation_hint(report)} To accept it: `agentic_python_min_isolation: {report.level}`."
+            f"{min_isolation_hint(report)} To accept it: `agentic_python_min_isolation: none`."
         )
+    elif not enough:  # the level suffices, but the code reached the network or outlived the call
+        print(f"[WARN] `arpo`/`aepo` recipes with the python tool refuse to start: {refusal}")
 
 
 def doctor(args: argparse.Namespace) -> int:
