@@ -1192,6 +1192,14 @@ def check_min_isolation(
     need = level_rank(minimum)
     if report.sandbox == "remote":
         return
+    if report.rank < need:
+        accept = "none" if report.network or report.leftover_processes else report.level
+        raise IsolationError(
+            f"The python tool's sandbox is below `{key}: {minimum}` on this machine. Measured inside the sandbox: "
+            f"{report.describe()}. To get a stronger level: {min_isolation_hint(report, executable)} To accept this "
+            f"machine's isolation, set `{key}: {accept}` in the recipe (levels, weakest first: "
+            f"{', '.join(ISOLATION_LEVELS)}; `llamafactory-agentic doctor` shows the measurement)."
+        )
     if need > 0 and report.usable and (report.network or report.leftover_processes):
         what = []
         if report.network:
@@ -1204,14 +1212,6 @@ def check_min_isolation(
             f"inside the sandbox: {report.describe()}. Fix: {min_isolation_hint(report, executable)} Only to accept "
             f"it knowingly: `{key}: none`."
         )
-    if report.rank >= need:
-        return
-    raise IsolationError(
-        f"The python tool's sandbox is below `{key}: {minimum}` on this machine. Measured inside the sandbox: "
-        f"{report.describe()}. To get a stronger level: {min_isolation_hint(report, executable)} To accept this machine's "
-        f"isolation, set `{key}: {report.level}` in the recipe (levels, weakest first: {', '.join(ISOLATION_LEVELS)}; "
-        "`llamafactory-agentic doctor` shows the measurement)."
-    )
 
 
 def timeout_text(timeout_s: float) -> str:

@@ -15,8 +15,9 @@
 """Security boundaries of the python tool, tested for real: the tests run as root here and in CI (issue 8 item 1).
 
 Model-written code is run through `run_python_code` exactly as in a rollout, at every sandbox that switches a root
-trainer's code to uid 65534 on this machine: `bwrap` (CI installs bubblewrap), `unshare` (the fallback for root
-machines without bubblewrap, forced with `isolation=`) and `rlimits-only` (with an interpreter uid 65534 can read:
+trainer's code to an unprivileged uid (its own per call) on this machine: `bwrap` (CI installs bubblewrap), `unshare`
+(the fallback for root machines without bubblewrap, forced with `isolation=`) and `rlimits-only` (with an interpreter
+any uid can read:
 this checkout's virtual environment may live under /root, so the system Python is used there). Nothing is mocked.
 """
 
@@ -53,7 +54,7 @@ pytestmark = pytest.mark.skipif(not ROOT, reason="these boundaries are about a t
 
 
 def _nobody_python() -> str | None:
-    """An interpreter uid 65534 can run without a mount namespace (for the `rlimits-only` level)."""
+    """An interpreter an unprivileged uid can run without a mount namespace (for the `rlimits-only` level)."""
     for exe in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
         if os.path.exists(exe) and probe_sandbox("rlimits-only", exe, as_nobody=True).usable:
             return exe
@@ -62,7 +63,7 @@ def _nobody_python() -> str | None:
 
 @pytest.fixture(params=["bwrap", "unshare", "rlimits-only"])
 def sandbox(request):
-    """(sandbox, interpreter, report) for a sandbox that runs the code as uid 65534 here."""
+    """(sandbox, interpreter, report) for a sandbox that runs the code as an unprivileged uid here."""
     name = request.param
     executable = None if name == "rlimits-only" else sys.executable
     if name == "bwrap" and shutil.which("bwrap") is None:
@@ -70,7 +71,7 @@ def sandbox(request):
     if executable is None:
         executable = _nobody_python()
         if executable is None:
-            pytest.skip("no interpreter that uid 65534 can read without a mount namespace")
+            pytest.skip("no interpreter that an unprivileged uid can read without a mount namespace")
     report = probe_sandbox(name, executable, as_nobody=True)
     if name == "unshare" and not report.usable:
         pytest.skip(f"this machine does not allow mount namespaces to root: {report.error}")
