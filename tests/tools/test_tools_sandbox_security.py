@@ -17,8 +17,8 @@
 Model-written code is run through `run_python_code` exactly as in a rollout, at every sandbox that switches a root
 trainer's code to an unprivileged uid (its own per call) on this machine: `bwrap` (CI installs bubblewrap), `unshare`
 (the fallback for root machines without bubblewrap, forced with `isolation=`) and `rlimits-only` (with an interpreter
-any uid can read:
-this checkout's virtual environment may live under /root, so the system Python is used there). Nothing is mocked.
+any uid can read: this checkout's virtual environment may live under /root, so the system Python is used there).
+Nothing is mocked.
 """
 
 import ast
