@@ -477,6 +477,17 @@ def test_files_are_bounded_per_call(sandbox):
     assert leftover == [], f"files of the call stayed on the host: {leftover}"
 
 
+def test_files_under_the_bound_are_kept_until_the_call_ends(sandbox):
+    """The bound counts each file once (the working directory lies inside /tmp, which is summed too): 150 MiB in the
+    working directory and /tmp against `disk_mb: 200` pass at every level."""
+    code = (
+        "import os\nfor path in ('a', '/tmp/b'):\n    with open(path, 'wb') as f:\n"
+        "        for _ in range(75):\n            f.write(b'x' * (1 << 20))\n"
+        "import time\ntime.sleep(0.5)\nprint(sum(os.path.getsize(p) for p in ('a', '/tmp/b')) >> 20)"
+    )
+    assert _run(sandbox, code, timeout_s=60, disk_mb=200, max_file_mb=100) == ("ok", "150")
+
+
 def test_sandboxed_code_cannot_rewrite_a_redis_cache(sandbox, redis_url):
     """Issue 24 item 8: in `rlimits-only`, model code reached Redis on 127.0.0.1 and rewrote a cached search result
     that was later served as cached. The network is closed at every level (seccomp filter without a network

@@ -288,10 +288,18 @@ def _walk_owned(uid: int | None, roots: list[str], on_file, on_dir) -> None:
     Descends only into folders of `uid` or world-writable ones (the only places `uid` can create files in).
     `on_dir(path, stat)` returning True skips the folder's contents.
     """
-    stack = [(r, True) for r in roots]
-    seen: set[tuple[int, int]] = set()
+    stack = []
+    seen: set[tuple[int, int]] = set()  # folders by (device, inode): a root inside another root is walked once
+    for root in roots:
+        try:
+            st = os.stat(root)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            stack.append(root)
     while stack:
-        folder, is_root = stack.pop()
+        folder = stack.pop()
         try:
             entries = list(os.scandir(folder))
         except OSError:
@@ -309,7 +317,7 @@ def _walk_owned(uid: int | None, roots: list[str], on_file, on_dir) -> None:
                 if mine and on_dir is not None and on_dir(entry.path, st):
                     continue
                 if mine or st.st_mode & 0o002:
-                    stack.append((entry.path, False))
+                    stack.append(entry.path)
             elif mine:
                 on_file(entry.path, st)
 
