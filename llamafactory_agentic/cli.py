@@ -66,9 +66,12 @@ def _report_python_isolation() -> None:
         from .tools.python_tool import (
             DEFAULT_MIN_ISOLATION,
             SANDBOXES,
+            IsolationError,
+            check_min_isolation,
             level_rank,
             measure_isolation,
             min_isolation_hint,
+            per_call_limits,
             probe_sandbox,
         )
 
@@ -77,8 +80,19 @@ def _report_python_isolation() -> None:
         print(f"[no  ] python tool isolation: could not be measured: {err}")
         return
 
-    enough = report.rank >= level_rank(DEFAULT_MIN_ISOLATION)
-    who = "code as uid 65534" if report.as_nobody else f"code as the trainer's uid {os.geteuid()}"
+    refusal = None
+    try:  # the bar train and eval apply by default (level, network, processes left after the call)
+        check_min_isolation(report, DEFAULT_MIN_ISOLATION)
+    except IsolationError as exc:
+        refusal = str(exc)
+    enough = refusal is None
+
+    def _who(r) -> str:
+        if r.per_call_uid:
+            return "code as a uid of its own per call"
+        return "code as uid 65534" if r.as_nobody else f"code as uid {os.geteuid()}"
+
+    who = _who(report)
     print(f"[{'ok' if enough else 'WARN':<4}] python tool isolation: {report.level} ({report.sandbox}, {who})")
     print(f"       measured inside the sandbox: {report.describe().split(': ', 1)[1]}")
     print("       per sandbox (agentic_python_isolation or AGENTIC_PYTHON_ISOLATION picks one):")
@@ -86,17 +100,25 @@ def _report_python_isolation() -> None:
         forced = measure_isolation(sandbox)
         line = "unavailable" if forced.sandbox != sandbox else forced.level
         if forced.sandbox == sandbox:
-            line += ", code as uid 65534" if forced.as_nobody else f", code as uid {os.geteuid()}"
+            line += ", " + _who(forced)
         dropped = probe_sandbox(sandbox)
         if not dropped.usable:
-            line += f" ({'as uid 65534: ' if os.geteuid() == 0 else ''}{dropped.error[:200]})"
+            line += f" ({'as an unprivileged uid: ' if os.geteuid() == 0 else ''}{dropped.error[:200]})"
         print(f"         {sandbox:<13} {line}")
-    if not enough:
+    print(
+        f"       per-call limits at {report.sandbox} (python tool defaults; params memory_mb, max_processes, "
+        "max_file_mb, disk_mb):"
+    )
+    for name, text in per_call_limits(report):
+        print(f"         {name:<15}{text}")
+    if not enough and report.rank < level_rank(DEFAULT_MIN_ISOLATION):
         print(
             f"[WARN] {report.level} is below agentic_python_min_isolation's default ({DEFAULT_MIN_ISOLATION}): "
             f"`arpo`/`aepo` recipes with the python tool refuse to start. To get a stronger level: "
-            f"{min_isolation_hint(report)} To accept it: `agentic_python_min_isolation: {report.level}`."
+            f"{min_isolation_hint(report)} To accept it: `agentic_python_min_isolation: none`."
         )
+    elif not enough:  # the level suffices, but the code reached the network or outlived the call
+        print(f"[WARN] `arpo`/`aepo` recipes with the python tool refuse to start: {refusal}")
 
 
 def doctor(args: argparse.Namespace) -> int:

@@ -86,12 +86,23 @@ def _positive(kind: type, minimum: float = 0, inclusive: bool = False):
 def _cmd_tool_python(args: argparse.Namespace) -> int:
     from .base import ToolCall
     from .executor import ToolExecutor
-    from .python_tool import PythonTool
+    from .python_tool import DEFAULT_MIN_ISOLATION, IsolationError, PythonTool, check_min_isolation, min_isolation_hint
 
     tool = PythonTool(timeout_s=args.timeout, max_output_chars=args.max_output_chars, isolation=args.isolation)
+    report = tool.isolation_report()
+    try:  # the same bar as train and eval (agentic_python_min_isolation's default), unless waived explicitly
+        check_min_isolation(report, DEFAULT_MIN_ISOLATION, executable=tool.executable)
+    except IsolationError:
+        if not args.allow_weak_isolation:
+            raise IsolationError(
+                f"`tool python --isolation {args.isolation}` is refused: the code would run with isolation "
+                f"{report.describe()}; train and eval refuse this below `agentic_python_min_isolation: "
+                f"{DEFAULT_MIN_ISOLATION}`. Fix: {min_isolation_hint(report, tool.executable)} Or pass "
+                "--allow-weak-isolation to run this one command anyway."
+            ) from None
+        print(f"warning: running with weak isolation (--allow-weak-isolation): {report.describe()}", file=sys.stderr)
     with ToolExecutor([tool], workers=1) as executor:
         result = executor.execute([ToolCall("python", args.code)])[0]
-    report = tool.isolation_report()
     print(f"[status={result.status} latency={result.latency_s:.3f}s isolation={report.level} ({report.sandbox})]",
           file=sys.stderr)  # fmt: skip
     print(result.text)
@@ -196,6 +207,9 @@ def add_subcommands(subparsers: "argparse._SubParsersAction") -> None:
     py.add_argument("--isolation", default=isolation.default, choices=typing.get_args(isolation.type),
                     help=f"Sandbox (default {isolation.default}: the strongest measured one; `llamafactory-agentic "
                     "doctor` lists them).")  # fmt: skip
+    py.add_argument("--allow-weak-isolation", action="store_true", help="Run the code even where the measured "
+                    "sandbox is below agentic_python_min_isolation's default (e.g. as root, or with network); refused "
+                    "otherwise.")  # fmt: skip
     py.set_defaults(func=_cmd_tool_python)
     se = tool_sub.add_parser("search", help="Run one search query through the executor (cache included).")
     se.add_argument("--query", required=True, help="Search query (the body of <search>...</search>).")

@@ -32,7 +32,11 @@ could do (`measure_isolation`, `IsolationReport`):
   folder under `/var/tmp`) appeared on the host;
 * network: whether it can connect to a socket the trainer listens on at 127.0.0.1, or sees any interface but `lo`;
 * process limit: whether `fork` stops at the RLIMIT_NPROC the sandbox set (root and capabilities ignore it);
+* processes left: how many of its processes (a detached, double-forked grandchild) are alive after the call;
 * and that the sandbox ran the same interpreter (version and prefix) as the trainer asked for.
+
+(Only difference to model code: the probe's working directory is a host folder bound into the sandbox, so that the
+trainer can place the 0600 file and see the owner of the file the code created.)
 
 Levels, weakest first (`ISOLATION_LEVELS`); each includes the guarantees of the ones before it:
 
@@ -40,13 +44,14 @@ Levels, weakest first (`ISOLATION_LEVELS`); each includes the guarantees of the 
 * `unprivileged`: unprivileged uid, empty capability set, no root-only file readable, process limit binding. It can
   still use the network and write wherever its uid may write (the trainer's own files when the trainer is not root).
 * `confined`: also no network and no write to any host path outside its working directory.
-* `full`: also cannot read the trainer's private (0600) files: it reads only what uid 65534 (`nobody`) may read.
+* `full`: also cannot read the trainer's private (0600) files: it reads only what any other uid may read.
 
 Sandboxes (`SANDBOXES`), tried strongest first; `auto` takes the one with the highest measured level:
 
-* `bwrap`: bubblewrap: read-only view of `/`, private `/tmp` and `/dev`, fresh `/proc`, no network, own pid, ipc
-  and uts namespaces; the sandbox dies with its parent. As root, the code is started by util-linux `setpriv` as
-  uid/gid 65534 with no supplementary groups, an empty capability set (bounding, inheritable and ambient sets
+* `bwrap`: bubblewrap: read-only view of `/`, private `/tmp` (a tmpfs of `disk_mb` holding the working directory)
+  and `/dev`, fresh `/proc`, no network, own pid, ipc and uts namespaces; the sandbox dies with its parent. As root,
+  the code is started by util-linux `setpriv` as the call's own uid/gid (`sandbox.percall`) with no supplementary
+  groups, an empty capability set (bounding, inheritable and ambient sets
   cleared) and `no_new_privs`. As another user, bubblewrap's user namespace keeps that user's uid, without
   capabilities (the code can then read that user's files: `confined`).
 * `unshare`: util-linux `unshare`. As root: new mount, pid, network, ipc and uts namespaces; a small `/bin/sh`
@@ -54,10 +59,16 @@ Sandboxes (`SANDBOXES`), tried strongest first; `auto` takes the one with the hi
   `/dev`, private `/tmp` and `/dev/shm`, then `chroot` and `setpriv` as above: the same guarantees as `bwrap` for
   machines without bubblewrap. As another user: a user namespace mapping that user to itself, no network, own pid
   namespace, files protected by ordinary permissions only.
-* `rlimits-only`: resource limits and a process group; as root the code runs as uid 65534 (via `setpriv`, or
-  Popen's `user=` where `setpriv` is missing). No network or file-system isolation.
+* `rlimits-only`: resource limits and a process group; as root the code runs as the call's own uid (via `setpriv`,
+  or Popen's `user=` where `setpriv` is missing). No file-system isolation (its files in the host's world-writable
+  folders are summed against `disk_mb` and deleted after the call); the network is closed by a seccomp filter
+  (`percall.NET_FILTER_BOOTSTRAP`: `socket()` only for AF_UNIX, no io_uring).
 
-As root, uid 65534 must be able to read the interpreter. Folders on the interpreter's paths that `nobody` cannot
+Per call (`sandbox.percall`; docs/tools.md "Per-call limits"): as root each call runs as a uid of its own, so
+RLIMIT_NPROC counts its processes only, and when the call returns every process of that uid is SIGKILLed
+(`kill(-1)` from a helper running as that uid), detached ones included; all files of a call are bounded by `disk_mb`.
+
+As root, the code's uid must be able to read the interpreter. Folders on the interpreter's paths that it cannot
 enter (e.g. `/root` holding a pyenv, a venv or editable sources) are hidden behind an empty tmpfs in the sandbox and
 exactly the interpreter's folders (prefix, base prefix, `sys.path`, editable-install sources, the executable's
 folders) are bound back read-only at their own paths, so symlinks and `pyvenv.cfg` keep working and nothing else of
@@ -68,12 +79,12 @@ Resource limits are set by util-linux `prlimit`, exec'd between the sandbox and 
 between fork and exec, which `preexec_fn` would do and which is unsafe in a threaded trainer); `preexec_fn` is only
 the fallback when `prlimit` is missing. The CPU-time limit is soft N s / hard N + 1 s: SIGXCPU at N s, SIGKILL one
 second later if the code handles SIGXCPU; either death is reported as an error observation naming the signal and
-the limit. RLIMIT_NPROC counts every process of uid 65534 on the machine, so concurrent calls share it. A silent
+the limit. RLIMIT_NPROC counts every process of a uid, hence the per-call uid. A silent
 `/bin/sh` stands between the sandbox and the code, so that the code is never pid 1 of a namespace (pid 1 ignores
 signals it has no handler for) and its death by a signal becomes the exit status 128 + signal. The `bwrap` and
 `unshare` sandboxes end with the thread that started them (`--die-with-parent`, `setpriv --pdeathsig`), taking their
-pid namespace along, so a killed trainer leaves no code running; under `rlimits-only` the code runs on until its CPU
-limit. The program is sent on stdin (`python -`), so tracebacks read `File "<stdin>", line N`
+pid namespace along, so a killed trainer leaves no code running; under `rlimits-only` the code of a killed trainer
+runs on until its CPU limit. The program is sent on stdin (`python -`), so tracebacks read `File "<stdin>", line N`
 on every call, and `input()` sees an immediate EOF.
 
 Getting `full` (check with `llamafactory-agentic doctor`): install bubblewrap (`apt-get install bubblewrap`); as a
@@ -122,6 +133,7 @@ from .base import (
     truncate_middle,
 )
 from .registry import register_tool
+from .sandbox import percall
 
 
 logger = get_logger(__name__)
@@ -131,6 +143,7 @@ ISOLATION_LEVELS = ("none", "unprivileged", "confined", "full")  # weakest first
 DEFAULT_MIN_ISOLATION = PYTHON_MIN_ISOLATION  # agentic_python_min_isolation's default
 RUN_AS = ("auto", "self")
 NOBODY_ID = 65534
+DISK_MB = 512  # default bound on all files of one call (MiB)
 PRIVATE_DIRS = ("/tmp",)  # replaced by an empty tmpfs inside the bwrap/unshare sandboxes
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Silent intermediate shell (`sh -c SCRIPT sh WORKDIR CMD...`): changes to the working directory (the `unshare`
@@ -139,11 +152,13 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # stderr (fd 3); the subshell execs the command, the shell exits with its status (128 + signal).
 SILENT_SHELL = ["/bin/sh", "-c", 'cd "$1" || exit 125; shift; exec 3>&2 2>/dev/null; ("$@") 2>&3 3>&-; exit $?', "sh"]
 # Root `unshare` sandbox: run as pid 1 of new mount/pid/net/ipc/uts namespaces with
-# `R W DEV [--mask D | --ro P]... -- CMD...`: builds the new root R (a recursive, read-only bind of /), mounts fresh
-# /proc and read-only /sys, binds the prepared device folder DEV read-only on /dev (or, when DEV is empty, binds the
-# few device nodes into a tmpfs), mounts private /tmp and /dev/shm, hides each D behind an empty tmpfs, binds each P
-# back read-only, binds the working directory W read-write, then runs CMD (`chroot R setpriv ...`) as its child and
-# exits with its status. The script stays pid 1 and root: `unshare --kill-child` kills it when unshare dies (a parent-
+# `R W DEV SIZE OWNER [--mask D | --ro P]... -- CMD...`: builds the new root R (a recursive, read-only bind of /),
+# mounts fresh /proc and read-only /sys, binds the prepared device folder DEV read-only on /dev (or, when DEV is empty,
+# binds the few device nodes into a tmpfs), mounts a private /tmp (a tmpfs of SIZE, e.g. `512m`) whose `.shm` folder
+# is bound on /dev/shm (one bound for every file the code can write), hides each D behind an empty tmpfs, binds each
+# P back read-only, then makes the working directory W: with OWNER (`uid:gid`) a new 0700 folder on the private /tmp
+# owned by OWNER, else the host folder W bound read-write (the probe's); then runs CMD (`chroot R setpriv ...`) as its
+# child and exits with its status. The script stays pid 1 and root: `unshare --kill-child` kills it when unshare dies (a parent-
 # death signal survives only while the credentials do not change, so pid 1 must not become uid 65534), and the pid
 # namespace dies with it. Every step is one `mount` (util-linux creates missing folders with X-mount.mkdir); any
 # failure exits non-zero (the probe says so).
@@ -153,7 +168,9 @@ umask 022
 R=$1
 W=$2
 DEV=$3
-shift 3
+SIZE=$4
+OWNER=$5
+shift 5
 mount --rbind / "$R"
 while read -r _ _ _ _ mp opts _; do
   case $mp in *\\*) mp=$(printf '%b' "$mp") ;; esac
@@ -176,8 +193,9 @@ else
   ln -s /proc/self/fd "$R/dev/fd"
   mkdir "$R/dev/shm"
 fi
-mount -t tmpfs -o mode=1777,nosuid,nodev lfa-shm "$R/dev/shm"
-mount -t tmpfs -o mode=1777,nosuid,nodev lfa-tmp "$R/tmp"
+mount -t tmpfs -o "mode=1777,nosuid,nodev,size=$SIZE" lfa-tmp "$R/tmp"
+mkdir -m 1777 "$R/tmp/.shm"
+mount --bind "$R/tmp/.shm" "$R/dev/shm"
 while [ "$1" != -- ]; do
   case $1 in
     --mask) mount -t tmpfs -o mode=0755,nosuid,nodev lfa-mask "$R$2" ;;
@@ -193,7 +211,12 @@ while [ "$1" != -- ]; do
   shift 2
 done
 shift
-mount --bind -o X-mount.mkdir "$W" "$R$W"
+if [ -n "$OWNER" ]; then
+  mkdir -p -m 0700 "$R$W"
+  chown "$OWNER" "$R$W"
+else
+  mount --bind -o X-mount.mkdir "$W" "$R$W"
+fi
 "$@"
 """
 # Run by the interpreter itself (outside any sandbox): its identity, prefixes, `sys.path`, and the source folders of
@@ -216,6 +239,15 @@ print(json.dumps({"identity": [sys.version, sys.prefix], "paths": paths}))
 _PROBE_CODE = """
 import json, os, socket, sys
 out = {"uid": os.getuid(), "identity": [sys.version, sys.prefix]}
+if os.fork() == 0:  # a detached grandchild (own session, orphaned) that would sleep on after the call
+    os.setsid()
+    if os.fork() == 0:
+        try:
+            os.execv("/bin/sleep", [__MARK__, "30"])
+        finally:
+            os._exit(0)
+    os._exit(0)
+os.wait()
 with open("/proc/self/status") as f:
     for line in f:
         name, _, value = line.partition(":")
@@ -275,6 +307,7 @@ _CHOSEN: dict[tuple[str, str, str], "IsolationReport"] = {}
 _HIDDEN: dict[str, str | None] = {}
 _PLANS: dict[tuple[str, str, bool], tuple[list[str], list[str]]] = {}
 _SANDBOX_BASE: list[tuple[str, str]] = []
+_BWRAP_SIZE: dict[str, bool] = {}
 
 
 class IsolationError(RuntimeError):
@@ -296,6 +329,9 @@ class IsolationReport:
         host_write: a file the code wrote outside its working directory appeared on the host.
         network: the code reached a socket on the host's 127.0.0.1, or saw a network interface other than `lo`.
         process_limit: `fork` stopped at the RLIMIT_NPROC the sandbox set.
+        leftover_processes: processes of the probe (a detached, double-forked grandchild) still alive after the call.
+        per_call_uid: the code ran as a uid of its own (`percall`), so its process limit is the call's own.
+        network_filter: the interpreter started behind the seccomp network filter (`rlimits-only`).
         error: why the sandbox cannot be used here (then the other fields are None and level is "none").
     """
 
@@ -310,6 +346,9 @@ class IsolationReport:
     host_write: bool | None = None
     network: bool | None = None
     process_limit: bool | None = None
+    leftover_processes: int | None = None
+    per_call_uid: bool | None = None
+    network_filter: bool | None = None
     error: str | None = None
 
     @property
@@ -340,6 +379,8 @@ class IsolationReport:
             "host write " + _yes(self.host_write, "POSSIBLE", "blocked"),
             "network " + _yes(self.network, "REACHABLE", "blocked"),
             "process limit " + _yes(self.process_limit, "holds", "DOES NOT HOLD"),
+            "processes left after the call: "
+            + ("unknown" if self.leftover_processes is None else str(self.leftover_processes)),
         ]
         return f"{self.level} ({self.sandbox}): " + ", ".join(parts)
 
@@ -401,6 +442,8 @@ def _interpreter_info(executable: str) -> dict:
 
 
 def _nobody_can_enter(st: os.stat_result) -> bool:
+    if percall.per_call_uid_error() is None:  # a per-call uid owns nothing and is in no group: "other" bits
+        return bool(st.st_mode & stat.S_IXOTH)
     if st.st_uid == NOBODY_ID:
         return bool(st.st_mode & stat.S_IXUSR)
     if st.st_gid == NOBODY_ID:
@@ -504,14 +547,23 @@ def _sandbox_base() -> tuple[str, str]:
         return _SANDBOX_BASE[0]
 
 
-def _setpriv_prefix() -> list[str] | None:
-    setpriv = shutil.which("setpriv", path=SYSTEM_PATH)
-    if setpriv is None:
-        return None
-    return [
-        setpriv, f"--reuid={NOBODY_ID}", f"--regid={NOBODY_ID}", "--clear-groups", "--inh-caps=-all",
-        "--bounding-set=-all", "--no-new-privs", "--",
-    ]  # fmt: skip
+def _setpriv_prefix(uid: int = NOBODY_ID) -> list[str] | None:
+    return percall.setpriv_prefix(uid)
+
+
+def _bwrap_has_size(bwrap: str) -> bool:
+    r"""Whether this bubblewrap knows `--size` (sized tmpfs; bubblewrap 0.8.0 and later)."""
+    with _LOCK:
+        if bwrap in _BWRAP_SIZE:
+            return _BWRAP_SIZE[bwrap]
+    try:
+        proc = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30)
+        found = "--size" in proc.stdout + proc.stderr
+    except (OSError, subprocess.SubprocessError):
+        found = False
+    with _LOCK:
+        _BWRAP_SIZE[bwrap] = found
+    return found
 
 
 def _bwrap_dirs(path: str, covers: list[str], seen: set[str]) -> list[str]:
@@ -530,9 +582,27 @@ def _bwrap_dirs(path: str, covers: list[str], seen: set[str]) -> list[str]:
 
 
 def _sandbox_command(
-    sandbox: str, as_nobody: bool, workdir: str, executable: str, inner: list[str]
+    sandbox: str,
+    as_nobody: bool,
+    workdir: str,
+    executable: str,
+    inner: list[str],
+    uid: int = NOBODY_ID,
+    private_workdir: bool = False,
+    disk_mb: int | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     r"""(command, extra Popen keyword arguments) that run `inner` (prlimit + interpreter) in `sandbox`.
+
+    Args:
+        sandbox: one of `SANDBOXES`.
+        as_nobody: switch a root trainer's code to `uid`.
+        executable: the interpreter (its folders are bound into the sandbox).
+        workdir: the code's working directory as the code sees it.
+        inner: the limited interpreter command.
+        uid: the uid the code runs as when `as_nobody` (the call's own uid, or 65534).
+        private_workdir: `bwrap`/`unshare`: make `workdir` a new folder on the sandbox's private /tmp (it must lie
+            under /tmp) instead of binding the host folder of that path.
+        disk_mb: size of the private /tmp tmpfs in MiB (None: the kernel's default, half of RAM).
 
     Raises:
         FileNotFoundError: a helper program (bwrap, unshare, setpriv, chroot) is missing.
@@ -543,23 +613,28 @@ def _sandbox_command(
         if bwrap is None:
             raise FileNotFoundError("bubblewrap (bwrap) is not installed")
         masks, binds = _mount_plan(executable, workdir, as_nobody)
+        size = ["--size", str(int(disk_mb) * 1024 * 1024)] if disk_mb and _bwrap_has_size(bwrap) else []
+        if private_workdir:  # bwrap creates it as root: writable by the code's uid through its mode
+            own_workdir = ["--perms", "0777", "--dir", workdir, "--chdir", workdir]
+        else:
+            own_workdir = ["--bind", workdir, workdir, "--chdir", workdir]
         if not as_nobody:
-            args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+            args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *size, "--tmpfs", "/tmp"]
             for path in binds:
                 args += ["--ro-bind", path, path]
-            args += ["--bind", workdir, workdir, "--chdir", workdir, "--unshare-all", "--die-with-parent",
-                     "--new-session", "--"]  # fmt: skip
+            args += own_workdir + ["--unshare-all", "--die-with-parent", "--new-session", "--"]
             return args + inner, {}
-        setpriv = _setpriv_prefix()
+        setpriv = _setpriv_prefix(uid)
         if setpriv is None:
             raise FileNotFoundError("util-linux setpriv is not installed (needed to drop root)")
-        args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+        args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *size, "--perms", "1777", "--tmpfs",
+                "/tmp"]  # fmt: skip
         for mask in masks:
             args += ["--perms", "0755", "--tmpfs", mask]
         covers, seen = list(PRIVATE_DIRS) + masks, set()
         for path in binds:
             args += _bwrap_dirs(path, covers, seen) + ["--ro-bind", path, path]
-        args += _bwrap_dirs(workdir, covers, seen) + ["--bind", workdir, workdir, "--chdir", workdir]
+        args += _bwrap_dirs(workdir, covers, seen) + own_workdir
         args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                  "--die-with-parent", "--new-session", "--"]  # fmt: skip
         return args + setpriv + inner, {}
@@ -572,29 +647,30 @@ def _sandbox_command(
         setpriv_bin = shutil.which("setpriv", path=SYSTEM_PATH)
         unshare = [setpriv_bin, "--pdeathsig", "KILL", "--", unshare] if setpriv_bin else [unshare]
         if not as_nobody:
-            uid, gid = os.getuid(), os.getgid()
+            own_uid, own_gid = os.getuid(), os.getgid()
             return [
-                *unshare, "--user", f"--map-user={uid}", f"--map-group={gid}", "--net", "--pid", "--mount",
+                *unshare, "--user", f"--map-user={own_uid}", f"--map-group={own_gid}", "--net", "--pid", "--mount",
                 "--mount-proc", "--fork", "--kill-child", "--", *shell, *inner,
             ], {}  # fmt: skip
-        setpriv, chroot = _setpriv_prefix(), shutil.which("chroot", path=SYSTEM_PATH)
+        setpriv, chroot = _setpriv_prefix(uid), shutil.which("chroot", path=SYSTEM_PATH)
         if setpriv is None or chroot is None:
             raise FileNotFoundError("util-linux setpriv and coreutils chroot are needed to drop root")
         masks, binds = _mount_plan(executable, workdir, as_nobody)
         ops = [x for m in masks for x in ("--mask", m)] + [x for b in binds for x in ("--ro", b)]
         root, dev = _sandbox_base()
+        size = f"{int(disk_mb)}m" if disk_mb else "50%"
+        owner = f"{uid}:{uid}" if private_workdir else ""
         return [
             *unshare, "--mount", "--pid", "--net", "--ipc", "--uts", "--fork", "--kill-child", "--", "/bin/sh", "-c",
-            UNSHARE_SETUP, "sh", root, workdir, dev, *ops, "--", chroot, root, *setpriv, *shell, *inner,
+            UNSHARE_SETUP, "sh", root, workdir, dev, size, owner, *ops, "--", chroot, root, *setpriv, *shell, *inner,
         ], {}  # fmt: skip
     if sandbox == "rlimits-only":
         if not as_nobody:
             return shell + inner, {}
-        setpriv = _setpriv_prefix()
-        if setpriv is not None:
-            return setpriv + shell + inner, {}
-        # Popen switches uid in C between fork and exec (no Python code runs there); no `no_new_privs` then
-        return shell + inner, {"user": NOBODY_ID, "group": NOBODY_ID, "extra_groups": []}
+        cmd, kwargs = percall.as_uid(uid, shell + inner)
+        # without setpriv, Popen switches uid in C between fork and exec (no Python code runs there); no
+        # `no_new_privs` then (the network filter sets it for the interpreter)
+        return cmd, kwargs
     raise ValueError(f"unknown sandbox {sandbox!r}; use auto, {', '.join(SANDBOXES)}")
 
 
@@ -656,6 +732,14 @@ def _code_env(executable: str, workdir: str) -> dict[str, str]:
     }
 
 
+def _code_workdir(host_workdir: str) -> str:
+    r"""Where the code works inside a `bwrap`/`unshare` sandbox (on the private, sized /tmp tmpfs).
+
+    The host path when it lies under /tmp, else a folder of the same name on /tmp.
+    """
+    return host_workdir if _is_under(host_workdir, "/tmp") else os.path.join("/tmp", os.path.basename(host_workdir))
+
+
 def _execute(
     code: str,
     sandbox: str,
@@ -670,17 +754,34 @@ def _execute(
     workdir_root: str | None,
     prepare: Callable[[str], None] | None = None,
     inspect: Callable[[str], None] | None = None,
+    disk_mb: int | None = None,
 ) -> tuple[str, str]:
-    r"""Run `code` in `sandbox` (no level selection); `prepare`/`inspect` see the working directory before/after."""
+    r"""Run `code` in `sandbox` (no level selection); `prepare`/`inspect` see the working directory before/after.
+
+    With `prepare`/`inspect` (the probe) the code works in a host folder bound into the sandbox; otherwise, in
+    `bwrap`/`unshare` as uid != trainer, in a new folder on the sandbox's private /tmp of `disk_mb`. As root with
+    per-call uids (`percall`), the call runs as a uid of its own; when it ends every process of that uid is killed,
+    and (`rlimits-only`) the files it left in the host's world-writable folders are deleted.
+    """
     limits, cpu = _limits(timeout_s, memory_mb, cpu_time_s, max_processes, max_file_mb)
+    own_uid = as_nobody and percall.per_call_uid_error() is None
+    try:
+        uid = percall.acquire_uid() if own_uid else NOBODY_ID
+    except RuntimeError as exc:
+        raise TransientToolError(str(exc)) from exc
     workdir = tempfile.mkdtemp(prefix="lfa-py-", dir=workdir_root)
+    namespaced = sandbox in ("bwrap", "unshare") and (as_nobody or sandbox == "bwrap")
+    private = namespaced and prepare is None and inspect is None
+    code_workdir = _code_workdir(workdir) if private else workdir
     try:
         if as_nobody:
-            os.chown(workdir, NOBODY_ID, NOBODY_ID)
+            os.chown(workdir, uid, uid)
         if prepare is not None:
             prepare(workdir)
         source = rewrite_last_expression(code).encode("utf-8", errors="replace")
-        inner = [executable, "-"]  # program read from stdin: tracebacks say `File "<stdin>"`, stable across calls
+        # program read from stdin: tracebacks say `File "<stdin>"`, stable across calls; without a network
+        # namespace, the interpreter starts behind the seccomp network filter
+        inner = percall.net_filter_command(executable, ["-"]) if sandbox == "rlimits-only" else [executable, "-"]
         preexec = None
         prlimit = shutil.which("prlimit", path=SYSTEM_PATH)
         if prlimit:  # limits set by a tiny exec'd helper: no Python code between fork and exec (thread-safe)
@@ -688,16 +789,57 @@ def _execute(
         else:  # documented as unsafe with threads, used only when util-linux's prlimit is missing
             preexec = _limits_preexec(limits)
         try:
-            cmd, popen_kwargs = _sandbox_command(sandbox, as_nobody, workdir, executable, inner)
+            cmd, popen_kwargs = _sandbox_command(sandbox, as_nobody, code_workdir, executable, inner, uid, private,
+                                                 disk_mb)  # fmt: skip
         except FileNotFoundError as exc:
             raise TransientToolError(str(exc)) from exc
-        env = _code_env(executable, workdir)
-        result = _run_and_collect(cmd, workdir, env, source, timeout_s, max_output_chars, preexec, popen_kwargs, cpu)
+        env = _code_env(executable, code_workdir)
+        reap = (lambda: percall.kill_uid(uid, wait=False)) if own_uid else None  # checked in `finally` below
+        check = None
+        if disk_mb and not namespaced:  # files on the host: summed while the code runs
+            roots = [workdir] + (percall.world_writable_dirs() if own_uid else [])
+            owner = uid if own_uid else None
+            limit_bytes = int(disk_mb) * 1024 * 1024
+
+            def check() -> str | None:
+                used = percall.files_bytes(owner, roots)
+                if used > limit_bytes:
+                    return f"Disk limit of {disk_mb} MiB exceeded: the code's files took {used / 2**20:.0f} MiB."
+                return None
+
+        result = _run_and_collect(cmd, workdir, env, source, timeout_s, max_output_chars, preexec, popen_kwargs, cpu,
+                                  reap, check)  # fmt: skip
         if inspect is not None:
             inspect(workdir)
         return result
     finally:
+        if own_uid:
+            left = percall.kill_uid(uid)
+            if left:
+                logger.warning("[agentic-tools] %d processes of the call's uid %d survived SIGKILL", left, uid)
+            if not namespaced:
+                percall.remove_files(uid, percall.world_writable_dirs())
+            percall.release_uid(uid)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _processes_named(argv0: str, settle_s: float = 1.0) -> list[int]:
+    r"""Pids of live processes whose argv[0] is `argv0` (waits up to `settle_s` for dying ones to go)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        found = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    if f.read().split(b"\0", 1)[0] == argv0.encode():
+                        found.append(int(name))
+            except OSError:
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
 
 
 def _probe_folder() -> str:
@@ -782,8 +924,10 @@ def _probe(sandbox: str, executable: str, as_nobody: bool) -> IsolationReport:
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
         targets = [base, os.path.join(base, "open")]
+        mark = f"lfa-probe-{os.getpid()}-{time.monotonic_ns()}"
         code = (
-            _PROBE_CODE.replace("__TARGETS__", json.dumps(targets))
+            _PROBE_CODE.replace("__MARK__", json.dumps(mark))
+            .replace("__TARGETS__", json.dumps(targets))
             .replace("__PORT__", str(listener.getsockname()[1]))
             .replace("__FORKS__", str(4 * _PROBE_NPROC))
         )
@@ -805,6 +949,12 @@ def _probe(sandbox: str, executable: str, as_nobody: bool) -> IsolationReport:
                                     16, None, _prepare, _inspect)  # fmt: skip
         except (ToolError, OSError) as exc:
             return IsolationReport(sandbox, "none", as_nobody, error=str(exc))
+        leftover = _processes_named(mark)
+        for pid in leftover:  # what the sandbox let survive: ended here, by pid
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         if status != STATUS_OK:
             return IsolationReport(sandbox, "none", as_nobody, error=f"probe {status}: {text[-400:]}")
         try:
@@ -817,7 +967,10 @@ def _probe(sandbox: str, executable: str, as_nobody: bool) -> IsolationReport:
                 "it cannot read the requested one"))  # fmt: skip
         host_write = any(os.path.exists(os.path.join(t, "written-by-sandbox")) for t in targets)
         fields = _classify(data, found.get("host_uid"), host_write, as_root=os.geteuid() == 0)
-        return IsolationReport(sandbox=sandbox, as_nobody=as_nobody, **fields)
+        per_call = as_nobody and fields["uid"] not in (None, NOBODY_ID, 0) and fields["uid"] == fields["host_uid"]
+        return IsolationReport(sandbox=sandbox, as_nobody=as_nobody, leftover_processes=len(leftover),
+                               per_call_uid=per_call, network_filter=sandbox == "rlimits-only"
+                               and percall.net_filter_supported(), **fields)  # fmt: skip
     finally:
         listener.close()
         shutil.rmtree(base, ignore_errors=True)
@@ -905,6 +1058,17 @@ def min_isolation_hint(report: IsolationReport, executable: str | None = None) -
             "network and host writes are blocked by the `bwrap` sandbox (install bubblewrap; as a non-root user "
             "also allow unprivileged user namespaces) or, as root, by `unshare`"
         )
+    if report.network and report.sandbox == "rlimits-only":
+        hints.append(
+            "`rlimits-only` closes the network with a seccomp filter, which needs x86_64 or aarch64 and a kernel "
+            "with seccomp filters (CONFIG_SECCOMP_FILTER)"
+        )
+    if report.leftover_processes and os.geteuid() != 0:
+        hints.append(
+            "processes outlive a call only without a pid namespace and without per-call uids: use `bwrap` or "
+            f"`unshare` (pid namespace), or run the trainer as root so each call gets its own uid "
+            f"({percall.UID_BASE_ENV})"
+        )
     if report.private_file_read and os.geteuid() != 0:
         hints.append("the code runs as the trainer's own user: only a root trainer can switch it to uid 65534")
     hints.append("or run the code in a separate service (python tool param `backend: sandbox_fusion`)")
@@ -918,6 +1082,98 @@ def min_isolation_hint(report: IsolationReport, executable: str | None = None) -
     return "; ".join(hints) + "."
 
 
+def per_call_limits(
+    report: IsolationReport,
+    timeout_s: float = PYTHON_TIMEOUT_S,
+    memory_mb: int | None = 4096,
+    max_processes: int | None = 256,
+    max_file_mb: int | None = 256,
+    disk_mb: int | None = DISK_MB,
+) -> list[tuple[str, str]]:
+    r"""(limit, value and how it is enforced) of one call in the sandbox `report` measured (for `doctor`).
+
+    The values are the python tool's defaults unless given; the enforcement is that of `report`'s sandbox and
+    what the probe measured there (uid, processes left after the call, network).
+    """
+    if report.sandbox == "remote" or not report.usable:
+        return []
+    rows = []
+    if report.per_call_uid:
+        base, slots = percall.uid_range()
+        who = f"RLIMIT_NPROC of the call's own uid (measured: uid {report.uid}; uids {base}..{base + slots - 1})"
+    elif report.as_nobody:
+        who = (
+            "RLIMIT_NPROC of uid 65534, SHARED by all concurrent calls (per-call uids unavailable: "
+            + str(percall.per_call_uid_error())
+            + ")"
+        )
+    elif report.process_limit:
+        who = f"RLIMIT_NPROC of the trainer's uid {os.geteuid()}, shared with the trainer's own processes"
+    else:
+        who = "NOT BINDING: the code keeps root or capabilities"
+    rows.append(("processes", f"{max_processes or 'unlimited'} processes and threads per call: {who}"))
+    namespaced = report.sandbox in ("bwrap", "unshare") and (report.as_nobody or report.sandbox == "bwrap")
+    files_in_ram = namespaced and report.sandbox in ("bwrap", "unshare")
+    sized = report.sandbox == "unshare" or (
+        report.sandbox == "bwrap" and (shutil.which("bwrap") is not None and _bwrap_has_size(shutil.which("bwrap")))
+    )
+    if namespaced:
+        how = ("bwrap --size" if report.sandbox == "bwrap" else "tmpfs size=") if sized else "UNBOUNDED (bwrap < 0.8)"
+        where = "/tmp (working directory inside)" + (
+            ", /dev/shm bound into it" if report.sandbox == "unshare" else ", /dev/shm read-only"
+        )
+        files = (
+            f"{disk_mb or 'unbounded'} MiB for all files together, on the sandbox's private tmpfs {where} ({how}); "
+            "nothing reaches the host disk"
+        )
+    else:
+        roots = "the working directory" + (
+            " and the files of the call's uid in " + ", ".join(percall.world_writable_dirs())
+            if report.per_call_uid
+            else ""
+        )
+        files = (
+            f"{disk_mb or 'unbounded'} MiB for all files together: {roots} summed every {percall.POLL_S:g} s, "
+            "the call stopped above" + (", its files deleted when it ends" if report.per_call_uid else "")
+        )
+    rows.append(("files", f"{files}; each file at most {max_file_mb or 'unbounded'} MiB (RLIMIT_FSIZE)"))
+    ram = f"{memory_mb or 'unlimited'} MiB of address space per process (RLIMIT_AS)"
+    if files_in_ram and disk_mb:
+        ram += (
+            f" plus the {disk_mb} MiB files tmpfs, held in RAM (a call's RAM <= {memory_mb} MiB x its processes "
+            f"+ {disk_mb} MiB)"
+        )
+    rows.append(("memory", ram))
+    cpu = max(1, math.ceil(timeout_s) + 1)
+    rows.append(
+        (
+            "cpu",
+            f"{cpu} s of CPU time per process (RLIMIT_CPU, SIGKILL at {cpu + 1} s); wall clock "
+            f"{timeout_s:g} s per call",
+        )
+    )
+    if report.per_call_uid:
+        kill = "every process of the call's uid SIGKILLed (kill -1 as that uid) when the call returns"
+        if namespaced:
+            kill += ", and the pid namespace ends with it"
+    elif namespaced:
+        kill = "the pid namespace ends with the call"
+    else:
+        kill = "only the call's process group is killed: detached processes can survive"
+    left = "unknown" if report.leftover_processes is None else str(report.leftover_processes)
+    rows.append(("after the call", f"{kill} (measured: {left} of the probe's processes left)"))
+    if report.network:
+        net = "REACHABLE (train and eval refuse this sandbox)"
+    elif namespaced:
+        net = "closed: own network namespace (measured)"
+    elif report.network_filter:
+        net = "closed: seccomp filter, socket() only for AF_UNIX, no io_uring (measured)"
+    else:
+        net = "closed (measured)"
+    rows.append(("network", net))
+    return rows
+
+
 def check_min_isolation(
     report: IsolationReport,
     minimum: str,
@@ -926,19 +1182,36 @@ def check_min_isolation(
 ) -> None:
     r"""Raise `IsolationError` when `report` (measured with `executable`) is below `minimum` ("remote" always passes).
 
+    Above `minimum: none`, a sandbox whose code reached the network (it could rewrite a Redis cache on 127.0.0.1,
+    issue 24 item 8) or whose processes outlived the probe's call is refused too, whatever its level.
+
     Raises:
         IsolationError: with the measured properties, how to get a stronger level and how to accept this one.
         ValueError: unknown `minimum`.
     """
     need = level_rank(minimum)
-    if report.sandbox == "remote" or report.rank >= need:
+    if report.sandbox == "remote":
         return
-    raise IsolationError(
-        f"The python tool's sandbox is below `{key}: {minimum}` on this machine. Measured inside the sandbox: "
-        f"{report.describe()}. To get a stronger level: {min_isolation_hint(report, executable)} To accept this machine's "
-        f"isolation, set `{key}: {report.level}` in the recipe (levels, weakest first: {', '.join(ISOLATION_LEVELS)}; "
-        "`llamafactory-agentic doctor` shows the measurement)."
-    )
+    if report.rank < need:
+        accept = "none" if report.network or report.leftover_processes else report.level
+        raise IsolationError(
+            f"The python tool's sandbox is below `{key}: {minimum}` on this machine. Measured inside the sandbox: "
+            f"{report.describe()}. To get a stronger level: {min_isolation_hint(report, executable)} To accept this "
+            f"machine's isolation, set `{key}: {accept}` in the recipe (levels, weakest first: "
+            f"{', '.join(ISOLATION_LEVELS)}; `llamafactory-agentic doctor` shows the measurement)."
+        )
+    if need > 0 and report.usable and (report.network or report.leftover_processes):
+        what = []
+        if report.network:
+            what.append("the code reached a socket on 127.0.0.1 or saw a network interface (it could rewrite a "
+                        "Redis tool cache or reach other services)")  # fmt: skip
+        if report.leftover_processes:
+            what.append(f"{report.leftover_processes} of its processes outlived the call")
+        raise IsolationError(
+            f"The python tool's sandbox cannot be used with `{key}: {minimum}`: {' and '.join(what)}. Measured "
+            f"inside the sandbox: {report.describe()}. Fix: {min_isolation_hint(report, executable)} Only to accept "
+            f"it knowingly: `{key}: none`."
+        )
 
 
 def timeout_text(timeout_s: float) -> str:
@@ -988,6 +1261,7 @@ def run_python_code(
     executable: str | None = None,
     run_as: str = "auto",
     workdir_root: str | None = None,
+    disk_mb: int | None = DISK_MB,
 ) -> tuple[str, str]:
     r"""Run `code` in a fresh sandboxed interpreter and return `(status, text)`.
 
@@ -998,12 +1272,17 @@ def run_python_code(
         memory_mb: RLIMIT_AS in MiB (None: unlimited).
         cpu_time_s: RLIMIT_CPU in seconds (default: `ceil(timeout_s) + 1`); SIGXCPU at the limit, SIGKILL one second
             later; reported as an error observation naming the signal and the limit.
-        max_processes: RLIMIT_NPROC (binding whenever the code runs unprivileged, i.e. at every level but `none`).
+        max_processes: RLIMIT_NPROC (binding whenever the code runs unprivileged, i.e. at every level but `none`);
+            as root with per-call uids it counts this call's processes and threads only.
         max_file_mb: RLIMIT_FSIZE in MiB (largest file the code may write).
+        disk_mb: all files of the call together, in MiB (None: unbounded): the size of the sandbox's private /tmp
+            tmpfs (`bwrap`, `unshare`; held in RAM), or, without a mount namespace, the sum of the files it owns in
+            its working directory and the host's world-writable folders, checked every 0.1 s (`percall`).
         isolation: "auto" or a sandbox of `SANDBOXES` (see `measure_isolation`).
         executable: interpreter (default `sys.executable`, so the training environment's packages are importable).
         run_as: "auto" or "self" (see `measure_isolation`).
-        workdir_root: folder in which the temporary working directory is created (default: the system temp dir).
+        workdir_root: folder in which the host working directory is created (default: the system temp dir); inside
+            `bwrap`/`unshare` the code works in a folder of that name on its private /tmp.
 
     Returns:
         `("ok", stdout)`, `("empty", "Tool(python) returned empty output.")`, `("error", stderr)` or
@@ -1015,7 +1294,7 @@ def run_python_code(
     executable = executable or sys.executable
     report = measure_isolation(isolation, executable, run_as)
     return _execute(code, report.sandbox, report.as_nobody, executable, timeout_s, max_output_chars, memory_mb,
-                    cpu_time_s, max_processes, max_file_mb, workdir_root)  # fmt: skip
+                    cpu_time_s, max_processes, max_file_mb, workdir_root, disk_mb=disk_mb)  # fmt: skip
 
 
 def _write_program(proc: subprocess.Popen, source: bytes) -> None:
@@ -1058,8 +1337,13 @@ def _signal_text(rc: int, cpu_time_s: int) -> str | None:
 
 
 def _run_and_collect(
-    cmd, workdir, env, source, timeout_s, max_output_chars, preexec, popen_kwargs, cpu_time_s
+    cmd, workdir, env, source, timeout_s, max_output_chars, preexec, popen_kwargs, cpu_time_s, reap=None, check=None
 ) -> tuple[str, str]:
+    r"""Run `cmd`, feed it `source`, collect bounded output until it exits or `timeout_s` passes.
+
+    `reap()` (optional) kills every process of the call (its uid) as soon as the interpreter exits and at the end;
+    `check()` (optional) is called every `percall.POLL_S` while the code runs and returns why to stop it (or None).
+    """
     start = time.monotonic()
     deadline = start + timeout_s
     try:
@@ -1089,12 +1373,19 @@ def _run_and_collect(
     sel.register(proc.stderr, selectors.EVENT_READ, err)
     timed_out = False
     exited_at = None
+    stopped = None
+    checked_at = start
     try:
         while sel.get_map():
             now = time.monotonic()
             if now >= deadline:
                 timed_out = proc.poll() is None
                 break
+            if check is not None and exited_at is None and now - checked_at >= percall.POLL_S:
+                checked_at = now
+                stopped = check()
+                if stopped:
+                    break
             if exited_at is not None and now - exited_at > 1.0:
                 break  # the interpreter exited but a leftover child still holds the pipes: it is killed below
             for key, _ in sel.select(timeout=min(0.2, deadline - now)):
@@ -1105,9 +1396,13 @@ def _run_and_collect(
                     sel.unregister(key.fileobj)
             if exited_at is None and proc.poll() is not None:
                 exited_at = time.monotonic()
+                if reap is not None and sel.get_map():
+                    reap()  # every process of the call's uid (daemons, detached grandchildren) holding the pipes
                 _kill_group(proc)  # stragglers in the group (daemons the code left behind)
     finally:
         sel.close()
+        if reap is not None and exited_at is None:
+            reap()
         _kill_group(proc)
         try:
             proc.wait(timeout=5)
@@ -1117,6 +1412,9 @@ def _run_and_collect(
         proc.stderr.close()
     if timed_out:
         return STATUS_TIMEOUT, timeout_text(timeout_s)
+    if stopped:
+        text = err.value() or out.value()
+        return STATUS_ERROR, f"{text}\n{stopped}" if text else stopped
     if proc.returncode == 0:
         text = out.value()
         return (STATUS_OK, text) if text else (STATUS_EMPTY, empty_output_text("python"))
@@ -1184,7 +1482,8 @@ class PythonTool(BaseTool):
     Args:
         timeout_s: wall-clock limit per execution in seconds (default `agentic_python_timeout`'s).
         max_output_chars: output cap (default `agentic_python_max_output_chars`'s).
-        memory_mb, cpu_time_s, max_processes, max_file_mb, isolation, executable, run_as: see `run_python_code`.
+        memory_mb, cpu_time_s, max_processes, max_file_mb, disk_mb, isolation, executable, run_as: see
+            `run_python_code`.
         backend: "local" or "sandbox_fusion" (remote HTTP service at `sandbox_url`).
         sandbox_url: base URL of the SandboxFusion-compatible service.
         **kwargs: `BaseTool` arguments (tag, retries, call_limit, dedup).
@@ -1203,6 +1502,7 @@ class PythonTool(BaseTool):
         cpu_time_s: float | None = None,
         max_processes: int | None = 256,
         max_file_mb: int | None = 256,
+        disk_mb: int | None = DISK_MB,
         isolation: str = PYTHON_ISOLATION,
         executable: str | None = None,
         run_as: str = "auto",
@@ -1233,6 +1533,7 @@ class PythonTool(BaseTool):
         self.cpu_time_s = check_number("cpu_time_s", cpu_time_s, allow_none=True)
         self.max_processes = check_number("max_processes", max_processes, integer=True, allow_none=True)
         self.max_file_mb = check_number("max_file_mb", max_file_mb, integer=True, allow_none=True)
+        self.disk_mb = check_number("disk_mb", disk_mb, integer=True, allow_none=True)
         self.isolation = isolation
         self.executable = executable or sys.executable
         self.run_as = run_as
@@ -1277,6 +1578,7 @@ class PythonTool(BaseTool):
                 cpu_time_s=self.cpu_time_s,
                 max_processes=self.max_processes,
                 max_file_mb=self.max_file_mb,
+                disk_mb=self.disk_mb,
                 isolation=self.isolation,
                 executable=self.executable,
                 run_as=self.run_as,
@@ -1299,6 +1601,7 @@ class PythonTool(BaseTool):
 
 __all__ = [
     "DEFAULT_MIN_ISOLATION",
+    "DISK_MB",
     "ISOLATION_LEVELS",
     "SANDBOXES",
     "IsolationError",
@@ -1307,6 +1610,7 @@ __all__ = [
     "available_sandboxes",
     "check_min_isolation",
     "isolation_level",
+    "per_call_limits",
     "measure_isolation",
     "probe_sandbox",
     "rewrite_last_expression",
