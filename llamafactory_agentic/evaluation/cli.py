@@ -26,11 +26,16 @@ import sys
 from pathlib import Path
 
 
+EXIT_ERRORS = 3  # generation or judge errors past eval_max_error_rate (docs/algorithms.md section 9)
 USAGE = """usage:
   eval CONFIG.yaml [key=value ...]     evaluate a model (see evaluation/README.md); resumes in eval_output_dir
   eval compare RUN_A RUN_B [--output FILE] [--samples N]
                                        paired comparison of two finished runs with the same protocol fingerprint
   eval merge OUTPUT_DIR                judge and aggregate a sharded run once every shard has finished
+
+exit codes: 0 done; 1 a shard finished but the run is not complete yet; 2 bad configuration or input;
+  3 generation or judge errors past eval_max_error_rate (default 0: any error). Errors are never scored;
+  running the same command again retries them.
 """
 
 
@@ -43,15 +48,29 @@ def _print_result(metrics: dict) -> None:
         return
     for name, bench in metrics["benchmarks"].items():
         p1 = bench["pass@1"]
+        value = "n/a" if p1["mean"] is None else f"{100 * p1['mean']:.1f} ± {100 * p1['std']:.1f}"
+        errors = bench["errors"]["generation"] + bench["errors"]["judge"]
         print(
-            f"[agentic-eval] {name}: {bench['headline_metric']} pass@1 {100 * p1['mean']:.1f} ± {100 * p1['std']:.1f} "
-            f"over {bench['runs_complete']} runs, {bench['n_questions']} questions"
+            f"[agentic-eval] {name}: {bench['headline_metric']} pass@1 {value} over {bench['runs_complete']} runs, "
+            f"{bench['n_questions']} questions" + (f", {errors} error records not scored" if errors else "")
         )
     for name, group in metrics["groups"].items():
         total = len(group["members"]) + len(group["missing"])
         print(
             f"[agentic-eval] group {name}: {100 * group['pass@1']:.1f} (average over {len(group['members'])} of {total} sets)"
         )
+    from .metrics import error_banner
+
+    banner = error_banner(metrics)
+    if banner:
+        print(f"[agentic-eval] {banner}", file=sys.stderr)
+
+
+def _exit_code(metrics: dict) -> int:
+    r"""0 when done within `eval_max_error_rate`, 3 past it (EXIT_ERRORS), 1 for a shard whose run is not complete."""
+    if not metrics.get("complete"):
+        return 1
+    return EXIT_ERRORS if (metrics.get("errors") or {}).get("exceeded") else 0
 
 
 def run_eval_command(argv: list[str]) -> int:
@@ -91,12 +110,12 @@ def run_eval_command(argv: list[str]) -> int:
 
             metrics = finalize(argv[1])
             _print_result(metrics)
-            return 0 if metrics.get("complete") else 1
+            return _exit_code(metrics)
         from .runner import evaluate
 
         metrics = evaluate(argv[0], argv[1:])
         _print_result(metrics)
-        return 0
+        return 0 if not metrics.get("complete") else _exit_code(metrics)
     except (EvalConfigError, BenchmarkError, ResumeError, CompareError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -178,6 +178,24 @@ class EvalArguments:
         default=None, metadata=_help("Environment variable holding the server's API key (never logged).")
     )
     eval_request_timeout: float = field(default=600.0, metadata=_help("Seconds per generation request."))
+    eval_request_retries: int = field(
+        default=4,
+        metadata=_help(
+            "Attempts per generation request (HTTP 5xx, 429, network errors, timeouts; exponential backoff from "
+            "eval_retry_wait seconds, at most 30 s). A request that still fails makes the sample an error record: "
+            "never scored, retried by the next run in the same eval_output_dir."
+        ),
+    )
+    eval_retry_wait: float = field(
+        default=1.0, metadata=_help("First backoff wait in seconds of generation and judge retries (doubles).")
+    )
+    eval_max_error_rate: float = field(
+        default=0.0,
+        metadata=_help(
+            "Largest share of error records (generation or judge errors, never scored) for which `eval` still exits "
+            "0; past it the exit code is 3 (default 0.0: any error exits 3)."
+        ),
+    )
     eval_judge_base_url: str | None = field(
         default=None,
         metadata=_help(

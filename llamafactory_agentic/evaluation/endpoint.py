@@ -25,6 +25,10 @@ When the server returns token ids they are used as they are; otherwise the retur
 tokenizer (`add_special_tokens=False`) and the engine counts it in `stats["retokenised"]`. A request that still fails
 after its retries becomes a round with finish reason `error` (the trajectory ends; the record says why).
 With several servers each request goes to the one with the fewest requests in flight.
+
+`check_endpoints` (run at start with `check=True`) asks every server `GET /models` and one tiny completion (1 token,
+`user` = `PROBE_USER`), logs what it supports (models, completions, token ids back or re-encoding) and refuses a
+server that cannot be reached or serves no `/completions` (naming what it serves instead).
 """
 
 import threading
@@ -40,6 +44,13 @@ from ..rollout.engine import GenerationEngine, GenerationRequest, GenerationResu
 
 
 logger = get_logger(__name__)
+
+
+PROBE_USER = "llamafactory-agentic-probe"
+
+
+class EndpointError(RuntimeError):
+    r"""A generation server cannot serve this evaluation (unreachable, or no `/completions`); the message says why."""
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -60,6 +71,7 @@ class OpenAICompletionsEngine(GenerationEngine):
         retries: Attempts per request (HTTP 5xx, 429, network errors and timeouts; exponential backoff).
         workers: Concurrent requests.
         retry_wait_s: First backoff wait in seconds.
+        check: Run `check_endpoints` now (raises `EndpointError`).
 
     Attributes:
         stats: `requests`, `errors`, `retokenised` (replies without token ids), `generated_tokens`.
@@ -68,6 +80,7 @@ class OpenAICompletionsEngine(GenerationEngine):
     Raises:
         ValueError: no URL given.
         RuntimeError: `model` is None and the first server lists no model.
+        EndpointError: `check` found a server it cannot use.
     """
 
     def __init__(
@@ -80,6 +93,7 @@ class OpenAICompletionsEngine(GenerationEngine):
         retries: int = 3,
         workers: int = 64,
         retry_wait_s: float = 1.0,
+        check: bool = False,
     ) -> None:
         r"""Create the engine (arguments in the class docstring)."""
         self.urls = [url.rstrip("/") for url in base_urls]
@@ -95,15 +109,92 @@ class OpenAICompletionsEngine(GenerationEngine):
         self._inflight = dict.fromkeys(self.urls, 0)
         self.stats = {"requests": 0, "errors": 0, "retokenised": 0, "generated_tokens": 0}
         self.last_bodies: dict[str, dict] = {}
+        self.capabilities: dict[str, dict[str, Any]] = {}
+        if check:
+            self.capabilities = self.check_endpoints(model)
         self.model = model or self._first_model()
 
+    def _retrying(self, fn: Any) -> Any:
+        return retry(
+            retry=retry_if_exception(_retryable),
+            stop=stop_after_attempt(self._retries),
+            wait=wait_exponential(multiplier=self._wait, max=30),
+            reraise=True,
+        )(fn)
+
     def _first_model(self) -> str:
-        response = self._client.get(self.urls[0] + "/models")
+        response = self._retrying(self._client.get)(self.urls[0] + "/models")
         response.raise_for_status()
         models = response.json().get("data") or []
         if not models:
             raise RuntimeError(f"{self.urls[0]}/models lists no model; set eval_model_name")
         return str(models[0]["id"])
+
+    def check_endpoints(self, model: str | None) -> dict[str, dict[str, Any]]:
+        r"""Ask every server what it supports and log it; refuse one this engine cannot use.
+
+        Per server: `GET /models`, then one completion of 1 token from a token-id prompt (`user` = `PROBE_USER`);
+        when `/completions` is missing, `POST /chat/completions` tells whether the server serves chat only.
+
+        Args:
+            model: The served model name to check (None: the first listed).
+
+        Returns:
+            `{url: {"models": [...], "completions": bool, "token_ids": bool, "chat": bool | None}}`.
+
+        Raises:
+            EndpointError: a server cannot be reached after the retries, or serves no `/completions`.
+        """
+        found: dict[str, dict[str, Any]] = {}
+        for url in self.urls:
+            info: dict[str, Any] = {"models": [], "completions": False, "token_ids": False, "chat": None}
+            try:
+                response = self._retrying(self._client.get)(url + "/models")
+                if response.is_success:
+                    info["models"] = [str(m.get("id")) for m in (response.json().get("data") or [])]
+                name = model or (info["models"][0] if info["models"] else "default")
+                ids = self.tokenizer.encode("Hello", add_special_tokens=False) or [0]
+                body = {"model": name, "prompt": [int(t) for t in ids], "max_tokens": 1, "temperature": 0.0,
+                        "return_token_ids": True, "user": PROBE_USER}  # fmt: skip
+                response = self._retrying(self._client.post)(url + "/completions", json=body)
+            except (httpx.TransportError, httpx.TimeoutException) as err:
+                raise EndpointError(
+                    f"{url} cannot be reached ({type(err).__name__}: {err}) after {self._retries} attempts: start "
+                    "the server or fix eval_base_url"
+                ) from None
+            except httpx.HTTPStatusError as err:
+                raise EndpointError(f"{url}: {err}") from None
+            if response.status_code in (404, 405):
+                chat = self._client.post(
+                    url + "/chat/completions",
+                    json={"model": name, "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 1},
+                )
+                info["chat"] = chat.is_success
+                serves = "serves chat completions only" if chat.is_success else "serves neither completions nor chat"
+                raise EndpointError(
+                    f"{url}/completions answers HTTP {response.status_code}: the server {serves}. This engine needs "
+                    "an OpenAI-compatible /v1/completions endpoint (vLLM `vllm serve`, SGLang)."
+                )
+            if not response.is_success:
+                raise EndpointError(f"{url}/completions answers HTTP {response.status_code}: {response.text[:300]}")
+            try:
+                choice = response.json()["choices"][0]
+            except (ValueError, KeyError, IndexError, TypeError):
+                raise EndpointError(f"{url}/completions answers no completion: {response.text[:300]!r}") from None
+            info["completions"] = True
+            info["token_ids"] = choice.get("token_ids") is not None
+            if model is not None and info["models"] and model not in info["models"]:
+                logger.warning("[agentic-eval] %s/models does not list %r (it lists %s)", url, model, info["models"])
+            logger.info(
+                "[agentic-eval] endpoint %s: models %s; /completions answers; %s",
+                url,
+                info["models"] or "(none listed)",
+                "token ids come back (used as they are)"
+                if info["token_ids"]
+                else "no token ids come back: replies are re-encoded with the tokenizer (stats['retokenised'])",
+            )
+            found[url] = info
+        return found
 
     def _pick(self) -> str:
         with self._lock:
@@ -154,7 +245,8 @@ class OpenAICompletionsEngine(GenerationEngine):
             data = call(url, body)
             return self._parse(data, sampling)
         except RetryError as err:
-            return self._error(f"{url}: {err.last_attempt.exception()}")
+            last = err.last_attempt.exception()
+            return self._error(f"{url}: {type(last).__name__}: {last} (after {self._retries} attempts)")
         except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as err:
             return self._error(f"{url}: {type(err).__name__}: {err}")
         finally:

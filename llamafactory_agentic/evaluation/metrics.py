@@ -67,7 +67,9 @@ def aggregate_benchmark(records: list[dict[str, Any]], runs: int) -> dict[str, A
         runs: R of the protocol (pass@k is reported for k = 1..R over questions with R runs).
 
     Returns:
-        A dict with `n_questions`, `n_records`, `headline_metric`, `headline_source`, `pass@1` (`mean`, `std`,
+        A dict with `n_questions`, `n_records` (error records included), `n_scored` (records with a headline
+        value), `errors` (`generation`: records whose generation failed after its retries; `judge`: records whose
+        judge call failed), `headline_metric`, `headline_source`, `pass@1` (`mean`, `std`,
         `per_run`), `pass@k`, `metrics` (mean of every per-sample score), tool-call, token, latency, cache and judge
         statistics.
     """
@@ -82,11 +84,16 @@ def aggregate_benchmark(records: list[dict[str, Any]], runs: int) -> dict[str, A
     total_calls = correct_total = duplicates = limit_hits = 0
     tokens: dict[str, list[int]] = defaultdict(list)
     latency = []
+    generation_errors = 0
     for r in records:
-        value = r["headline"]["value"]
-        by_run[int(r["run"])].append(value)
-        by_question[str(r["sample_id"])].append(bool(r["headline"]["correct"]))
         sources[r["headline"]["source"]] += 1
+        if r.get("finish_reason") == "error":  # never scored: no answer, no tool calls, no tokens to count
+            generation_errors += 1
+            continue
+        value = r["headline"]["value"]
+        if value is not None:  # None: unscored (judge error under a judge headline)
+            by_run[int(r["run"])].append(value)
+            by_question[str(r["sample_id"])].append(bool(r["headline"]["correct"]))
         for name, score in r["scores"].items():
             if score is not None and not isinstance(score, bool):
                 scores[name].append(float(score))
@@ -110,13 +117,15 @@ def aggregate_benchmark(records: list[dict[str, Any]], runs: int) -> dict[str, A
         for name, count in r["tokens"].items():
             tokens[name].append(int(count))
         latency.append(float(r.get("latency_s") or 0.0))
-    n_records = len(records)
+    answered = len(records) - generation_errors
     full = [v for v in by_question.values() if len(v) >= runs]
     per_run = [float(np.mean(by_run[k])) for k in sorted(by_run)]
     metric = records[0]["headline"]["metric"] if records else None
     return {
-        "n_questions": len(by_question),
-        "n_records": n_records,
+        "n_questions": len({str(r["sample_id"]) for r in records}),
+        "n_records": len(records),
+        "n_scored": sum(len(v) for v in by_question.values()),
+        "errors": {"generation": generation_errors, "judge": judge["error"]},
         "runs_complete": len(per_run),
         "headline_metric": metric,
         "headline_source": dict(sources),
@@ -126,8 +135,8 @@ def aggregate_benchmark(records: list[dict[str, Any]], runs: int) -> dict[str, A
             for k in range(1, runs + 1)
         },
         "metrics": {name: float(np.mean(values)) for name, values in sorted(scores.items())},
-        "tool_calls_per_sample": total_calls / n_records if n_records else 0.0,
-        "tool_calls_per_sample_by_tool": {t: c / n_records for t, c in sorted(tool_calls.items())},
+        "tool_calls_per_sample": total_calls / answered if answered else 0.0,
+        "tool_calls_per_sample_by_tool": {t: c / answered for t, c in sorted(tool_calls.items())},
         "tool_calls_per_correct": total_calls / correct_total if correct_total else None,
         "duplicate_queries": duplicates,
         "limit_hits": limit_hits,
@@ -178,6 +187,9 @@ def summary_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
             "benchmark": name,
             "questions": b["n_questions"],
             "records": b["n_records"],
+            "scored": b["n_scored"],
+            "generation_errors": b["errors"]["generation"],
+            "judge_errors": b["errors"]["judge"],
             "metric": b["headline_metric"],
             "pass@1_mean": b["pass@1"]["mean"],
             "pass@1_std": b["pass@1"]["std"],
@@ -192,7 +204,6 @@ def summary_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
                 "reward": b["metrics"].get("reward"),
                 "tool_calls_per_sample": b["tool_calls_per_sample"],
                 "tool_calls_per_correct": b["tool_calls_per_correct"],
-                "judge_errors": b["judge_errors"],
                 "note": note_of(b),
             }
         )
@@ -208,9 +219,26 @@ def note_of(b: dict[str, Any]) -> str:
     sources = b["headline_source"]
     if b["headline_metric"] == "judge" and sources.get("rule"):
         notes.append("no judge configured: rule-based equivalence (EM or math-verify) shown")
-    if b["judge_errors"]:
-        notes.append(f"{b['judge_errors']} judge errors counted as wrong")
+    errors = b["errors"]
+    if errors["generation"]:
+        notes.append(f"{errors['generation']} generation errors not scored (a rerun retries them)")
+    if errors["judge"]:
+        notes.append(f"{errors['judge']} judge errors" + (" not scored" if b["headline_metric"] == "judge" else "")
+                     + " (a rerun asks again)")  # fmt: skip
     return "; ".join(notes)
+
+
+def error_banner(metrics: dict[str, Any]) -> str:
+    r"""One line on the run's errors for the summaries and the report ("" when there are none)."""
+    e = metrics.get("errors") or {}
+    if not e.get("total"):
+        return ""
+    verdict = "past" if e["exceeded"] else "within"
+    return (
+        f"ERRORS: {e['generation']} generation errors and {e['judge']} judge errors in {e['records']} records "
+        f"({100 * e['rate']:.1f}%, {verdict} eval_max_error_rate {100 * e['max_rate']:.1f}%). They are not scored: "
+        "pass@1 and pass@k are over the scored records only; run the same command again to retry them."
+    )
 
 
 def _group_note(g: dict[str, Any]) -> str:
@@ -236,12 +264,14 @@ def write_summary_md(metrics: dict[str, Any], info: dict[str, Any]) -> str:
     runs = info["protocol"]["runs"]
     ks = [str(k) for k in range(2, runs + 1)]
     head = ["benchmark", "n", "metric", f"pass@1 (mean ± std over {runs} runs)"] + [f"pass@{k}" for k in ks]
-    head += ["EM", "F1", "tools/sample", "tools/correct", "notes"]
+    head += ["EM", "F1", "errors (gen/judge)", "tools/sample", "tools/correct", "notes"]
+    banner = error_banner(metrics)
     lines = [
         f"# Evaluation of {info['model_label']}",
         "",
         f"Protocol `{info['protocol']['preset']}`, fingerprint `{info['fingerprint']}`; scores in %.",
         "",
+        *([f"**{banner}**", ""] if banner else []),
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
     ]
@@ -251,6 +281,7 @@ def write_summary_md(metrics: dict[str, Any], info: dict[str, Any]) -> str:
         cells = [name, str(b["n_questions"]), b["headline_metric"], mean_std]
         cells += [_pct(b["pass@k"].get(k)) for k in ks]
         cells += [_pct(b["metrics"].get("em")), _pct(b["metrics"].get("f1"))]
+        cells.append(f"{b['errors']['generation']}/{b['errors']['judge']}")
         per_correct = b["tool_calls_per_correct"]
         cells += [f"{b['tool_calls_per_sample']:.2f}", "n/a" if per_correct is None else f"{per_correct:.2f}"]
         cells.append(note_of(b))

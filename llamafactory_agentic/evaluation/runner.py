@@ -49,7 +49,7 @@ from .config import (
     resolve_protocol,
     resolve_system_prompt,
 )
-from .records import RecordWriter, load_all_records, open_run, record_key
+from .records import RecordWriter, is_error, load_all_records, open_run, record_key
 from .scoring import extract_prediction, headline, rule_equivalent, rule_scores
 
 
@@ -286,25 +286,36 @@ def build_record(
     }
 
 
+def _endpoint_engine(cls: Any, a: EvalArguments, tokenizer: Any, api_key: str | None) -> Any:
+    r"""The remote engine for `eval_base_url`, its endpoints checked at start (`check_endpoints`)."""
+    return cls(
+        a.eval_base_url,
+        tokenizer,
+        model=a.eval_model_name,
+        api_key=api_key,
+        timeout_s=a.eval_request_timeout,
+        retries=a.eval_request_retries,
+        workers=a.eval_batch_size,
+        retry_wait_s=a.eval_retry_wait,
+        check=True,
+    )
+
+
 def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any) -> tuple[Any, Any]:
     r"""`(engine, closer)` for the configured backend."""
     from ..rollout import build_engine
 
     a, m = setup.eval_args, setup.model_args
     if a.eval_base_url:
-        from .endpoint import OpenAICompletionsEngine
+        from .endpoint import EndpointError, OpenAICompletionsEngine
 
         api_key = os.environ.get(a.eval_api_key_env) if a.eval_api_key_env else None
         if a.eval_api_key_env and api_key is None:
             raise EvalConfigError(f"eval_api_key_env names {a.eval_api_key_env}, which is not set")
-        engine = OpenAICompletionsEngine(
-            a.eval_base_url,
-            tokenizer,
-            model=a.eval_model_name,
-            api_key=api_key,
-            timeout_s=a.eval_request_timeout,
-            workers=a.eval_batch_size,
-        )
+        try:
+            engine = _endpoint_engine(OpenAICompletionsEngine, a, tokenizer, api_key)
+        except EndpointError as err:
+            raise EvalConfigError(f"eval_base_url: {err}") from None
         return engine, engine.close
     backend = _backend(setup, None)
     if backend == "hf":
@@ -476,17 +487,19 @@ def score_records(
     verdicts = [None] * len(records)
     stats: dict[str, Any] = {"configured": judge is not None, "calls": 0, "errors": 0}
     if judge is not None:
+        todo = [i for i, r in enumerate(records) if not is_error(r)]  # a failed generation is never judged
         items = [
             {
-                "question": r["question"],
-                "answers": r["answers"],
-                "prediction": r["prediction"],
-                "equivalent": rule_equivalent(r["scores"]),
+                "question": records[i]["question"],
+                "answers": records[i]["answers"],
+                "prediction": records[i]["prediction"],
+                "equivalent": rule_equivalent(records[i]["scores"]),
             }
-            for r in records
+            for i in todo
         ]
         try:
-            verdicts = judge.judge_many(items)
+            for i, verdict in zip(todo, judge.judge_many(items)):
+                verdicts[i] = verdict
         finally:
             sources = Counter(v.source for v in verdicts if v is not None)
             stats.update(
@@ -499,6 +512,12 @@ def score_records(
     for record, verdict in zip(records, verdicts):
         metric = override or meta["benchmarks"][record["benchmark"]]["metric"]
         judge_info = None if verdict is None else asdict(verdict)
+        if is_error(record):
+            scored.append({**record, "judge": None, "headline": unscored(metric, "generation_error")})
+            continue
+        if verdict is not None and verdict.source == "error" and metric == "judge":
+            scored.append({**record, "judge": judge_info, "headline": unscored(metric, "judge_error")})
+            continue
         value, correct, source = headline(
             metric,
             record["scores"],
@@ -513,6 +532,37 @@ def score_records(
             }
         )
     return scored, stats
+
+
+def unscored(metric: str, source: str) -> dict[str, Any]:
+    r"""The headline of a record that is not scored: `value` and `correct` None, `source` says why.
+
+    `generation_error`: the engine gave no answer after its retries; `judge_error`: the headline is the judge's
+    verdict and its call failed after its retries. Such records count in `errors`, never in pass@1 or pass@k.
+    """
+    return {"metric": metric, "value": None, "correct": None, "source": source}
+
+
+def error_summary(metrics: dict[str, Any], max_rate: float) -> dict[str, Any]:
+    r"""Run-level error counts of aggregated metrics.
+
+    Returns:
+        `generation`, `judge`, `total`, `records`, `rate` (total / records), `max_rate` and `exceeded`
+        (rate > max_rate: `eval` exits 3).
+    """
+    gen = sum(b["errors"]["generation"] for b in metrics["benchmarks"].values())
+    jud = sum(b["errors"]["judge"] for b in metrics["benchmarks"].values())
+    records = sum(b["n_records"] for b in metrics["benchmarks"].values())
+    rate = (gen + jud) / records if records else 0.0
+    return {
+        "generation": gen,
+        "judge": jud,
+        "total": gen + jud,
+        "records": records,
+        "rate": rate,
+        "max_rate": float(max_rate),
+        "exceeded": rate > float(max_rate),
+    }
 
 
 def expected_keys(meta: dict[str, Any]) -> list[str]:
@@ -565,6 +615,7 @@ def finalize(output_dir: str | os.PathLike, scoring: dict[str, Any] | None = Non
         latency[name] = bench.pop("latency_s_mean")
     metrics = {
         "complete": True,
+        "errors": error_summary(metrics, float(scoring.get("max_error_rate", 0.0))),
         "fingerprint": meta["fingerprint"],
         "protocol": meta["protocol"],
         "model": meta["model"],
@@ -682,6 +733,8 @@ def evaluate(
             "judge_workers": a.eval_judge_workers,
             "judge_timeout": a.eval_judge_timeout,
             "judge_retries": a.eval_judge_retries,
+            "judge_retry_wait_s": a.eval_retry_wait,
+            "max_error_rate": a.eval_max_error_rate,
             "judge_cache": a.eval_judge_cache,
             "headline_metric": a.eval_headline_metric,
             "report": a.eval_report,
@@ -693,13 +746,17 @@ def evaluate(
     }
     out = Path(a.eval_output_dir)
     open_run(out, meta, overwrite=a.eval_overwrite)
-    done = {r["key"] for r in load_all_records(out)}
+    existing = load_all_records(out)
+    done = {r["key"] for r in existing if not is_error(r)}
+    failed = {r["key"] for r in existing if is_error(r)}
     work = [(sample, run) for b in benchmarks for sample in b.samples for run in range(protocol.runs)]
     mine = [item for i, item in enumerate(work) if i % num_shards == shard]
     todo = [(s, r) for s, r in mine if record_key(s.benchmark, s.sample_id, r) not in done]
+    retried = sum(1 for s, r in todo if record_key(s.benchmark, s.sample_id, r) in failed)
     logger.info(
         f"{LOG_PREFIX} fingerprint {protocol.fingerprint}: {len(work)} records in the run, {len(mine)} in shard "
         f"{shard}/{num_shards}, {len(mine) - len(todo)} already done, {len(todo)} to generate"
+        + (f" ({retried} of them generation errors of an earlier pass, retried)" if retried else "")
     )
     counters = _generate(setup, protocol, todo, out, (shard, num_shards), engine, executor) if todo else {}
     with _file_lock(out / ".finalize.lock", blocking=True):

@@ -132,14 +132,23 @@ def test_judge_replies_errors_and_retry_on_the_next_pass(tmp_path, tiny_model_di
         assert spain["source"] == "error" and "500" in spain["error"] and spain["correct"] is None
         assert thousand["source"] == "error" and "not a chat completion" in thousand["error"]
         assert metrics["judge"]["errors"] == 2 and metrics["benchmarks"]["mymath"]["judge_errors"] == 1
-        assert scored["mymath/1/0"]["headline"]["source"] == "judge_error"
-        assert "1 judge errors counted as wrong" in (tmp_path / "out" / "summary.md").read_text()
+        # a judge error under a judge headline is not scored: mymath's pass@1 is over its 2 judged records, not 3
+        assert scored["mymath/1/0"]["headline"] == {"metric": "judge", "value": None, "correct": None,
+                                                    "source": "judge_error"}  # fmt: skip
+        assert metrics["benchmarks"]["mymath"]["pass@1"]["mean"] == pytest.approx(1.0)
+        assert metrics["benchmarks"]["mymath"]["n_scored"] == 2
+        assert metrics["errors"] == {"generation": 0, "judge": 2, "total": 2, "records": 6, "rate": pytest.approx(1 / 3),
+                                     "max_rate": 0.0, "exceeded": True}  # fmt: skip
+        summary = (tmp_path / "out" / "summary.md").read_text()
+        assert (
+            "1 judge errors not scored (a rerun asks again)" in summary and "**ERRORS: 0 generation errors" in summary
+        )
         calls = len(s.chats)
         assert calls == 1 + 2 + 1  # Ottawa once, Spain twice (a 500 is retried), 1000 once (a bad body is not)
         state["fail"] = False
         again = finalize(tmp_path / "out")  # errors are not cached: only they are asked again
         assert len(s.chats) - calls == 1 + 1 and again["judge"]["errors"] == 1
-        assert again["benchmarks"]["myqa"]["judge_errors"] == 0
+        assert again["benchmarks"]["myqa"]["judge_errors"] == 0 and again["errors"]["total"] == 1
 
 
 def test_resume_refuses_another_protocol_and_overwrite_starts_over(tmp_path, server):
@@ -207,9 +216,16 @@ def test_engine_errors_end_the_sample_and_are_recorded(tmp_path, tiny_model_dir,
         return policy(context, body)
 
     with FakeOpenAIServer(tiny_tokenizer, flaky) as s:
-        evaluate(base_config(tmp_path, tiny_model_dir, s.url, eval_runs=1))
+        evaluate(base_config(tmp_path, tiny_model_dir, s.url, eval_runs=1, eval_retry_wait=0.05))
+        assert sum("Porto" in tiny_tokenizer.decode(b["prompt"]) for b in s.completions) == 4  # eval_request_retries
     record = {r["key"]: r for r in load_all_records(tmp_path / "out")}["myqa/2/0"]
     assert record["finish_reason"] == "error" and "500" in record["error"]
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    qa = metrics["benchmarks"]["myqa"]
+    # the failed sample is not scored: Ottawa (F1 2/3) and Nile (1.0) over 2 records, not 3
+    assert qa["errors"]["generation"] == 1 and qa["n_scored"] == 2 and qa["n_records"] == 3
+    assert qa["pass@1"]["mean"] == pytest.approx((2 / 3 + 1.0) / 2)
+    assert metrics["errors"]["generation"] == 1 and metrics["errors"]["exceeded"] is True
 
 
 def test_hf_engine_in_process_with_the_tiny_model(tmp_path, tiny_model_dir):
