@@ -42,9 +42,16 @@ exit codes: 0 done; 1 a shard finished but the run is not complete yet; 2 bad co
 def _print_result(metrics: dict) -> None:
     if not metrics.get("complete"):
         print(
-            f"[agentic-eval] this shard is done; {metrics['records']}/{metrics['expected']} records of the run exist. "
+            f"[agentic-eval] {metrics['records']}/{metrics['expected']} records of the run exist. "
             "The last shard to finish (or `eval merge DIR`) writes the results."
         )
+        for shard in metrics.get("shards", []):
+            state = "has not started (no file)" if not shard["exists"] else "is not finished"
+            print(
+                f"[agentic-eval] shard {shard['shard']} ({shard['file']}) {state}: {shard['missing']} of its "
+                f"{shard['expected']} records missing; run it with eval_shard={shard['shard']}",
+                file=sys.stderr,
+            )
         return
     for name, bench in metrics["benchmarks"].items():
         p1 = bench["pass@1"]

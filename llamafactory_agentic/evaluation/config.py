@@ -140,6 +140,15 @@ class EvalArguments:
     eval_max_response_length: int | None = field(
         default=None, metadata=_help("Response budget in tokens (model text and observations).")
     )
+    eval_training_config: str | None = field(
+        default=None,
+        metadata=_help(
+            "train_val: where the training's budgets, call limit, reward and python timeout come from: the RL "
+            "recipe YAML (`llamafactory-cli train` file, stage arpo or aepo), an agentic_config.json, or a folder "
+            "holding one. Default: the agentic_config.json next to the checkpoint; without one the run stops and "
+            "asks for this key (no guessed budgets)."
+        ),
+    )
     eval_max_python_calls: int | None = field(
         default=None, metadata=_help("Python calls per sample; later ones get a short notice (-1 = no limit).")
     )
@@ -324,6 +333,77 @@ class Protocol:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+TRAINING_TOOL_KEYS = ("agentic_reward", "agentic_reward_math", "agentic_reward_tool_bonus", "agentic_python_timeout")
+
+
+def training_values(source: str) -> dict[str, Any]:
+    r"""The effective training values of `eval_training_config`.
+
+    Args:
+        source: A recipe YAML (its keys over the plugin's declared defaults, then the stage preset filled in as
+            training does, `train.presets.resolve_presets`), an `agentic_config.json`, or a folder holding one.
+
+    Returns:
+        `{key: value}` of the plugin's keys (`arpo_max_prompt_length`, `agentic_max_tool_calls`, ...).
+
+    Raises:
+        EvalConfigError: a missing or unreadable file, or a recipe whose stage is not `arpo` / `aepo`.
+    """
+    path = Path(str(source)).expanduser()
+    if path.is_dir():
+        path = path / "agentic_config.json"
+    if not path.is_file():
+        raise EvalConfigError(f"eval_training_config: {path} does not exist")
+    if path.suffix == ".json":
+        try:
+            return dict(json.loads(path.read_text(encoding="utf-8")).get("values") or {})
+        except (json.JSONDecodeError, AttributeError, TypeError) as err:
+            raise EvalConfigError(f"eval_training_config: {path} is not an agentic_config.json: {err}") from None
+    import yaml
+
+    try:
+        recipe = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise EvalConfigError(f"eval_training_config: {path} is not valid YAML: {err}") from None
+    stage = recipe.get("stage")
+    if stage not in ("arpo", "aepo"):
+        raise EvalConfigError(
+            f"eval_training_config: {path} is a stage {stage!r} recipe; train_val takes the RL recipe's budgets "
+            "(stage arpo or aepo), e.g. the recipe the ARPO checkpoint you compare against was trained with"
+        )
+    from types import SimpleNamespace
+
+    from ..hparams import AgenticArguments
+    from ..train.presets import resolve_presets
+
+    args = SimpleNamespace(**{f.name: f.default for f in fields(AgenticArguments)})
+    for key, value in recipe.items():
+        setattr(args, key, value)
+    try:
+        resolved = resolve_presets(args, verbose=False)
+    except ValueError as err:
+        raise EvalConfigError(f"eval_training_config: {path}: {err}") from None
+    return {**{k: getattr(args, k) for k in vars(args) if k.startswith(("agentic_", "arpo_", "aepo_"))},
+            **resolved["values"]}  # fmt: skip
+
+
+def training_config_for(eval_args: "EvalArguments", model_args: Any) -> tuple[dict[str, Any], str]:
+    r"""The values of the training that the `train_val` preset repeats, and where they came from.
+
+    Returns:
+        `(values, source)`: from `eval_training_config`, else the checkpoint's (or adapter's) `agentic_config.json`;
+        `({}, "")` when there is neither.
+    """
+    if eval_args.eval_training_config:
+        return training_values(eval_args.eval_training_config), str(eval_args.eval_training_config)
+    adapters = getattr(model_args, "adapter_name_or_path", None)
+    for path in (adapters and ",".join(adapters), getattr(model_args, "model_name_or_path", None)):
+        values = read_training_config(path)
+        if values:
+            return values, str(Path(str(path).split(",")[0]).expanduser() / "agentic_config.json")
+    return {}, ""
+
+
 def read_training_config(*paths: str | None) -> dict[str, Any]:
     r"""Effective values training saved (`agentic_config.json` next to the checkpoint or adapter), else `{}`."""
     for path in paths:
@@ -412,27 +492,30 @@ def resolve_protocol(eval_args: EvalArguments, finetuning_args: Any, model_args:
             runs=5,
         )
     else:
-        saved = read_training_config(
-            getattr(model_args, "adapter_name_or_path", None) and ",".join(model_args.adapter_name_or_path),
-            getattr(model_args, "model_name_or_path", None),
-        )
+        saved, _ = training_config_for(a, model_args)
+        needed = {"arpo_max_prompt_length": a.eval_max_prompt_length,
+                  "arpo_max_response_length": a.eval_max_response_length,
+                  "agentic_max_tool_calls": a.eval_max_tool_calls}  # fmt: skip
+        unknown = [key for key, explicit in needed.items() if explicit is None and saved.get(key) is None]
+        if unknown:
+            where = getattr(model_args, "adapter_name_or_path", None) or getattr(model_args, "model_name_or_path", "")
+            raise EvalConfigError(
+                f"eval_preset train_val repeats the training's validation, but {where} has no agentic_config.json "
+                f"(an SFT checkpoint, for instance), so {unknown} are unknown. Set eval_training_config to the RL "
+                "recipe YAML (or an agentic_config.json) of the training to compare with, or set "
+                "eval_max_prompt_length, eval_max_response_length and eval_max_tool_calls."
+            )
         base = dict(
             temperature=0.0,
             top_p=1.0,
             top_k=0,
             repetition_penalty=1.0,
             max_new_tokens=None,
-            max_prompt_length=int(
-                saved.get("arpo_max_prompt_length") or getattr(finetuning_args, "arpo_max_prompt_length", 1536)
-            ),
-            max_response_length=int(
-                saved.get("arpo_max_response_length") or getattr(finetuning_args, "arpo_max_response_length", 4096)
-            ),
+            max_prompt_length=int(saved.get("arpo_max_prompt_length") or 0),
+            max_response_length=int(saved.get("arpo_max_response_length") or 0),
             python=None,
             search=None,
-            max_tool_calls=int(
-                saved.get("agentic_max_tool_calls") or getattr(finetuning_args, "agentic_max_tool_calls", None) or 3
-            ),
+            max_tool_calls=saved.get("agentic_max_tool_calls"),
             repeat_notice=False,
             stop=list(TRAIN_STOP_STRINGS),
             drop=False,
@@ -527,6 +610,7 @@ def format_help() -> str:
 
 
 _NO_PRESET = {
+    "eval_training_config",
     "eval_benchmarks",
     "eval_data_dir",
     "eval_registry",

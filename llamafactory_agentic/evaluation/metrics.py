@@ -290,6 +290,14 @@ def write_summary_md(metrics: dict[str, Any], info: dict[str, Any]) -> str:
         lines += ["", "| group | pass@1 | sets |", "|---|---|---|"]
         for name, g in metrics["groups"].items():
             lines.append(f"| {name} | {_pct(g['pass@1'])} | {', '.join(g['members'])} {_group_note(g)} |")
+    sets = info.get("benchmarks") or {}
+    if sets:
+        lines += ["", "| set | file | registry entry | task | headline metric | search |", "|---|---|---|---|---|---|"]
+        for name, b in sets.items():
+            metric = metrics["benchmarks"].get(name, {}).get("headline_metric") or b.get("metric")
+            entry = b.get("registry_entry") or "none (defaults)"
+            lines.append(f"| {name} | `{b.get('path')}` | {entry} | {b.get('task')} | {metric} | "
+                         f"{b.get('search_mode')} |")  # fmt: skip
     lines += ["", "Protocol:", ""]
     for key, value in info["protocol"].items():
         lines.append(f"- `{key}`: `{json.dumps(value, ensure_ascii=False)}`")

@@ -40,6 +40,7 @@ from typing import Any
 from ..integration.log import get_logger
 from .benchmarks import Benchmark, Sample, load_benchmark, load_registry, resolve_benchmarks
 from .config import (
+    TRAINING_TOOL_KEYS,
     UNLIMITED_CALLS,
     EvalArguments,
     EvalConfigError,
@@ -48,6 +49,7 @@ from .config import (
     parse_shard,
     resolve_protocol,
     resolve_system_prompt,
+    training_config_for,
 )
 from .records import RecordWriter, is_error, load_all_records, open_run, record_key
 from .scoring import extract_prediction, headline, rule_equivalent, rule_scores
@@ -131,8 +133,48 @@ def parse_eval_config(
     from llamafactory.hparams import get_infer_args
 
     rest = {k: v for k, v in raw.items() if not k.startswith("eval_")}
+    if str(rest.get("infer_backend", "")).lower() == "vllm" and not _vllm_installed():
+        raise EvalConfigError(VLLM_HINT)
     model_args, data_args, finetuning_args, _ = get_infer_args(rest)
     return EvalSetup(model_args, data_args, finetuning_args, EvalArguments(**eval_keys), raw)
+
+
+VLLM_HINT = (
+    "infer_backend: vllm needs vLLM, which is not installed: `pip install llamafactory-agentic[vllm]` (vLLM "
+    "0.10.2-0.11.0); or use infer_backend: huggingface; or serve the model with `vllm serve` and set eval_base_url"
+)
+
+
+def _vllm_installed() -> bool:
+    import importlib.util
+    import sys
+
+    if "vllm" in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec("vllm") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def apply_training_tools(setup: EvalSetup) -> dict[str, Any]:
+    r"""`train_val`: take the training's reward and python timeout (`TRAINING_TOOL_KEYS`) unless the YAML sets them.
+
+    The values come from `training_config_for` (`eval_training_config` or the checkpoint's `agentic_config.json`);
+    a key the evaluation YAML sets itself wins. Changes `setup.finetuning_args` in place.
+
+    Returns:
+        The keys taken from the training, with their values.
+    """
+    values, source = training_config_for(setup.eval_args, setup.model_args)
+    taken = {}
+    for key in TRAINING_TOOL_KEYS:
+        if key in values and values[key] is not None and key not in setup.raw:
+            setattr(setup.finetuning_args, key, values[key])
+            taken[key] = values[key]
+    if taken:
+        logger.info(f"{LOG_PREFIX} train_val: from the training ({source}): {taken}")
+    return taken
 
 
 def _versions() -> dict[str, str | None]:
@@ -332,7 +374,10 @@ def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any) -> tupl
                 "infer_backend: vllm evaluates full models: merge the adapter first (llamafactory-cli export) or use "
                 "infer_backend: huggingface"
             )
-        vllm = _import_vllm()
+        try:
+            vllm = _import_vllm()
+        except ImportError:
+            raise EvalConfigError(VLLM_HINT) from None
         import torch
 
         llm = vllm.LLM(
@@ -575,6 +620,24 @@ def expected_keys(meta: dict[str, Any]) -> list[str]:
     ]
 
 
+def shard_status(out: Path, expected: list[str], have: set[str], num_shards: int) -> list[dict[str, Any]]:
+    r"""Per shard that is not complete: `shard` ("i/N"), `file`, whether it exists, `missing` and `expected` records.
+
+    Shard i owns every N-th record key of the run's order starting at i (as `eval_shard=i/N` generates them).
+    """
+    from .records import records_file_name
+
+    status = []
+    for shard in range(num_shards):
+        mine = expected[shard::num_shards]
+        missing = sum(1 for key in mine if key not in have)
+        if missing:
+            name = records_file_name(shard, num_shards)
+            status.append({"shard": f"{shard}/{num_shards}", "file": name, "exists": (out / name).is_file(),
+                           "missing": missing, "expected": len(mine)})  # fmt: skip
+    return status
+
+
 def finalize(output_dir: str | os.PathLike, scoring: dict[str, Any] | None = None) -> dict[str, Any]:
     r"""Judge, aggregate and write the result files of a complete run (all shards); `eval merge` calls this too.
 
@@ -601,7 +664,13 @@ def finalize(output_dir: str | os.PathLike, scoring: dict[str, Any] | None = Non
     have = {r["key"] for r in records}
     missing = [k for k in expected if k not in have]
     if missing:
-        return {"complete": False, "records": len(have), "expected": len(expected), "missing_example": missing[:3]}
+        return {
+            "complete": False,
+            "records": len(have),
+            "expected": len(expected),
+            "missing_example": missing[:3],
+            "shards": shard_status(out, expected, have, int(meta.get("num_shards") or 1)),
+        }
     wanted = set(expected)
     order = {k: i for i, k in enumerate(expected)}
     records = sorted((r for r in records if r["key"] in wanted), key=lambda r: order[r["key"]])
@@ -690,6 +759,8 @@ def evaluate(
     registry = load_registry(a.eval_registry)
     specs = resolve_benchmarks(a.eval_benchmarks, registry, a.eval_data_dir)
     benchmarks: list[Benchmark] = [load_benchmark(spec, a.eval_max_samples) for spec in specs]
+    if a.eval_preset == "train_val":
+        apply_training_tools(setup)
     protocol = resolve_protocol(a, setup.finetuning_args, setup.model_args)
     if a.eval_headline_metric is not None and a.eval_headline_metric not in ("f1", "em", "judge", "math_equiv",
                                                                                "reward", "accuracy"):  # fmt: skip
@@ -701,6 +772,14 @@ def evaluate(
         warnings.append(f"{', '.join(browse)}: the paper browsed pages with a summariser; this run used snippets")
     for warning in warnings:
         logger.warning(f"{LOG_PREFIX} {warning}")
+    for b in benchmarks:
+        entry = (
+            f"registry entry {b.spec.registry_entry}" if b.spec.registry_entry else "not in the registry (defaults)"
+        )
+        logger.info(
+            f"{LOG_PREFIX} {b.spec.name}: {b.path} ({len(b.samples)} rows, {b.spec.format}), {entry}; headline "
+            f"{a.eval_headline_metric or b.spec.metric}, task {b.spec.task}, search {b.spec.search_mode}"
+        )
     m = setup.model_args
     meta = {
         "fingerprint": protocol.fingerprint,
@@ -721,6 +800,8 @@ def evaluate(
                 "metric": b.spec.metric,
                 "task": b.spec.task,
                 "search_mode": b.spec.search_mode,
+                "registry_entry": b.spec.registry_entry,
+                "format": b.spec.format,
             }
             for b in benchmarks
         },

@@ -18,6 +18,7 @@ shards, compare, the tiny model through the `hf` engine, the `vllm` backend agai
 `train_val` with a saved training config. The real python tool runs in its sandbox for every `<python>` call."""
 
 import json
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -30,6 +31,7 @@ from llamafactory_agentic.evaluation.records import ResumeError, load_all_record
 
 from .fake_openai import FakeOpenAIServer
 from .helpers import base_config, judge_by_prediction, scripted_policy
+from .test_eval_resume import console_script
 
 
 JUDGE_REPLIES = {
@@ -38,6 +40,9 @@ JUDGE_REPLIES = {
     "Spain": "Incorrect",
     "Nile": "Correct",  # not asked: exact match already
 }
+
+
+TINY_ARPO = Path(__file__).resolve().parents[2] / "recipes" / "tiny" / "arpo_cpu.yaml"
 
 
 def run(tmp_path, server, **extra):
@@ -166,6 +171,14 @@ def test_shards_merge_to_the_unsharded_result(tmp_path, server):
     whole = run(tmp_path / "whole", server)
     first = run(tmp_path / "sharded", server, eval_shard="0/2")
     assert first["complete"] is False and first["records"] == 6
+    assert first["shards"] == [{"shard": "1/2", "file": "records.shard-1-of-2.jsonl", "exists": False, "missing": 6,
+                                "expected": 6}]  # fmt: skip
+    merge = subprocess.run([console_script(), "eval", "merge", str(tmp_path / "sharded" / "out")],
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert merge.returncode == 1
+    assert "shard 1/2 (records.shard-1-of-2.jsonl) has not started (no file): 6 of its 6 records missing" in (
+        merge.stderr
+    )
     merged = run(tmp_path / "sharded", server, eval_shard="1/2")
     assert merged["complete"] is True and merged["benchmarks"] == whole["benchmarks"]
     out = tmp_path / "sharded" / "out"
@@ -350,9 +363,48 @@ def test_training_cache_read_only_replays_exactly(tmp_path, server):
 def test_train_val_on_an_arpo_rl_file_uses_its_own_system_prompt(tmp_path, server, shared_data, tiny_tokenizer):
     valid = shared_data / "arpo" / "rl" / "valid.parquet"
     metrics = run(tmp_path, server, eval_preset="train_val", eval_runs=None, eval_benchmarks=[str(valid)],
-                  eval_max_samples=3, eval_headline_metric="accuracy")  # fmt: skip
+                  eval_max_samples=3, eval_headline_metric="accuracy", eval_training_config=str(TINY_ARPO))  # fmt: skip
     prompt = tiny_tokenizer.decode(server.completions[0]["prompt"])
     assert "wikipedia search tool and python interpreter tool" in prompt and "\\boxed{answer here}" in prompt
     valid_metrics = metrics["benchmarks"]["valid"]
     assert valid_metrics["headline_metric"] == "accuracy" and valid_metrics["n_questions"] == 3
     assert "valid: evaluating the first 3 of 180 rows (eval_max_samples)" in metrics["warnings"]
+
+
+def test_demo_heldout_split_by_path_with_the_training_recipe(tmp_path, server, tiny_tokenizer):
+    from llamafactory_agentic.tasks.synthetic import SYSTEM_PROMPT, TaskConfig, generate_task
+
+    generate_task(TaskConfig(seed=1, sizes={"sft": 4, "train": 4, "heldout": 5}), tmp_path / "task")
+    heldout = tmp_path / "task" / "heldout.jsonl"
+    config = base_config(tmp_path, server.model_dir, server.url, eval_preset="train_val", eval_runs=None,
+                         eval_benchmarks=[str(heldout)], eval_headline_metric="accuracy",
+                         eval_training_config=str(TINY_ARPO))  # fmt: skip
+    del config["agentic_python_timeout"]  # not set for the evaluation: the training's applies
+    metrics = evaluate(config)
+    assert metrics["benchmarks"]["heldout"]["n_questions"] == 5 and metrics["errors"]["total"] == 0
+    body = server.completions[0]
+    assert SYSTEM_PROMPT in tiny_tokenizer.decode(body["prompt"])  # the row's own system prompt
+    assert body["max_tokens"] == 96 and body["temperature"] == 0.0  # the recipe's response budget, greedy
+    protocol = metrics["protocol"]
+    assert (protocol["max_prompt_length"], protocol["max_tool_calls"]) == (2048, 2)
+    assert protocol["tools"]["python_timeout"] == 10  # the recipe's, not the evaluation YAML's default
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert f"| heldout | `{heldout}` | none (defaults) | qa | accuracy | snippets |" in summary
+
+
+def test_train_val_on_an_sft_checkpoint_without_recipe_is_refused(tmp_path, server):
+    from llamafactory_agentic.evaluation.config import EvalConfigError
+
+    with pytest.raises(EvalConfigError, match="has no agentic_config.json"):
+        run(tmp_path, server, eval_preset="train_val", eval_runs=None)
+    assert not server.completions
+
+
+def test_vllm_backend_without_vllm_gives_the_install_hint(tmp_path, tiny_model_dir):
+    cfg = tmp_path / "eval.yaml"
+    cfg.write_text(json.dumps(base_config(tmp_path, tiny_model_dir, infer_backend="vllm")), encoding="utf-8")
+    done = subprocess.run([console_script(), "eval", str(cfg)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "infer_backend: vllm needs vLLM, which is not installed: `pip install llamafactory-agentic[vllm]`" in (
+        done.stderr
+    )
