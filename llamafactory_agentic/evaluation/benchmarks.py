@@ -62,6 +62,8 @@ class BenchmarkSpec:
         metric: Headline metric: `f1` or `judge` (also `em`, `math_equiv`, `reward`, `accuracy` for own sets).
         search_mode: `snippets`, or `browse` for the sets the paper ran with page browsing.
         rows: Row count of the reference's file (None: unknown); a mismatch is reported.
+        prompt: The reference harness's prompt type of the set (`code_search`; `code_search_cn` for xbench), used by
+            `eval_system_prompt: reference`.
         aliases: Other names a file of this set goes by (matched case-insensitively, see `match_registry`).
         path: The file actually read (set by `resolve_file`).
         registry_entry: The registry entry whose settings apply (None: a file outside the registry, defaults).
@@ -78,6 +80,7 @@ class BenchmarkSpec:
     search_mode: str = "snippets"
     rows: int | None = None
     aliases: list[str] = field(default_factory=list)
+    prompt: str = "code_search"
     path: str | None = None
     registry_entry: str | None = None
 
@@ -89,6 +92,7 @@ class BenchmarkSpec:
             ("metric", METRICS),
             ("answer_reader", ANSWER_READERS),
             ("search_mode", ("snippets", "browse")),
+            ("prompt", ("code_search", "code_search_cn")),
         ):
             if getattr(self, attr) not in choices:
                 raise BenchmarkError(

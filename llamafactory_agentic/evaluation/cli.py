@@ -32,6 +32,9 @@ USAGE = """usage:
   eval compare RUN_A RUN_B [--output FILE] [--samples N]
                                        paired comparison of two finished runs with the same protocol fingerprint
   eval merge OUTPUT_DIR                judge and aggregate a sharded run once every shard has finished
+  eval table RUN_DIR... [--output DIR] [--labels A,B,...] [--profile current|reference]
+                                       checkpoints x benchmarks in the layout of the papers' Tables 1 and 2
+                                       (pass@1 ± std, pass@k, group averages; table.md, table.csv, table.html)
 
 exit codes: 0 done; 1 a shard finished but the run is not complete yet; 2 bad configuration or input;
   3 generation or judge errors past eval_max_error_rate (default 0: any error). Errors are never scored;
@@ -56,9 +59,12 @@ def _print_result(metrics: dict) -> None:
     for name, bench in metrics["benchmarks"].items():
         p1 = bench["pass@1"]
         value = "n/a" if p1["mean"] is None else f"{100 * p1['mean']:.1f} ± {100 * p1['std']:.1f}"
+        r1 = bench["reference"]["pass@1"]
+        ref = "n/a" if r1["mean"] is None else f"{100 * r1['mean']:.1f} ± {100 * r1['std']:.1f}"
         errors = bench["errors"]["generation"] + bench["errors"]["judge"]
         print(
-            f"[agentic-eval] {name}: {bench['headline_metric']} pass@1 {value} over {bench['runs_complete']} runs, "
+            f"[agentic-eval] {name}: {bench['headline_metric']} pass@1 {value} (reference scoring {ref}) over "
+            f"{bench['runs_complete']} runs, "
             f"{bench['n_questions']} questions" + (f", {errors} error records not scored" if errors else "")
         )
     for name, group in metrics["groups"].items():
@@ -109,6 +115,22 @@ def run_eval_command(argv: list[str]) -> int:
                 out = Path(args.output)
                 out.write_text(json.dumps(result, indent=2) if out.suffix == ".json" else text, encoding="utf-8")
             return 0
+        if argv[0] == "table":
+            parser = argparse.ArgumentParser(prog="eval table")
+            parser.add_argument("runs", nargs="+", help="output folders of finished runs, one row each")
+            parser.add_argument("--output", default=None, help="folder for table.md, table.csv and table.html")
+            parser.add_argument("--labels", default=None, help="comma-separated row labels (default: model names)")
+            parser.add_argument("--profile", default="current", choices=("current", "reference"))
+            args = parser.parse_args(argv[1:])
+            from .table import build_table, format_markdown, write_table
+
+            labels = [x.strip() for x in args.labels.split(",")] if args.labels else None
+            data = build_table(args.runs, labels, args.profile)
+            print(format_markdown(data))
+            if args.output:
+                for path in write_table(data, args.output):
+                    print(f"[agentic-eval] wrote {path}")
+            return 0
         if argv[0] == "merge":
             if len(argv) != 2:
                 print(USAGE, file=sys.stderr)
@@ -132,7 +154,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     r"""Register `eval` on the `llamafactory-agentic` parser (the rest of the line goes to `run_eval_command`)."""
     p = subparsers.add_parser(
         "eval",
-        help="evaluate a model on benchmarks (eval CONFIG.yaml, eval compare A B, eval merge DIR)",
+        help="evaluate a model on benchmarks (eval CONFIG.yaml, eval compare A B, eval merge DIR, eval table RUN...)",
         add_help=False,
         prefix_chars="\0",  # every word after `eval` (also -h, --output) goes to run_eval_command
     )

@@ -122,9 +122,10 @@ class EvalArguments:
     eval_system_prompt: str | None = field(
         default=None,
         metadata=_help(
-            "System prompt of jsonl benchmarks: literal text, `file:PATH`, `rl:PATH.parquet` (message 0 of an ARPO RL "
-            "file: the prompt the ARPO models were trained with) or `none`; default: the plugin's tool prompt. "
-            "`arpo_rl` rows keep their own."
+            "System prompt of jsonl benchmarks: `reference` (the reference harness's prompt of each set: "
+            "`code_search`, `code_search_cn` for xbench; the `paper` preset's default), `plugin` (the plugin's tool "
+            "prompt; the `train_val` default), literal text, `file:PATH`, `rl:PATH.parquet` (message 0 of an ARPO RL "
+            "file: the prompt the ARPO models were trained with) or `none`. `arpo_rl` rows keep their own."
         ),
     )
     eval_temperature: float | None = field(default=None, metadata=_help("Sampling temperature (0 = greedy)."))
@@ -418,17 +419,35 @@ def read_training_config(*paths: str | None) -> dict[str, Any]:
     return {}
 
 
-def resolve_system_prompt(value: str | None) -> str | None:
+def system_prompt_setting(eval_args: "EvalArguments") -> str | None:
+    r"""`eval_system_prompt`, or the preset's default: `reference` under `paper`, the plugin's prompt under `train_val`."""
+    if eval_args.eval_system_prompt is not None:
+        return eval_args.eval_system_prompt
+    return "reference" if eval_args.eval_preset == "paper" else None
+
+
+def resolve_system_prompt(value: str | None, prompt_type: str = "code_search") -> str | None:
     r"""The system prompt of jsonl benchmarks from `eval_system_prompt` (see its help); None means no system prompt.
+
+    Args:
+        value: The setting (None: the plugin's tool prompt).
+        prompt_type: For `reference`: the set's reference prompt (`BenchmarkSpec.prompt`: `code_search` or
+            `code_search_cn`).
 
     Raises:
         EvalConfigError: a missing file, or an RL file without a system message.
     """
+    from .reference import REFERENCE_PROMPTS
+
     if value is None:
         return DEFAULT_SYSTEM_PROMPT
     text = str(value)
     if text.strip().lower() in ("none", ""):
         return None
+    if text.strip().lower() == "plugin":
+        return DEFAULT_SYSTEM_PROMPT
+    if text.strip().lower() == "reference":
+        return REFERENCE_PROMPTS[prompt_type]
     if text.startswith("file:"):
         path = Path(text[5:]).expanduser()
         if not path.is_file():
@@ -530,7 +549,13 @@ def resolve_protocol(eval_args: EvalArguments, finetuning_args: Any, model_args:
     max_new = pick(a.eval_max_new_tokens, base["max_new_tokens"])
     timeout = pick(a.eval_sample_timeout, base["timeout"])
     stop = _as_list(a.eval_stop_strings) if a.eval_stop_strings is not None else base["stop"]
-    system_prompt = resolve_system_prompt(a.eval_system_prompt)
+    setting = system_prompt_setting(a)
+    if str(setting).strip().lower() == "reference":
+        from .reference import REFERENCE_PROMPTS
+
+        system_prompt = "reference:" + json.dumps(REFERENCE_PROMPTS, sort_keys=True, ensure_ascii=False)
+    else:
+        system_prompt = resolve_system_prompt(setting)
     tool_config = getattr(finetuning_args, "agentic_tool_config", None)
     protocol = Protocol(
         preset=a.eval_preset,

@@ -120,6 +120,12 @@ function body(t) {
       : 'incorrect')} (${t.judge.source})` + (t.judge.error ? ' \u2014 ' + t.judge.error : '')));
     if (t.judge.reply) b.appendChild(el('pre', 'reply', t.judge.reply));
   }
+  if (t.reference && t.reference.scores) {
+    const rs = t.reference.scores;
+    b.appendChild(el('div', 'reference', `Reference scoring: prediction ${JSON.stringify(t.reference.prediction)} `
+      + `\u00b7 EM ${rs.em} \u00b7 F1 ${Number(rs.f1).toFixed(3)} \u00b7 is_equiv ${rs.math_equal} \u00b7 headline `
+      + (t.reference.headline.value === null ? 'not scored' : Number(t.reference.headline.value).toFixed(2))));
+  }
   if (t.error) b.appendChild(el('div', 'bad', 'Engine error: ' + t.error));
   if (t.tool_calls.length) {
     const tb = el('table', 'calls');
@@ -204,6 +210,7 @@ def _trajectory(record: dict[str, Any]) -> dict[str, Any]:
         "scores": record["scores"],
         "judge": record.get("judge"),
         "headline": record["headline"],
+        "reference": {k: v for k, v in (record.get("reference") or {}).items() if k != "judge"},
         "correct": bool(record["headline"]["correct"]),
         "unscored": record["headline"]["value"] is None,
         "rule_equivalent": rule_equivalent(record["scores"]),

@@ -49,6 +49,7 @@ from .config import (
     parse_shard,
     resolve_protocol,
     resolve_system_prompt,
+    system_prompt_setting,
     training_config_for,
 )
 from .records import RecordWriter, is_error, load_all_records, open_run, record_key
@@ -431,8 +432,12 @@ def _generate(
     shard: tuple[int, int],
     engine: Any = None,
     executor: Any = None,
+    prompts: dict[str, str] | None = None,
 ) -> dict[str, float]:
-    r"""Generate and append the records of `todo`; returns the loop's counters and timing."""
+    r"""Generate and append the records of `todo`; returns the loop's counters and timing.
+
+    `prompts` maps a benchmark to its reference prompt type (`BenchmarkSpec.prompt`) for `eval_system_prompt: reference`.
+    """
     from llamafactory.data import get_template_and_fix_tokenizer
     from llamafactory.model import load_tokenizer
 
@@ -451,7 +456,9 @@ def _generate(
     own_executor = executor is None
     executor = executor or build_executor_from_args(setup.finetuning_args)
     reward_fn = get_reward_function(protocol.reward["agentic_reward"], protocol.reward["agentic_reward_math"])
-    system = resolve_system_prompt(a.eval_system_prompt)
+    setting = system_prompt_setting(a)
+    systems = {name: resolve_system_prompt(setting, prompt) for name, prompt in (prompts or {}).items()}
+    default_system = resolve_system_prompt(setting)
     rollout = AgenticRollout(engine, executor, tokenizer, config)
     started: dict[str, tuple[float, int, bool]] = {}
     truncated = Counter()
@@ -459,7 +466,7 @@ def _generate(
     def items():
         for sample, run in todo:
             key = record_key(sample.benchmark, sample.sample_id, run)
-            ids = _prompt_ids(sample, system, template, tokenizer)
+            ids = _prompt_ids(sample, systems.get(sample.benchmark, default_system), template, tokenizer)
             cut = len(ids) > protocol.max_prompt_length
             if cut:
                 ids = ids[-protocol.max_prompt_length :]
@@ -528,8 +535,17 @@ def score_records(
     Returns:
         `(scored records, judge statistics: calls, errors, cached verdicts)`.
     """
+    from .reference import reference_headline, reference_prediction, reference_scores
+
     judge = _judge_from(scoring, output_dir)
+    override = scoring.get("headline_metric")
     verdicts = [None] * len(records)
+    ref_verdicts = [None] * len(records)
+    references: list[dict[str, Any] | None] = [None] * len(records)
+    for i, r in enumerate(records):
+        if not is_error(r):
+            prediction = reference_prediction("".join(text for _, text in r.get("segments") or []))
+            references[i] = {"prediction": prediction, "scores": reference_scores(prediction, r["answers"], r["task"])}
     stats: dict[str, Any] = {"configured": judge is not None, "calls": 0, "errors": 0}
     if judge is not None:
         todo = [i for i, r in enumerate(records) if not is_error(r)]  # a failed generation is never judged
@@ -542,9 +558,23 @@ def score_records(
             }
             for i in todo
         ]
+        # the reference profile asks the judge about its own prediction (judge-headline sets; cached, deduplicated)
+        ref_todo = [i for i in todo if (override or meta["benchmarks"][records[i]["benchmark"]]["metric"]) == "judge"]
+        items += [
+            {
+                "question": records[i]["question"],
+                "answers": records[i]["answers"],
+                "prediction": references[i]["prediction"] or None,
+                "equivalent": bool(references[i]["scores"]["math_equal"]),
+            }
+            for i in ref_todo
+        ]
         try:
-            for i, verdict in zip(todo, judge.judge_many(items)):
+            found = judge.judge_many(items)
+            for i, verdict in zip(todo, found[: len(todo)]):
                 verdicts[i] = verdict
+            for i, verdict in zip(ref_todo, found[len(todo) :]):
+                ref_verdicts[i] = verdict
         finally:
             sources = Counter(v.source for v in verdicts if v is not None)
             stats.update(
@@ -552,30 +582,36 @@ def score_records(
             )
             judge.close()
             judge.cache.close()
-    override = scoring.get("headline_metric")
     scored = []
-    for record, verdict in zip(records, verdicts):
+    for record, verdict, ref, ref_verdict in zip(records, verdicts, references, ref_verdicts):
         metric = override or meta["benchmarks"][record["benchmark"]]["metric"]
         judge_info = None if verdict is None else asdict(verdict)
         if is_error(record):
-            scored.append({**record, "judge": None, "headline": unscored(metric, "generation_error")})
+            head = unscored(metric, "generation_error")
+            scored.append({**record, "judge": None, "headline": head, "reference": {"headline": head}})
             continue
         if verdict is not None and verdict.source == "error" and metric == "judge":
-            scored.append({**record, "judge": judge_info, "headline": unscored(metric, "judge_error")})
-            continue
-        value, correct, source = headline(
-            metric,
-            record["scores"],
-            None if verdict is None else verdict.correct,
-            judge_error=verdict is not None and verdict.source == "error",
-        )
-        scored.append(
-            {
-                **record,
-                "judge": judge_info,
-                "headline": {"metric": metric, "value": value, "correct": correct, "source": source},
-            }
-        )
+            current = unscored(metric, "judge_error")
+        else:
+            value, correct, source = headline(
+                metric,
+                record["scores"],
+                None if verdict is None else verdict.correct,
+                judge_error=verdict is not None and verdict.source == "error",
+            )
+            current = {"metric": metric, "value": value, "correct": correct, "source": source}
+        if ref_verdict is not None and ref_verdict.source == "error":
+            ref_head = unscored(metric, "judge_error")
+        elif metric in ("reward", "accuracy"):  # the training's reward has no reference counterpart
+            ref_head = dict(current)
+        else:
+            value, correct = reference_headline(
+                metric, record["task"], ref["scores"], None if ref_verdict is None else ref_verdict.correct
+            )
+            source = "judge" if ref_verdict is not None and metric == "judge" else metric
+            ref_head = {"metric": metric, "value": float(value), "correct": bool(correct), "source": source}
+        reference = {**ref, "judge": None if ref_verdict is None else asdict(ref_verdict), "headline": ref_head}
+        scored.append({**record, "judge": judge_info, "headline": current, "reference": reference})
     return scored, stats
 
 
@@ -801,6 +837,7 @@ def evaluate(
                 "task": b.spec.task,
                 "search_mode": b.spec.search_mode,
                 "registry_entry": b.spec.registry_entry,
+                "prompt": b.spec.prompt,
                 "format": b.spec.format,
             }
             for b in benchmarks
@@ -839,7 +876,8 @@ def evaluate(
         f"{shard}/{num_shards}, {len(mine) - len(todo)} already done, {len(todo)} to generate"
         + (f" ({retried} of them generation errors of an earlier pass, retried)" if retried else "")
     )
-    counters = _generate(setup, protocol, todo, out, (shard, num_shards), engine, executor) if todo else {}
+    prompts = {b.spec.name: b.spec.prompt for b in benchmarks}
+    counters = _generate(setup, protocol, todo, out, (shard, num_shards), engine, executor, prompts) if todo else {}
     with _file_lock(out / ".finalize.lock", blocking=True):
         metrics = finalize(out, {**meta["scoring"]})
     if counters and metrics.get("complete"):

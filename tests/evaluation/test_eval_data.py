@@ -415,3 +415,35 @@ def test_train_val_without_a_training_config_asks_for_the_recipe(tmp_path):
     sft = Path(__file__).resolve().parents[2] / "recipes" / "tiny" / "agentic_sft_cpu.yaml"
     with pytest.raises(EvalConfigError, match="stage 'agentic_sft' recipe; train_val takes the RL recipe"):
         resolve_protocol(EvalArguments(eval_preset="train_val", eval_training_config=str(sft)), ft, model)
+
+
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        ("<think> x </think> <answer> The answer is \\[ \\boxed{42} \\] </answer>", "42"),
+        ("<answer> Paris </answer>", " Paris "),  # no box: the bare answer text
+        ("<answer> \\boxed{\\text{Ottawa}} </answer>", "Ottawa"),
+        ("I think \\boxed{7} is right", "7"),  # no answer span: the last box anywhere
+        ("<answer></answer> then \\boxed{9}", "9"),  # an empty span counts as none
+        ("a\n\nb\nc\nd\ne\nf", "b\nc\nd\ne\nf"),  # nothing: the last 5 lines
+    ],
+)
+def test_reference_prediction(output, expected):
+    from llamafactory_agentic.evaluation.reference import reference_prediction
+
+    assert reference_prediction(output) == expected
+    assert extract_prediction(output) in (None, "42", "Ottawa")  # current: only a box inside the answer span
+
+
+def test_reference_scores_differ_from_current_where_the_reference_differs():
+    from llamafactory_agentic.evaluation.reference import is_equiv, reference_scores
+
+    assert rule_scores("Paris.", ["Paris"], "qa")["f1"] == 1.0  # current: punctuation stripped
+    assert reference_scores("Paris.", ["Paris"], "qa") == {"em": 0.0, "acc": 1.0, "f1": 0.0, "math_equal": 0.0}
+    assert reference_scores("the Nile", ["Nile"], "qa")["em"] == 1.0  # articles removed for QA
+    assert reference_scores("The Nile River", ["Nile"], "qa")["f1"] == pytest.approx(2 / 3)
+    assert rule_scores("70.0", ["70"], "math")["math_equiv"] == 1.0 and not is_equiv("70.0", "70")
+    assert rule_scores("10%", ["10"], "math")["math_equiv"] == 1.0 and not is_equiv("10%", "10")
+    assert is_equiv("\\dfrac{3}{4}", "3/4") and is_equiv("x = 5", "5") and is_equiv("\\frac12", "0.5")
+    assert is_equiv("10\\%", "10") and is_equiv("5^{\\circ}", "5") and is_equiv("\\sqrt3", "\\sqrt{3}")
+    assert reference_scores("", ["x"], "qa")["f1"] == 0.0

@@ -408,3 +408,47 @@ def test_vllm_backend_without_vllm_gives_the_install_hint(tmp_path, tiny_model_d
     assert "infer_backend: vllm needs vLLM, which is not installed: `pip install llamafactory-agentic[vllm]`" in (
         done.stderr
     )
+
+
+def test_two_scoring_profiles_side_by_side_and_the_reference_prompts(tmp_path, tiny_model_dir, tiny_tokenizer):
+    from llamafactory_agentic.evaluation.reference import REFERENCE_PROMPTS
+
+    from .helpers import write_jsonl
+
+    scripts = {
+        "Capital of France?": ["<think> a </think> <answer> \\boxed{Paris.} </answer>"],  # punctuation kept: F1 0
+        "Capital of Italy?": ["<think> a </think> <answer> Rome </answer>"],  # no box: reference reads the bare text
+        "What is 69 + 1?": ["<think> a </think> <answer> \\boxed{70.0} </answer>"],  # math-verify yes, is_equiv no
+    }
+    qa = write_jsonl(tmp_path / "d" / "capitals.jsonl", [{"question": "Capital of France?", "answer": "Paris"},
+                                                         {"question": "Capital of Italy?", "answer": "Rome"}])  # fmt: skip
+    sums = write_jsonl(tmp_path / "d" / "sum.jsonl", [{"problem": "What is 69 + 1?", "answer": 70}])
+    with FakeOpenAIServer(tiny_tokenizer, scripted_policy(scripts)) as s:
+        config = base_config(tmp_path, tiny_model_dir, s.url, eval_runs=1,
+                             eval_benchmarks=[str(qa), f"xbench={sums}"])  # fmt: skip
+        metrics = evaluate(config)
+        prompts = [tiny_tokenizer.decode(b["prompt"]) for b in s.completions]
+    # the paper preset's default system prompt is the reference's, per set: xbench gets the Chinese one
+    assert any(REFERENCE_PROMPTS["code_search"] in p and "France" in p for p in prompts)
+    assert any(REFERENCE_PROMPTS["code_search_cn"] in p and "69 + 1" in p for p in prompts)
+    capitals, xbench = metrics["benchmarks"]["capitals"], metrics["benchmarks"]["xbench"]
+    assert capitals["pass@1"]["mean"] == pytest.approx(0.5)  # current: Paris. = Paris, Rome has no prediction
+    assert capitals["reference"]["pass@1"]["mean"] == pytest.approx(0.5)  # reference: Paris. != Paris, Rome = Rome
+    assert capitals["metrics"]["em"] == 0.5 and capitals["reference"]["metrics"]["em"] == 0.5
+    scored = {
+        json.loads(x)["key"]: json.loads(x) for x in (tmp_path / "out" / "scored.jsonl").read_text().splitlines()
+    }
+    assert scored["capitals/0/0"]["headline"]["value"] == 1.0 and scored["capitals/0/0"]["reference"]["headline"][
+        "value"] == 0.0  # fmt: skip
+    assert (
+        scored["capitals/1/0"]["prediction"] is None and scored["capitals/1/0"]["reference"]["prediction"] == " Rome "
+    )
+    # judge headline without a judge: current = math-verify (70.0 = 70), reference = MATH is_equiv (70.0 != 70)
+    assert xbench["pass@1"]["mean"] == 1.0 and xbench["reference"]["pass@1"]["mean"] == 0.0
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "pass@1 current (mean ± std over 1 runs)" in summary and "pass@1 reference" in summary
+    assert "| capitals | 2 | f1 | 50.0 ± 0.0 | 50.0 ± 0.0 |" in summary
+    assert "| xbench | 1 | judge | 100.0 ± 0.0 | 0.0 ± 0.0 |" in summary
+    header = (tmp_path / "out" / "summary.csv").read_text().splitlines()[0].split(",")
+    assert "reference_pass@1_mean" in header and "reference_f1" in header
+    assert "reference_pass@1_mean" in (tmp_path / "out" / "report.html").read_text()
