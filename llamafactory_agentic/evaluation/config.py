@@ -188,6 +188,21 @@ class EvalArguments:
         default=None, metadata=_help("Environment variable holding the server's API key (never logged).")
     )
     eval_request_timeout: float = field(default=600.0, metadata=_help("Seconds per generation request."))
+    eval_api: str = field(
+        default="completions",
+        metadata=_help(
+            "API of eval_base_url: `completions` (`/v1/completions` with token-id prompts: exact contexts) or `chat` "
+            "(`/v1/chat/completions`; the tool loop stays client-side and each round continues the assistant message, "
+            "`continue_final_message`, as vLLM and SGLang accept)."
+        ),
+    )
+    eval_response_cache: str | None = field(
+        default=None,
+        metadata=_help(
+            "SQLite file caching the server's replies keyed by the request (seeded or greedy requests only): a rerun "
+            "into a new output folder, with a new judge or metric, costs no generation. Default: no cache."
+        ),
+    )
     eval_request_retries: int = field(
         default=4,
         metadata=_help(
@@ -250,6 +265,8 @@ class EvalArguments:
         if self.eval_max_samples is not None and self.eval_max_samples < 1:
             raise EvalConfigError(f"eval_max_samples must be >= 1, got {self.eval_max_samples}")
         parse_shard(self.eval_shard)
+        if self.eval_api not in ("completions", "chat"):
+            raise EvalConfigError(f"eval_api must be completions or chat, got {self.eval_api!r}")
         if self.eval_judge_base_url and not self.eval_judge_model:
             raise EvalConfigError("eval_judge_base_url is set but eval_judge_model is not: name the judge model")
 
@@ -635,6 +652,7 @@ def format_help() -> str:
 
 
 _NO_PRESET = {
+    "eval_response_cache",
     "eval_training_config",
     "eval_benchmarks",
     "eval_data_dir",

@@ -331,6 +331,8 @@ def build_record(
 
 def _endpoint_engine(cls: Any, a: EvalArguments, tokenizer: Any, api_key: str | None) -> Any:
     r"""The remote engine for `eval_base_url`, its endpoints checked at start (`check_endpoints`)."""
+    from .endpoint import ResponseCache
+
     return cls(
         a.eval_base_url,
         tokenizer,
@@ -341,6 +343,7 @@ def _endpoint_engine(cls: Any, a: EvalArguments, tokenizer: Any, api_key: str | 
         workers=a.eval_batch_size,
         retry_wait_s=a.eval_retry_wait,
         check=True,
+        cache=ResponseCache(a.eval_response_cache) if a.eval_response_cache else None,
     )
 
 
@@ -350,13 +353,14 @@ def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any) -> tupl
 
     a, m = setup.eval_args, setup.model_args
     if a.eval_base_url:
-        from .endpoint import EndpointError, OpenAICompletionsEngine
+        from .endpoint import EndpointError, OpenAIChatEngine, OpenAICompletionsEngine
 
         api_key = os.environ.get(a.eval_api_key_env) if a.eval_api_key_env else None
         if a.eval_api_key_env and api_key is None:
             raise EvalConfigError(f"eval_api_key_env names {a.eval_api_key_env}, which is not set")
         try:
-            engine = _endpoint_engine(OpenAICompletionsEngine, a, tokenizer, api_key)
+            cls = OpenAIChatEngine if a.eval_api == "chat" else OpenAICompletionsEngine
+            engine = _endpoint_engine(cls, a, tokenizer, api_key)
         except EndpointError as err:
             raise EvalConfigError(f"eval_base_url: {err}") from None
         return engine, engine.close
@@ -466,11 +470,15 @@ def _generate(
     def items():
         for sample, run in todo:
             key = record_key(sample.benchmark, sample.sample_id, run)
-            ids = _prompt_ids(sample, systems.get(sample.benchmark, default_system), template, tokenizer)
+            system = systems.get(sample.benchmark, default_system)
+            ids = _prompt_ids(sample, system, template, tokenizer)
             cut = len(ids) > protocol.max_prompt_length
             if cut:
                 ids = ids[-protocol.max_prompt_length :]
                 truncated[sample.benchmark] += 1
+            if hasattr(engine, "register_prompt"):  # chat API: the messages behind these ids
+                messages = list(sample.messages or [{"role": "user", "content": sample.question}])
+                engine.register_prompt(ids, messages, sample.system or system)
             started[key] = (time.perf_counter(), len(ids), cut)
             yield (sample, run), ids, _item_seed(protocol.seed, key)
 
@@ -826,6 +834,7 @@ def evaluate(
             "template": setup.data_args.template,
             "backend": _backend(setup, engine),
             "base_url": a.eval_base_url,
+            **({"api": "chat"} if a.eval_base_url and a.eval_api == "chat" else {}),
             "served_model": a.eval_model_name,
         },
         "benchmarks": {

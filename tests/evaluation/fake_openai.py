@@ -43,7 +43,7 @@ class FakeOpenAIServer:
     def __init__(self, tokenizer, policy=None, judge=None, delay_s=0.0, model="fake-policy", token_ids=True, port=0):
         self.tokenizer, self.policy, self.judge = tokenizer, policy, judge
         self.delay_s, self.model, self.token_ids = delay_s, model, token_ids
-        self.completions, self.chats, self.probes = [], [], []
+        self.completions, self.chats, self.probes, self.chat_bodies = [], [], [], []
         self.lock = threading.Lock()
         server = self
 
@@ -87,6 +87,28 @@ class FakeOpenAIServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
+    def _chat_policy(self, body):
+        """vLLM's chat contract with `continue_final_message`: the last assistant message is continued, not closed."""
+        cont = bool(body.get("continue_final_message"))
+        messages = body["messages"]
+        text = ""
+        for i, m in enumerate(messages):
+            if cont and i == len(messages) - 1 and m["role"] == "assistant":
+                text += f"<|im_start|>assistant\n{m['content']}"
+            else:
+                text += f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n"
+        if not cont:
+            text += "<|im_start|>assistant\n"
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        with self.lock:
+            self.chat_bodies.append(body)
+        status, data = self._complete({k: v for k, v in body.items() if k != "messages"} | {"prompt": ids})
+        if status != 200:
+            return status, data
+        choice = dict(data["choices"][0])
+        choice["message"] = {"role": "assistant", "content": choice.pop("text")}
+        return 200, {**data, "object": "chat.completion", "choices": [choice]}
+
     def _complete(self, body):
         if body.get("user") == PROBE_USER:  # the harness's start-up check: kept apart, answered without the policy
             with self.lock:
@@ -125,6 +147,8 @@ class FakeOpenAIServer:
         return 200, {"id": "cmpl-1", "object": "text_completion", "model": self.model, "choices": [choice]}
 
     def _chat(self, body):
+        if self.judge is None:  # the policy over chat: render the messages as Qwen's chat template does
+            return self._chat_policy(body)
         with self.lock:
             self.chats.append(body)
         reply = self.judge(body["messages"][-1]["content"])

@@ -27,6 +27,7 @@ import pytest
 
 from llamafactory_agentic.evaluation import compare_runs, evaluate, finalize
 from llamafactory_agentic.evaluation.compare import CompareError
+from llamafactory_agentic.evaluation.endpoint import PROBE_USER
 from llamafactory_agentic.evaluation.records import ResumeError, load_all_records
 
 from .fake_openai import FakeOpenAIServer
@@ -452,3 +453,33 @@ def test_two_scoring_profiles_side_by_side_and_the_reference_prompts(tmp_path, t
     header = (tmp_path / "out" / "summary.csv").read_text().splitlines()[0].split(",")
     assert "reference_pass@1_mean" in header and "reference_f1" in header
     assert "reference_pass@1_mean" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_chat_api_gives_the_same_trajectories_and_a_rerun_costs_no_generation(tmp_path, tiny_model_dir,
+                                                                              tiny_tokenizer):  # fmt: skip
+    cache = str(tmp_path / "replies.sqlite")
+    with FakeOpenAIServer(tiny_tokenizer, scripted_policy()) as s:
+        completions = evaluate(base_config(tmp_path / "c", tiny_model_dir, s.url, eval_runs=1))
+        chat = evaluate(base_config(tmp_path / "h", tiny_model_dir, s.url, eval_runs=1, eval_api="chat",
+                                    eval_response_cache=cache))  # fmt: skip
+        bodies = [x for x in s.chat_bodies if x.get("user") != PROBE_USER]  # the start-up check's aside
+        sent = len(s.completions)
+        again = evaluate(base_config(tmp_path / "h2", tiny_model_dir, s.url, eval_runs=1, eval_api="chat",
+                                     eval_response_cache=cache, eval_headline_metric="em"))  # fmt: skip
+        assert len(s.completions) == sent  # a new folder and a new metric: every reply from the cache
+    a = {r["key"]: r for r in load_all_records(tmp_path / "c" / "out")}
+    b = {r["key"]: r for r in load_all_records(tmp_path / "h" / "out")}
+    c = {r["key"]: r for r in load_all_records(tmp_path / "h2" / "out")}
+
+    def trajectory(r):
+        calls = [(t["tool"], t["content"], t["status"]) for t in r["tool_calls"]]
+        return r["prediction"], r["finish_reason"], "".join(text for _, text in r["segments"]), calls
+
+    assert len(a) == 6 and {k: trajectory(r) for k, r in a.items()} == {k: trajectory(r) for k, r in b.items()}
+    assert {k: trajectory(r) for k, r in c.items()} == {k: trajectory(r) for k, r in b.items()}
+    assert chat["benchmarks"]["mymath"]["pass@1"] == completions["benchmarks"]["mymath"]["pass@1"]
+    assert chat["model"]["api"] == "chat" and again["benchmarks"]["myqa"]["headline_metric"] == "em"
+    assert bodies[0]["messages"][0]["role"] == "system" and "continue_final_message" not in bodies[0]
+    later = [x for x in bodies if x.get("continue_final_message")]  # rounds after a tool call continue the turn
+    assert later and later[0]["messages"][-1]["role"] == "assistant" and later[0]["add_generation_prompt"] is False
+    assert "<result>\n" in later[0]["messages"][-1]["content"]  # the observation inside the assistant turn
