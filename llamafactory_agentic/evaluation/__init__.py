@@ -49,6 +49,7 @@ _LAZY = {
     "OpenAICompletionsEngine": "endpoint",
     "ResumeError": "records",
     "run_eval_command": "cli",
+    "build_table": "table",
 }
 
 

@@ -18,7 +18,8 @@ The registry (`evaluation/benchmarks.yaml` in the repository, installed under `s
 name to its file, question and answer fields, answer reader, task and headline metric, and names the papers'
 groups. `load_benchmark` reads a file in any of the reference's jsonl layouts (question under `question`, `Question`
 or `problem`; the answer a string, a number, a list of aliases, a string holding a list literal, or GSM8K's rationale
-ending in `#### value`) or in ARPO's RL parquet layout (`format: arpo_rl`). Every row is kept: a malformed row is an
+ending in `#### value`) or in ARPO's RL layout (`format: arpo_rl`; parquet, or jsonl such as the `heldout.jsonl` of
+`llamafactory-agentic task generate`, recognised by its `prompt` and `reward_model` fields). Every row is kept: a malformed row is an
 error naming the file, the row and the field.
 """
 
@@ -61,7 +62,11 @@ class BenchmarkSpec:
         metric: Headline metric: `f1` or `judge` (also `em`, `math_equiv`, `reward`, `accuracy` for own sets).
         search_mode: `snippets`, or `browse` for the sets the paper ran with page browsing.
         rows: Row count of the reference's file (None: unknown); a mismatch is reported.
+        prompt: The reference harness's prompt type of the set (`code_search`; `code_search_cn` for xbench), used by
+            `eval_system_prompt: reference`.
+        aliases: Other names a file of this set goes by (matched case-insensitively, see `match_registry`).
         path: The file actually read (set by `resolve_file`).
+        registry_entry: The registry entry whose settings apply (None: a file outside the registry, defaults).
     """
 
     name: str
@@ -74,7 +79,10 @@ class BenchmarkSpec:
     metric: str = "f1"
     search_mode: str = "snippets"
     rows: int | None = None
+    aliases: list[str] = field(default_factory=list)
+    prompt: str = "code_search"
     path: str | None = None
+    registry_entry: str | None = None
 
     def __post_init__(self) -> None:
         r"""Check the choices (the message names the registry entry)."""
@@ -84,6 +92,7 @@ class BenchmarkSpec:
             ("metric", METRICS),
             ("answer_reader", ANSWER_READERS),
             ("search_mode", ("snippets", "browse")),
+            ("prompt", ("code_search", "code_search_cn")),
         ):
             if getattr(self, attr) not in choices:
                 raise BenchmarkError(
@@ -163,7 +172,7 @@ def load_registry(path: str | os.PathLike | None = None) -> Registry:
         )
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     defaults = dict(raw.get("defaults") or {})
-    known = set(BenchmarkSpec.__dataclass_fields__) - {"name", "path"}
+    known = set(BenchmarkSpec.__dataclass_fields__) - {"name", "path", "registry_entry"}
     specs: dict[str, BenchmarkSpec] = {}
     for name, entry in (raw.get("benchmarks") or {}).items():
         values = {**defaults, **(entry or {})}
@@ -171,13 +180,51 @@ def load_registry(path: str | os.PathLike | None = None) -> Registry:
         if unknown:
             raise BenchmarkError(f"{path}: benchmark {name!r} has unknown keys {sorted(unknown)}")
         values.setdefault("files", [f"{name}.jsonl", f"{name}/test.jsonl"])
-        specs[str(name)] = BenchmarkSpec(name=str(name), **values)
+        specs[str(name)] = BenchmarkSpec(name=str(name), registry_entry=str(name), **values)
     groups = {str(k): [str(n) for n in v] for k, v in (raw.get("groups") or {}).items()}
     for group, members in groups.items():
         missing = [n for n in members if n not in specs]
         if missing:
             raise BenchmarkError(f"{path}: group {group!r} names unknown benchmarks {missing}")
     return Registry(benchmarks=specs, groups=groups, path=str(path))
+
+
+_SPLIT_SUFFIX = re.compile(r"[-_. ](test|dev|val|valid|validation|eval|full)$")
+
+
+def _key(text: str) -> str:
+    return re.sub(r"[-_ ]", "", text.lower())
+
+
+def match_registry(path: str | os.PathLike, registry: "Registry") -> str | None:
+    r"""The registry entry a benchmark file belongs to, whatever its name's case, or None.
+
+    Tried in order, all case-insensitive: the file's path ends with one of an entry's `files` (`SimpleQA.jsonl`,
+    `gaia/test.jsonl`, `rl/hle_test.parquet`); its stem, with a split suffix such as `_test` or `-dev` removed and
+    `-`, `_` and spaces ignored, is an entry's name or alias (`hle_test.parquet` -> hle, `XBench-DeepSearch.jsonl`
+    -> xbench via its alias); a generic stem (`test`, `dev`, ...) falls back to the folder's name.
+
+    Examples: `/d/SimpleQA.jsonl` -> simpleqa; `/d/gaia_test.parquet` -> gaia; `/d/AIME25/test.jsonl` -> aime25;
+    `/d/mine.jsonl` -> None.
+    """
+    path = Path(path)
+    parts = [p.lower() for p in path.parts]
+    for name, spec in registry.benchmarks.items():
+        for candidate in spec.files:
+            tail = [p.lower() for p in Path(candidate).parts]
+            if parts[-len(tail) :] == tail:
+                return name
+    names = {_key(name): name for name in registry.benchmarks}
+    for name, spec in registry.benchmarks.items():
+        names.update({_key(alias): name for alias in spec.aliases})
+    stem = path.name.split(".")[0].lower()
+    stripped = _SPLIT_SUFFIX.sub("", stem)
+    for candidate in (stem, stripped):
+        if _key(candidate) in names:
+            return names[_key(candidate)]
+    if stripped in ("test", "dev", "val", "valid", "validation", "eval", "train") and path.parent.name:
+        return names.get(_key(path.parent.name))
+    return None
 
 
 def _looks_like_path(entry: str) -> bool:
@@ -187,10 +234,12 @@ def _looks_like_path(entry: str) -> bool:
 def resolve_benchmarks(entries: list[Any], registry: Registry, data_dir: str | None) -> list[BenchmarkSpec]:
     r"""Specs for `eval_benchmarks` entries: registry names, group names, file paths, or mappings.
 
-    A file path whose stem is a registry name (e.g. `.../aime24.jsonl`) uses that entry; any other file gets the
-    defaults (question fields, plain answers, `qa`, headline `f1`; `arpo_rl` for `.parquet`). `name=path` names a
-    file explicitly; a mapping `{name, path, task, metric, ...}` sets any `BenchmarkSpec` field. Duplicates are dropped
-    (first wins).
+    A file that belongs to a registry entry (`match_registry`: `SimpleQA.jsonl`, `hle_test.parquet`,
+    `gaia/test.jsonl`, whatever the case) uses that entry's reader, task and headline metric; any other file gets the
+    defaults (question fields, plain answers, `qa`, headline `f1`; `arpo_rl` for `.parquet` and for jsonl rows in that
+    layout). `name=path` names a file: a registry name applies its entry whatever the file is called; another name
+    keeps the file's own match. A mapping `{name, path, task, metric, ...}` sets any `BenchmarkSpec` field over the
+    entry of its name (or of its file). Duplicates are dropped (first wins).
 
     Raises:
         BenchmarkError: an unknown name (the message lists the registry) or a missing file.
@@ -204,7 +253,8 @@ def resolve_benchmarks(entries: list[Any], registry: Registry, data_dir: str | N
             unknown = set(values) - set(BenchmarkSpec.__dataclass_fields__)
             if unknown:
                 raise BenchmarkError(f"benchmark entry {values['name']!r} has unknown keys {sorted(unknown)}")
-            base = registry.benchmarks.get(str(values["name"]))
+            entry_name = _registry_name(str(values["name"]), registry) or match_registry(str(values["path"]), registry)
+            base = registry.benchmarks.get(entry_name) if entry_name else None
             spec = _copy(base) if base is not None else BenchmarkSpec(name=str(values["name"]))
             for key, value in values.items():
                 setattr(spec, key, list(value) if isinstance(value, list) else value)
@@ -234,11 +284,14 @@ def resolve_benchmarks(entries: list[Any], registry: Registry, data_dir: str | N
             )
         path = Path(entry).expanduser()
         stem = path.name.split(".")[0]
-        base = registry.benchmarks.get(stem)
+        entry_name = (_registry_name(alias, registry) if alias else None) or match_registry(path, registry)
+        base = registry.benchmarks.get(entry_name) if entry_name else None
         spec = _copy(base) if base is not None else BenchmarkSpec(name=stem)
         if path.suffix == ".parquet":
             spec.format = "arpo_rl"
-        spec.name = alias or stem
+        spec.name = alias or (entry_name if base is not None else stem)
+        if spec.name in out and out[spec.name].path != str(path) and not alias:
+            spec.name = stem  # a second file of the same set keeps its own name
         spec.path = str(path)
         out.setdefault(spec.name, spec)
     if not out:
@@ -246,6 +299,15 @@ def resolve_benchmarks(entries: list[Any], registry: Registry, data_dir: str | N
     for spec in out.values():
         resolve_file(spec, data_dir)
     return list(out.values())
+
+
+def _registry_name(name: str, registry: Registry) -> str | None:
+    r"""The registry entry called `name`, or having it as alias (case, `-`, `_` and spaces ignored), or None."""
+    key = _key(name)
+    for entry, spec in registry.benchmarks.items():
+        if _key(entry) == key or key in {_key(a) for a in spec.aliases}:
+            return entry
+    return None
 
 
 def _copy(spec: BenchmarkSpec) -> BenchmarkSpec:
@@ -337,9 +399,17 @@ def _read_rows(path: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _load_jsonl(spec: BenchmarkSpec, path: str) -> list[Sample]:
+def is_arpo_rl_row(row: dict[str, Any]) -> bool:
+    r"""Whether a row is in ARPO's RL layout: a `prompt` message list and a `reward_model`.
+
+    `llamafactory-agentic task generate` writes `train.jsonl` and `heldout.jsonl` that way.
+    """
+    return isinstance(row.get("prompt"), (list, str)) and "reward_model" in row
+
+
+def _load_jsonl(spec: BenchmarkSpec, path: str, rows: list[dict[str, Any]] | None = None) -> list[Sample]:
     samples = []
-    for index, row in enumerate(_read_rows(path)):
+    for index, row in enumerate(_read_rows(path) if rows is None else rows):
         where = f"{path}: row {index}"
         question = next((row[f] for f in spec.question_fields if isinstance(row.get(f), str) and row[f].strip()), None)
         if question is None:
@@ -352,13 +422,18 @@ def _load_jsonl(spec: BenchmarkSpec, path: str) -> list[Sample]:
     return samples
 
 
-def _load_arpo_rl(spec: BenchmarkSpec, path: str) -> list[Sample]:
-    import pyarrow.parquet as pq
-
+def _load_arpo_rl(spec: BenchmarkSpec, path: str, rows: list[dict[str, Any]] | None = None) -> list[Sample]:
     from ..data.rl_schema import RLRowError, parse_rl_row
 
+    if rows is None:
+        if path.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            rows = pq.read_table(path).to_pylist()
+        else:
+            rows = _read_rows(path)
     samples = []
-    for index, row in enumerate(pq.read_table(path).to_pylist()):
+    for index, row in enumerate(rows):
         try:
             parsed = parse_rl_row(row, repair=True)
         except RLRowError as err:
@@ -387,7 +462,15 @@ def load_benchmark(spec: BenchmarkSpec, max_samples: int | None = None) -> Bench
         BenchmarkError: unreadable file or malformed row.
     """
     path = spec.path or resolve_file(spec, None)
-    samples = _load_arpo_rl(spec, path) if spec.format == "arpo_rl" else _load_jsonl(spec, path)
+    if spec.format == "arpo_rl":
+        samples = _load_arpo_rl(spec, path)
+    else:
+        rows = _read_rows(path)
+        if rows and is_arpo_rl_row(rows[0]):  # e.g. the demo's heldout.jsonl: read as ARPO RL rows
+            spec.format = "arpo_rl"
+            samples = _load_arpo_rl(spec, path, rows)
+        else:
+            samples = _load_jsonl(spec, path, rows)
     if not samples:
         raise BenchmarkError(f"{path}: no rows")
     warnings = []

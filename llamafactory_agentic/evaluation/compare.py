@@ -24,7 +24,7 @@ Runs with different protocol fingerprints, or a benchmark whose questions differ
 
 import json
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -111,8 +111,13 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, samples: in
         )
     grouped: dict[str, dict[str, dict[str, list[dict]]]] = {"a": defaultdict(lambda: defaultdict(list)),
                                                           "b": defaultdict(lambda: defaultdict(list))}  # fmt: skip
+    unscored: dict[str, Counter] = {"a": Counter(), "b": Counter()}
     for side, records in (("a", records_a), ("b", records_b)):
         for r in records:
+            if r["headline"]["value"] is None:  # a generation or judge error: never scored, so never compared
+                unscored[side][r["benchmark"]] += 1
+                grouped[side][r["benchmark"]].setdefault(str(r["sample_id"]), [])
+                continue
             grouped[side][r["benchmark"]][str(r["sample_id"])].append(r)
     common = [name for name in metrics_a["benchmarks"] if name in metrics_b["benchmarks"]]
     if not common:
@@ -120,12 +125,14 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, samples: in
     out: dict[str, Any] = {"fingerprint": metrics_a["fingerprint"], "a": str(run_a), "b": str(run_b), "benchmarks": {}}
     for name in common:
         qa, qb = grouped["a"][name], grouped["b"][name]
-        ids = sorted(set(qa) & set(qb), key=lambda s: (len(s), s))
+        if set(qa) != set(qb):
+            raise CompareError(f"{name}: the runs evaluated different questions")
+        ids = sorted((i for i in qa if qa[i] and qb[i]), key=lambda s: (len(s), s))
+        if not ids:
+            raise CompareError(f"{name}: no question has a scored record in both runs (errors only); rerun them")
         differing = [i for i in ids if qa[i][0]["question"] != qb[i][0]["question"]]
-        if differing or set(qa) != set(qb):
-            raise CompareError(
-                f"{name}: the runs evaluated different questions (e.g. sample {(differing or ['?'])[0]})"
-            )
+        if differing:
+            raise CompareError(f"{name}: the runs evaluated different questions (e.g. sample {differing[0]})")
         va = np.array([np.mean([r["headline"]["value"] for r in qa[i]]) for i in ids])
         vb = np.array([np.mean([r["headline"]["value"] for r in qb[i]]) for i in ids])
         ca = {i: np.mean([r["headline"]["correct"] for r in qa[i]]) > 0.5 for i in ids}
@@ -136,6 +143,8 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, samples: in
         out["benchmarks"][name] = {
             "metric": qa[ids[0]][0]["headline"]["metric"],
             "questions": len(ids),
+            "unscored_records": {"a": unscored["a"][name], "b": unscored["b"][name]},
+            "questions_left_out": len(qa) - len(ids),
             "a": float(va.mean()),
             "b": float(vb.mean()),
             **stats,
@@ -163,6 +172,13 @@ def format_comparison(result: dict[str, Any], max_flips: int = 10) -> str:
             f"{100 * c['diff']:+.1f} | [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}] | {c['p_value']:.3f} | "
             f"{ratio} | {len(c['gained'])} | {len(c['lost'])} |"
         )
+    for name, c in result["benchmarks"].items():
+        if c.get("questions_left_out"):
+            lines += [
+                "",
+                f"{name}: {c['questions_left_out']} questions left out (no scored record in one run: "
+                f"{c['unscored_records']['a']} error records in A, {c['unscored_records']['b']} in B)",
+            ]
     for name, c in result["benchmarks"].items():
         for label, flips in (("gained (wrong in A, right in B)", c["gained"]), ("lost", c["lost"])):
             if not flips:

@@ -122,9 +122,10 @@ class EvalArguments:
     eval_system_prompt: str | None = field(
         default=None,
         metadata=_help(
-            "System prompt of jsonl benchmarks: literal text, `file:PATH`, `rl:PATH.parquet` (message 0 of an ARPO RL "
-            "file: the prompt the ARPO models were trained with) or `none`; default: the plugin's tool prompt. "
-            "`arpo_rl` rows keep their own."
+            "System prompt of jsonl benchmarks: `reference` (the reference harness's prompt of each set: "
+            "`code_search`, `code_search_cn` for xbench; the `paper` preset's default), `plugin` (the plugin's tool "
+            "prompt; the `train_val` default), literal text, `file:PATH`, `rl:PATH.parquet` (message 0 of an ARPO RL "
+            "file: the prompt the ARPO models were trained with) or `none`. `arpo_rl` rows keep their own."
         ),
     )
     eval_temperature: float | None = field(default=None, metadata=_help("Sampling temperature (0 = greedy)."))
@@ -139,6 +140,15 @@ class EvalArguments:
     )
     eval_max_response_length: int | None = field(
         default=None, metadata=_help("Response budget in tokens (model text and observations).")
+    )
+    eval_training_config: str | None = field(
+        default=None,
+        metadata=_help(
+            "train_val: where the training's budgets, call limit, reward and python timeout come from: the RL "
+            "recipe YAML (`llamafactory-cli train` file, stage arpo or aepo), an agentic_config.json, or a folder "
+            "holding one. Default: the agentic_config.json next to the checkpoint; without one the run stops and "
+            "asks for this key (no guessed budgets)."
+        ),
     )
     eval_max_python_calls: int | None = field(
         default=None, metadata=_help("Python calls per sample; later ones get a short notice (-1 = no limit).")
@@ -178,6 +188,39 @@ class EvalArguments:
         default=None, metadata=_help("Environment variable holding the server's API key (never logged).")
     )
     eval_request_timeout: float = field(default=600.0, metadata=_help("Seconds per generation request."))
+    eval_api: str = field(
+        default="completions",
+        metadata=_help(
+            "API of eval_base_url: `completions` (`/v1/completions` with token-id prompts: exact contexts) or `chat` "
+            "(`/v1/chat/completions`; the tool loop stays client-side and each round continues the assistant message, "
+            "`continue_final_message`, as vLLM and SGLang accept)."
+        ),
+    )
+    eval_response_cache: str | None = field(
+        default=None,
+        metadata=_help(
+            "SQLite file caching the server's replies keyed by the request (seeded or greedy requests only): a rerun "
+            "into a new output folder, with a new judge or metric, costs no generation. Default: no cache."
+        ),
+    )
+    eval_request_retries: int = field(
+        default=4,
+        metadata=_help(
+            "Attempts per generation request (HTTP 5xx, 429, network errors, timeouts; exponential backoff from "
+            "eval_retry_wait seconds, at most 30 s). A request that still fails makes the sample an error record: "
+            "never scored, retried by the next run in the same eval_output_dir."
+        ),
+    )
+    eval_retry_wait: float = field(
+        default=1.0, metadata=_help("First backoff wait in seconds of generation and judge retries (doubles).")
+    )
+    eval_max_error_rate: float = field(
+        default=0.0,
+        metadata=_help(
+            "Largest share of error records (generation or judge errors, never scored) for which `eval` still exits "
+            "0; past it the exit code is 3 (default 0.0: any error exits 3)."
+        ),
+    )
     eval_judge_base_url: str | None = field(
         default=None,
         metadata=_help(
@@ -222,6 +265,8 @@ class EvalArguments:
         if self.eval_max_samples is not None and self.eval_max_samples < 1:
             raise EvalConfigError(f"eval_max_samples must be >= 1, got {self.eval_max_samples}")
         parse_shard(self.eval_shard)
+        if self.eval_api not in ("completions", "chat"):
+            raise EvalConfigError(f"eval_api must be completions or chat, got {self.eval_api!r}")
         if self.eval_judge_base_url and not self.eval_judge_model:
             raise EvalConfigError("eval_judge_base_url is set but eval_judge_model is not: name the judge model")
 
@@ -306,6 +351,77 @@ class Protocol:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+TRAINING_TOOL_KEYS = ("agentic_reward", "agentic_reward_math", "agentic_reward_tool_bonus", "agentic_python_timeout")
+
+
+def training_values(source: str) -> dict[str, Any]:
+    r"""The effective training values of `eval_training_config`.
+
+    Args:
+        source: A recipe YAML (its keys over the plugin's declared defaults, then the stage preset filled in as
+            training does, `train.presets.resolve_presets`), an `agentic_config.json`, or a folder holding one.
+
+    Returns:
+        `{key: value}` of the plugin's keys (`arpo_max_prompt_length`, `agentic_max_tool_calls`, ...).
+
+    Raises:
+        EvalConfigError: a missing or unreadable file, or a recipe whose stage is not `arpo` / `aepo`.
+    """
+    path = Path(str(source)).expanduser()
+    if path.is_dir():
+        path = path / "agentic_config.json"
+    if not path.is_file():
+        raise EvalConfigError(f"eval_training_config: {path} does not exist")
+    if path.suffix == ".json":
+        try:
+            return dict(json.loads(path.read_text(encoding="utf-8")).get("values") or {})
+        except (json.JSONDecodeError, AttributeError, TypeError) as err:
+            raise EvalConfigError(f"eval_training_config: {path} is not an agentic_config.json: {err}") from None
+    import yaml
+
+    try:
+        recipe = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise EvalConfigError(f"eval_training_config: {path} is not valid YAML: {err}") from None
+    stage = recipe.get("stage")
+    if stage not in ("arpo", "aepo"):
+        raise EvalConfigError(
+            f"eval_training_config: {path} is a stage {stage!r} recipe; train_val takes the RL recipe's budgets "
+            "(stage arpo or aepo), e.g. the recipe the ARPO checkpoint you compare against was trained with"
+        )
+    from types import SimpleNamespace
+
+    from ..hparams import AgenticArguments
+    from ..train.presets import resolve_presets
+
+    args = SimpleNamespace(**{f.name: f.default for f in fields(AgenticArguments)})
+    for key, value in recipe.items():
+        setattr(args, key, value)
+    try:
+        resolved = resolve_presets(args, verbose=False)
+    except ValueError as err:
+        raise EvalConfigError(f"eval_training_config: {path}: {err}") from None
+    return {**{k: getattr(args, k) for k in vars(args) if k.startswith(("agentic_", "arpo_", "aepo_"))},
+            **resolved["values"]}  # fmt: skip
+
+
+def training_config_for(eval_args: "EvalArguments", model_args: Any) -> tuple[dict[str, Any], str]:
+    r"""The values of the training that the `train_val` preset repeats, and where they came from.
+
+    Returns:
+        `(values, source)`: from `eval_training_config`, else the checkpoint's (or adapter's) `agentic_config.json`;
+        `({}, "")` when there is neither.
+    """
+    if eval_args.eval_training_config:
+        return training_values(eval_args.eval_training_config), str(eval_args.eval_training_config)
+    adapters = getattr(model_args, "adapter_name_or_path", None)
+    for path in (adapters and ",".join(adapters), getattr(model_args, "model_name_or_path", None)):
+        values = read_training_config(path)
+        if values:
+            return values, str(Path(str(path).split(",")[0]).expanduser() / "agentic_config.json")
+    return {}, ""
+
+
 def read_training_config(*paths: str | None) -> dict[str, Any]:
     r"""Effective values training saved (`agentic_config.json` next to the checkpoint or adapter), else `{}`."""
     for path in paths:
@@ -320,17 +436,35 @@ def read_training_config(*paths: str | None) -> dict[str, Any]:
     return {}
 
 
-def resolve_system_prompt(value: str | None) -> str | None:
+def system_prompt_setting(eval_args: "EvalArguments") -> str | None:
+    r"""`eval_system_prompt`, or the preset's default: `reference` under `paper`, the plugin's prompt under `train_val`."""
+    if eval_args.eval_system_prompt is not None:
+        return eval_args.eval_system_prompt
+    return "reference" if eval_args.eval_preset == "paper" else None
+
+
+def resolve_system_prompt(value: str | None, prompt_type: str = "code_search") -> str | None:
     r"""The system prompt of jsonl benchmarks from `eval_system_prompt` (see its help); None means no system prompt.
+
+    Args:
+        value: The setting (None: the plugin's tool prompt).
+        prompt_type: For `reference`: the set's reference prompt (`BenchmarkSpec.prompt`: `code_search` or
+            `code_search_cn`).
 
     Raises:
         EvalConfigError: a missing file, or an RL file without a system message.
     """
+    from .reference import REFERENCE_PROMPTS
+
     if value is None:
         return DEFAULT_SYSTEM_PROMPT
     text = str(value)
     if text.strip().lower() in ("none", ""):
         return None
+    if text.strip().lower() == "plugin":
+        return DEFAULT_SYSTEM_PROMPT
+    if text.strip().lower() == "reference":
+        return REFERENCE_PROMPTS[prompt_type]
     if text.startswith("file:"):
         path = Path(text[5:]).expanduser()
         if not path.is_file():
@@ -394,27 +528,30 @@ def resolve_protocol(eval_args: EvalArguments, finetuning_args: Any, model_args:
             runs=5,
         )
     else:
-        saved = read_training_config(
-            getattr(model_args, "adapter_name_or_path", None) and ",".join(model_args.adapter_name_or_path),
-            getattr(model_args, "model_name_or_path", None),
-        )
+        saved, _ = training_config_for(a, model_args)
+        needed = {"arpo_max_prompt_length": a.eval_max_prompt_length,
+                  "arpo_max_response_length": a.eval_max_response_length,
+                  "agentic_max_tool_calls": a.eval_max_tool_calls}  # fmt: skip
+        unknown = [key for key, explicit in needed.items() if explicit is None and saved.get(key) is None]
+        if unknown:
+            where = getattr(model_args, "adapter_name_or_path", None) or getattr(model_args, "model_name_or_path", "")
+            raise EvalConfigError(
+                f"eval_preset train_val repeats the training's validation, but {where} has no agentic_config.json "
+                f"(an SFT checkpoint, for instance), so {unknown} are unknown. Set eval_training_config to the RL "
+                "recipe YAML (or an agentic_config.json) of the training to compare with, or set "
+                "eval_max_prompt_length, eval_max_response_length and eval_max_tool_calls."
+            )
         base = dict(
             temperature=0.0,
             top_p=1.0,
             top_k=0,
             repetition_penalty=1.0,
             max_new_tokens=None,
-            max_prompt_length=int(
-                saved.get("arpo_max_prompt_length") or getattr(finetuning_args, "arpo_max_prompt_length", 1536)
-            ),
-            max_response_length=int(
-                saved.get("arpo_max_response_length") or getattr(finetuning_args, "arpo_max_response_length", 4096)
-            ),
+            max_prompt_length=int(saved.get("arpo_max_prompt_length") or 0),
+            max_response_length=int(saved.get("arpo_max_response_length") or 0),
             python=None,
             search=None,
-            max_tool_calls=int(
-                saved.get("agentic_max_tool_calls") or getattr(finetuning_args, "agentic_max_tool_calls", None) or 3
-            ),
+            max_tool_calls=saved.get("agentic_max_tool_calls"),
             repeat_notice=False,
             stop=list(TRAIN_STOP_STRINGS),
             drop=False,
@@ -429,7 +566,13 @@ def resolve_protocol(eval_args: EvalArguments, finetuning_args: Any, model_args:
     max_new = pick(a.eval_max_new_tokens, base["max_new_tokens"])
     timeout = pick(a.eval_sample_timeout, base["timeout"])
     stop = _as_list(a.eval_stop_strings) if a.eval_stop_strings is not None else base["stop"]
-    system_prompt = resolve_system_prompt(a.eval_system_prompt)
+    setting = system_prompt_setting(a)
+    if str(setting).strip().lower() == "reference":
+        from .reference import REFERENCE_PROMPTS
+
+        system_prompt = "reference:" + json.dumps(REFERENCE_PROMPTS, sort_keys=True, ensure_ascii=False)
+    else:
+        system_prompt = resolve_system_prompt(setting)
     tool_config = getattr(finetuning_args, "agentic_tool_config", None)
     protocol = Protocol(
         preset=a.eval_preset,
@@ -509,6 +652,8 @@ def format_help() -> str:
 
 
 _NO_PRESET = {
+    "eval_response_cache",
+    "eval_training_config",
     "eval_benchmarks",
     "eval_data_dir",
     "eval_registry",

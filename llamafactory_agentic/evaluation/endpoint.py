@@ -25,8 +25,16 @@ When the server returns token ids they are used as they are; otherwise the retur
 tokenizer (`add_special_tokens=False`) and the engine counts it in `stats["retokenised"]`. A request that still fails
 after its retries becomes a round with finish reason `error` (the trajectory ends; the record says why).
 With several servers each request goes to the one with the fewest requests in flight.
+
+`check_endpoints` (run at start with `check=True`) asks every server `GET /models` and one tiny completion (1 token,
+`user` = `PROBE_USER`), logs what it supports (models, completions, token ids back or re-encoding) and refuses a
+server that cannot be reached or serves no `/completions` (naming what it serves instead).
 """
 
+import hashlib
+import json
+import os
+import sqlite3
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -42,10 +50,65 @@ from ..rollout.engine import GenerationEngine, GenerationRequest, GenerationResu
 logger = get_logger(__name__)
 
 
+PROBE_USER = "llamafactory-agentic-probe"
+
+
+class EndpointError(RuntimeError):
+    r"""A generation server cannot serve this evaluation (unreachable, or no `/completions`); the message says why."""
+
+
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, httpx.HTTPStatusError):
         return exc.response.status_code >= 500 or exc.response.status_code == 429
     return isinstance(exc, (httpx.TransportError, httpx.TimeoutException))
+
+
+class ResponseCache:
+    r"""SQLite cache of server replies keyed by the request (SHA-256 of the endpoint path and the canonical JSON body).
+
+    Only deterministic requests are cached (a `seed`, or temperature 0): the same request then gets the same reply
+    from the server, so a run that asks again (a new output folder, a new judge or metric) costs no generation.
+
+    Args:
+        path: The database file (created with its folder).
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        r"""Open (or create) the cache file."""
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.path = str(path)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT)")
+        self._conn.commit()
+        self.hits = 0
+
+    @staticmethod
+    def key(path: str, body: dict[str, Any]) -> str:
+        r"""SHA-256 of the endpoint path and the body's canonical JSON."""
+        return hashlib.sha256((path + "\n" + json.dumps(body, sort_keys=True)).encode()).hexdigest()
+
+    def get(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        r"""The cached reply, or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT reply FROM replies WHERE key = ?", (self.key(path, body),)).fetchone()
+            if row is not None:
+                self.hits += 1
+        return None if row is None else json.loads(row[0])
+
+    def put(self, path: str, body: dict[str, Any], reply: dict[str, Any]) -> None:
+        r"""Store a reply (an existing one is kept)."""
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR IGNORE INTO replies VALUES (?, ?)", (self.key(path, body), json.dumps(reply))
+            )
+            self._conn.commit()
+
+    def close(self) -> None:
+        r"""Close the connection."""
+        with self._lock:
+            self._conn.close()
 
 
 class OpenAICompletionsEngine(GenerationEngine):
@@ -60,6 +123,8 @@ class OpenAICompletionsEngine(GenerationEngine):
         retries: Attempts per request (HTTP 5xx, 429, network errors and timeouts; exponential backoff).
         workers: Concurrent requests.
         retry_wait_s: First backoff wait in seconds.
+        check: Run `check_endpoints` now (raises `EndpointError`).
+        cache: A `ResponseCache` for deterministic requests (None: no cache).
 
     Attributes:
         stats: `requests`, `errors`, `retokenised` (replies without token ids), `generated_tokens`.
@@ -68,6 +133,7 @@ class OpenAICompletionsEngine(GenerationEngine):
     Raises:
         ValueError: no URL given.
         RuntimeError: `model` is None and the first server lists no model.
+        EndpointError: `check` found a server it cannot use.
     """
 
     def __init__(
@@ -80,8 +146,11 @@ class OpenAICompletionsEngine(GenerationEngine):
         retries: int = 3,
         workers: int = 64,
         retry_wait_s: float = 1.0,
+        check: bool = False,
+        cache: ResponseCache | None = None,
     ) -> None:
         r"""Create the engine (arguments in the class docstring)."""
+        self.cache = cache
         self.urls = [url.rstrip("/") for url in base_urls]
         if not self.urls:
             raise ValueError("OpenAICompletionsEngine needs at least one base URL")
@@ -95,15 +164,98 @@ class OpenAICompletionsEngine(GenerationEngine):
         self._inflight = dict.fromkeys(self.urls, 0)
         self.stats = {"requests": 0, "errors": 0, "retokenised": 0, "generated_tokens": 0}
         self.last_bodies: dict[str, dict] = {}
+        self.capabilities: dict[str, dict[str, Any]] = {}
+        if check:
+            self.capabilities = self.check_endpoints(model)
         self.model = model or self._first_model()
 
+    def _retrying(self, fn: Any) -> Any:
+        return retry(
+            retry=retry_if_exception(_retryable),
+            stop=stop_after_attempt(self._retries),
+            wait=wait_exponential(multiplier=self._wait, max=30),
+            reraise=True,
+        )(fn)
+
     def _first_model(self) -> str:
-        response = self._client.get(self.urls[0] + "/models")
+        response = self._retrying(self._client.get)(self.urls[0] + "/models")
         response.raise_for_status()
         models = response.json().get("data") or []
         if not models:
             raise RuntimeError(f"{self.urls[0]}/models lists no model; set eval_model_name")
         return str(models[0]["id"])
+
+    def check_endpoints(self, model: str | None) -> dict[str, dict[str, Any]]:
+        r"""Ask every server what it supports and log it; refuse one this engine cannot use.
+
+        Per server: `GET /models`, then one completion of 1 token from a token-id prompt (`user` = `PROBE_USER`);
+        when `/completions` is missing, `POST /chat/completions` tells whether the server serves chat only.
+
+        Args:
+            model: The served model name to check (None: the first listed).
+
+        Returns:
+            `{url: {"models": [...], "completions": bool, "token_ids": bool, "chat": bool | None}}`.
+
+        Raises:
+            EndpointError: a server cannot be reached after the retries, or serves no `/completions`.
+        """
+        found: dict[str, dict[str, Any]] = {}
+        for url in self.urls:
+            info: dict[str, Any] = {"models": [], "completions": False, "token_ids": False, "chat": None}
+            try:
+                response = self._retrying(self._client.get)(url + "/models")
+                if response.is_success:
+                    info["models"] = [str(m.get("id")) for m in (response.json().get("data") or [])]
+                name = model or (info["models"][0] if info["models"] else "default")
+                body = {"model": name, **self._probe_body(), "max_tokens": 1, "temperature": 0.0,
+                        "return_token_ids": True, "user": PROBE_USER}  # fmt: skip
+                response = self._retrying(self._client.post)(url + self.PATH, json=body)
+            except (httpx.TransportError, httpx.TimeoutException) as err:
+                raise EndpointError(
+                    f"{url} cannot be reached ({type(err).__name__}: {err}) after {self._retries} attempts: start "
+                    "the server or fix eval_base_url"
+                ) from None
+            except httpx.HTTPStatusError as err:
+                raise EndpointError(f"{url}: {err}") from None
+            self._refuse(url, name, response)
+            try:
+                choice = response.json()["choices"][0]
+                self._choice_text(choice)
+            except (ValueError, KeyError, IndexError, TypeError):
+                raise EndpointError(f"{url}{self.PATH} answers no completion: {response.text[:300]!r}") from None
+            info["completions"] = True
+            info["token_ids"] = choice.get("token_ids") is not None
+            if model is not None and info["models"] and model not in info["models"]:
+                logger.warning("[agentic-eval] %s/models does not list %r (it lists %s)", url, model, info["models"])
+            logger.info(
+                "[agentic-eval] endpoint %s: models %s; %s answers; %s",
+                url,
+                info["models"] or "(none listed)",
+                self.PATH,
+                "token ids come back (used as they are)"
+                if info["token_ids"]
+                else "no token ids come back: replies are re-encoded with the tokenizer (stats['retokenised'])",
+            )
+            found[url] = info
+        return found
+
+    def _probe_body(self) -> dict[str, Any]:
+        ids = self.tokenizer.encode("Hello", add_special_tokens=False) or [0]
+        return {"prompt": [int(t) for t in ids]}
+
+    def _refuse(self, url: str, name: str, response: httpx.Response) -> None:
+        r"""Raise `EndpointError` when the probe's reply shows this engine cannot use the server."""
+        if response.status_code in (404, 405):
+            chat = self._client.post(
+                url + "/chat/completions",
+                json={"model": name, "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 1},
+            )
+            serves = "serves chat completions only" if chat.is_success else "serves neither completions nor chat"
+            hint = " Set eval_api: chat to use /chat/completions." if chat.is_success else ""
+            raise EndpointError(f"{url}/completions answers HTTP {response.status_code}: the server {serves}.{hint}")
+        if not response.is_success:
+            raise EndpointError(f"{url}{self.PATH} answers HTTP {response.status_code}: {response.text[:300]}")
 
     def _pick(self) -> str:
         with self._lock:
@@ -133,13 +285,18 @@ class OpenAICompletionsEngine(GenerationEngine):
             body["seed"] = int(req.seed)
         return body
 
+    PATH = "/completions"
+
     def _post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             self.stats["requests"] += 1
             self.last_bodies[url] = body
-        response = self._client.post(url + "/completions", json=body)
+        response = self._client.post(url + self.PATH, json=body)
         response.raise_for_status()
         return response.json()
+
+    def _cacheable(self, body: dict[str, Any]) -> bool:
+        return self.cache is not None and (body.get("seed") is not None or not body.get("temperature"))
 
     def _one(self, req: GenerationRequest, sampling: SamplingSettings) -> GenerationResult:
         url = self._pick()
@@ -151,10 +308,17 @@ class OpenAICompletionsEngine(GenerationEngine):
             reraise=False,
         )(self._post)
         try:
+            cached = self.cache.get(self.PATH, body) if self._cacheable(body) else None
+            if cached is not None:
+                return self._parse(cached, sampling)
             data = call(url, body)
-            return self._parse(data, sampling)
+            result = self._parse(data, sampling)
+            if self._cacheable(body):
+                self.cache.put(self.PATH, body, data)
+            return result
         except RetryError as err:
-            return self._error(f"{url}: {err.last_attempt.exception()}")
+            last = err.last_attempt.exception()
+            return self._error(f"{url}: {type(last).__name__}: {last} (after {self._retries} attempts)")
         except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as err:
             return self._error(f"{url}: {type(err).__name__}: {err}")
         finally:
@@ -167,9 +331,15 @@ class OpenAICompletionsEngine(GenerationEngine):
         logger.warning("[agentic-eval] generation request failed: %s", message)
         return GenerationResult(token_ids=[], finish_reason="error", error=message)
 
+    def _choice_text(self, choice: dict[str, Any]) -> str:
+        text = choice.get("text")
+        if not isinstance(text, str):
+            raise ValueError(f"not a completion choice: {str(choice)[:200]}")
+        return text
+
     def _parse(self, data: dict[str, Any], sampling: SamplingSettings) -> GenerationResult:
         choice = data["choices"][0]
-        text = choice.get("text") or ""
+        text = self._choice_text(choice)
         ids = choice.get("token_ids")
         if ids is None:
             ids = self.tokenizer.encode(text, add_special_tokens=False)
@@ -212,6 +382,74 @@ class OpenAICompletionsEngine(GenerationEngine):
         r"""Nothing to free between calls (the servers keep their own state)."""
 
     def close(self) -> None:
-        r"""Stop the worker threads and close the HTTP client."""
+        r"""Stop the worker threads and close the HTTP client (and the response cache)."""
         self._pool.shutdown(wait=True)
         self._client.close()
+        if self.cache is not None:
+            self.cache.close()
+
+
+class OpenAIChatEngine(OpenAICompletionsEngine):
+    r"""Round generation through OpenAI-compatible chat servers (`POST {base_url}/chat/completions`).
+
+    The agent loop stays client-side: each round sends the sample's chat messages and, after the first round, the
+    response so far as a final assistant message to be continued (`continue_final_message: true`,
+    `add_generation_prompt: false`, as vLLM and SGLang accept), so the server renders the same context as training's
+    inline format (observations inside the assistant turn). Sampling, stop strings, seeds, token ids and retries are
+    those of `OpenAICompletionsEngine`. The runner registers each prompt's messages (`register_prompt`) before the
+    loop starts. A server that cannot continue an assistant message (LLaMA-Factory's `llamafactory-cli api` takes
+    only u/a/u/.../u conversations) is refused by `check_endpoints`.
+    """
+
+    PATH = "/chat/completions"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        r"""Same arguments as `OpenAICompletionsEngine`."""
+        self._messages: dict[tuple[int, ...], list[dict[str, str]]] = {}
+        super().__init__(*args, **kwargs)
+
+    def register_prompt(self, prompt_ids: Sequence[int], messages: list[dict[str, str]], system: str | None) -> None:
+        r"""Remember the chat messages (system first when given) that `prompt_ids` were rendered from."""
+        head = [{"role": "system", "content": system}] if system else []
+        self._messages[tuple(int(t) for t in prompt_ids)] = head + [dict(m) for m in messages]
+
+    def _body(self, req: GenerationRequest, sampling: SamplingSettings) -> dict[str, Any]:
+        body = super()._body(req, sampling)
+        messages = self._messages.get(tuple(int(t) for t in req.prompt_ids))
+        if messages is None:
+            raise KeyError("no chat messages registered for this prompt (OpenAIChatEngine.register_prompt)")
+        body.pop("prompt")
+        body["messages"] = list(messages)
+        if req.response_ids:
+            text = self.tokenizer.decode(list(req.response_ids), skip_special_tokens=False)
+            body["messages"].append({"role": "assistant", "content": text})
+            body.update(continue_final_message=True, add_generation_prompt=False)
+        return body
+
+    def _one(self, req: GenerationRequest, sampling: SamplingSettings) -> GenerationResult:
+        try:
+            self._body(req, sampling)
+        except KeyError as err:
+            return self._error(str(err))
+        return super()._one(req, sampling)
+
+    def _probe_body(self) -> dict[str, Any]:
+        messages = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi"}]
+        return {"messages": messages, "continue_final_message": True, "add_generation_prompt": False}
+
+    def _refuse(self, url: str, name: str, response: httpx.Response) -> None:
+        if response.status_code in (404, 405):
+            raise EndpointError(f"{url}/chat/completions answers HTTP {response.status_code}: no chat endpoint there")
+        if not response.is_success:
+            raise EndpointError(
+                f"{url}/chat/completions cannot continue an assistant message (HTTP {response.status_code}: "
+                f"{response.text[:200]}). The tool loop needs it to give the model the training context "
+                "(observations inside the assistant turn): LLaMA-Factory's `llamafactory-cli api` takes only "
+                "u/a/u/.../u conversations. Serve the model with vLLM (`vllm serve`, chat or completions) or SGLang."
+            )
+
+    def _choice_text(self, choice: dict[str, Any]) -> str:
+        text = (choice.get("message") or {}).get("content")
+        if not isinstance(text, str):
+            raise ValueError(f"not a chat completion choice: {str(choice)[:200]}")
+        return text

@@ -23,7 +23,8 @@ Layout of an output folder:
 
 A process that starts in a folder with `run.json` resumes: it reads the records already there (a half-written last
 line from a killed process is cut off, a damaged line elsewhere is an error naming the file and line) and skips those
-keys. A different fingerprint, model or benchmark file refuses to resume unless `eval_overwrite` is set, which
+keys; error records (a generation that failed after its retries, `is_error`) are not skipped but generated
+again, the new record appended after the old one. A different fingerprint, model or benchmark file refuses to resume unless `eval_overwrite` is set, which
 deletes the old run.
 """
 
@@ -153,12 +154,23 @@ def read_records(path: str | os.PathLike) -> tuple[list[dict[str, Any]], int]:
     return records, valid
 
 
+def is_error(record: dict[str, Any]) -> bool:
+    r"""Whether a record is a generation error (the engine gave no answer after its retries): never scored, retried."""
+    return record.get("finish_reason") == "error"
+
+
 def load_all_records(output_dir: str | os.PathLike) -> list[dict[str, Any]]:
-    r"""Every record of every records file in `output_dir` (shards included), one per key (the first kept)."""
+    r"""Every record of every records file in `output_dir` (shards included), one per key.
+
+    Per key the first record that is not an error wins; a key with only error records (`is_error`) keeps the latest
+    of them, so a rerun that retried an error supersedes it and a key that failed again shows its newest error.
+    """
     seen: dict[str, dict[str, Any]] = {}
     for path in sorted(Path(output_dir).glob(RECORDS_GLOB)):
         for record in read_records(path)[0]:
-            seen.setdefault(record["key"], record)
+            old = seen.get(record["key"])
+            if old is None or is_error(old):
+                seen[record["key"]] = record
     return list(seen.values())
 
 

@@ -26,7 +26,7 @@ import json
 import os
 from typing import Any
 
-from .metrics import summary_rows
+from .metrics import error_banner, summary_rows
 
 
 _CSS = """
@@ -48,7 +48,8 @@ th{background:#f6f8fa}td:first-child,th:first-child{text-align:left}
 .tag-python{color:#fff;background:#8250df}.in-python{color:#8250df}
 .tag-answer{color:#fff;background:#1a7f37}.in-answer{color:#1a7f37;font-weight:600}
 .tag-result{color:#fff;background:#9a6700}.obs{background:#fff8c5;color:#4d2d00}
-.calls td{text-align:left}.note{color:#9a6700}
+.calls td{text-align:left}.note{color:#9a6700}.err{color:#bc4c00;font-weight:bold}
+.banner{border:2px solid #cf222e;background:#ffebe9;padding:8px 12px;border-radius:6px;font-weight:600}
 .pager button{margin:0 4px}
 """
 
@@ -86,21 +87,24 @@ function filtered() {
   const run = document.getElementById('f-run').value;
   const wrong = document.getElementById('f-wrong').checked;
   const dis = document.getElementById('f-disagree').checked;
+  const errs = document.getElementById('f-errors').checked;
   const q = document.getElementById('f-text').value.toLowerCase();
   return DATA.trajectories.filter(t =>
     (!bench || t.benchmark === bench) && (run === '' || String(t.run) === run) && (!wrong || !t.correct)
-    && (!dis || disagrees(t))
+    && (!dis || disagrees(t)) && (!errs || t.unscored)
     && (!q || (t.question + ' ' + (t.prediction || '') + ' ' + t.answers.join(' ')).toLowerCase().includes(q)));
 }
 function card(t) {
   const d = el('details', 'card');
   d.dataset.key = t.key;
   const s = el('summary');
-  s.appendChild(el('span', t.correct ? 'ok' : 'bad', t.correct ? '\u2713 ' : '\u2717 '));
+  if (t.unscored) s.appendChild(el('span', 'err', '\u26a0 ' + t.headline.source + ', not scored '));
+  else s.appendChild(el('span', t.correct ? 'ok' : 'bad', t.correct ? '\u2713 ' : '\u2717 '));
   s.appendChild(el('span', '', `${t.benchmark} #${t.sample_id} run ${t.run} \u2014 prediction: `));
   s.appendChild(el('code', 'pred', t.prediction === null ? '(none)' : t.prediction));
   s.appendChild(el('span', '', ` \u2014 gold: ${t.answers.join(' | ')} \u2014 ${t.finish_reason}, `
-    + `${t.tool_calls.length} tool calls, headline ${t.headline.metric}=${t.headline.value.toFixed(2)}`));
+    + `${t.tool_calls.length} tool calls, headline ${t.headline.metric}=`
+    + (t.headline.value === null ? 'none' : t.headline.value.toFixed(2))));
   d.appendChild(s);
   d.addEventListener('toggle', () => { if (d.open && d.children.length === 1) d.appendChild(body(t)); });
   return d;
@@ -115,6 +119,12 @@ function body(t) {
     b.appendChild(el('div', 'verdict', `Judge: ${t.judge.correct === null ? 'error' : (t.judge.correct ? 'correct'
       : 'incorrect')} (${t.judge.source})` + (t.judge.error ? ' \u2014 ' + t.judge.error : '')));
     if (t.judge.reply) b.appendChild(el('pre', 'reply', t.judge.reply));
+  }
+  if (t.reference && t.reference.scores) {
+    const rs = t.reference.scores;
+    b.appendChild(el('div', 'reference', `Reference scoring: prediction ${JSON.stringify(t.reference.prediction)} `
+      + `\u00b7 EM ${rs.em} \u00b7 F1 ${Number(rs.f1).toFixed(3)} \u00b7 is_equiv ${rs.math_equal} \u00b7 headline `
+      + (t.reference.headline.value === null ? 'not scored' : Number(t.reference.headline.value).toFixed(2))));
   }
   if (t.error) b.appendChild(el('div', 'bad', 'Engine error: ' + t.error));
   if (t.tool_calls.length) {
@@ -151,7 +161,7 @@ function init() {
   const runSel = document.getElementById('f-run');
   [...new Set(DATA.trajectories.map(t => t.run))].sort((a, b) => a - b)
     .forEach(r => { const o = el('option', '', r); o.value = String(r); runSel.appendChild(o); });
-  ['f-bench', 'f-run', 'f-wrong', 'f-disagree', 'f-text'].forEach(id =>
+  ['f-bench', 'f-run', 'f-wrong', 'f-disagree', 'f-errors', 'f-text'].forEach(id =>
     document.getElementById(id).addEventListener('input', () => { page = 0; render(); }));
   document.getElementById('prev').addEventListener('click', () => { page = Math.max(0, page - 1); render(); });
   document.getElementById('next').addEventListener('click', () => { page += 1; render(); });
@@ -200,7 +210,9 @@ def _trajectory(record: dict[str, Any]) -> dict[str, Any]:
         "scores": record["scores"],
         "judge": record.get("judge"),
         "headline": record["headline"],
+        "reference": {k: v for k, v in (record.get("reference") or {}).items() if k != "judge"},
         "correct": bool(record["headline"]["correct"]),
+        "unscored": record["headline"]["value"] is None,
         "rule_equivalent": rule_equivalent(record["scores"]),
     }
 
@@ -253,6 +265,7 @@ def write_report(
     )
     warnings = "".join(f'<li class="note">{html.escape(w)}</li>' for w in info.get("warnings", []))
     title = f"Evaluation of {info['model_label']}"
+    banner = error_banner(metrics)
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head>
@@ -260,6 +273,7 @@ def write_report(
 <h1>{html.escape(title)}</h1>
 <p>Protocol <code>{html.escape(info["protocol"]["preset"])}</code>, fingerprint
 <code id="fingerprint">{html.escape(info["fingerprint"])}</code>, created {html.escape(info.get("created", ""))}.</p>
+{f'<p class="banner" id="errors">{html.escape(banner)}</p>' if banner else ""}
 <h2>Benchmarks</h2>
 {_table(bench_rows, "benchmarks")}
 {"<h2>Groups</h2>" + _table(group_rows, "groups") if group_rows else ""}
@@ -270,6 +284,7 @@ def write_report(
 <label>run <select id="f-run"><option value="">all</option></select></label>
 <label><input type="checkbox" id="f-wrong"> wrong answers only</label>
 <label><input type="checkbox" id="f-disagree"> judge disagrees with the rule</label>
+<label><input type="checkbox" id="f-errors"> errors only</label>
 <label>search <input type="search" id="f-text" placeholder="question, prediction, gold"></label>
 </div>
 <div id="count"></div>

@@ -40,6 +40,7 @@ from typing import Any
 from ..integration.log import get_logger
 from .benchmarks import Benchmark, Sample, load_benchmark, load_registry, resolve_benchmarks
 from .config import (
+    TRAINING_TOOL_KEYS,
     UNLIMITED_CALLS,
     EvalArguments,
     EvalConfigError,
@@ -48,8 +49,10 @@ from .config import (
     parse_shard,
     resolve_protocol,
     resolve_system_prompt,
+    system_prompt_setting,
+    training_config_for,
 )
-from .records import RecordWriter, load_all_records, open_run, record_key
+from .records import RecordWriter, is_error, load_all_records, open_run, record_key
 from .scoring import extract_prediction, headline, rule_equivalent, rule_scores
 
 
@@ -131,9 +134,56 @@ def parse_eval_config(
     from llamafactory.hparams import get_infer_args
 
     rest = {k: v for k, v in raw.items() if not k.startswith("eval_")}
+    if str(rest.get("infer_backend", "")).lower() == "vllm" and not _vllm_installed():
+        raise EvalConfigError(VLLM_HINT)
     with _plugin_vllm_range():
         model_args, data_args, finetuning_args, _ = get_infer_args(rest)
     return EvalSetup(model_args, data_args, finetuning_args, EvalArguments(**eval_keys), raw)
+
+
+VLLM_HINT = (
+    "infer_backend: vllm needs vLLM, which is not installed: `pip install -c constraints.txt llamafactory-agentic[vllm]` "
+    "(vLLM 0.22.1); or use infer_backend: huggingface; or serve the model with `vllm serve` and set eval_base_url"
+)
+
+
+def _vllm_installed() -> bool:
+    r"""Whether vLLM is importable or has an installed distribution (whose version LLaMA-Factory's check then reads)."""
+    import importlib.metadata
+    import importlib.util
+    import sys
+
+    if "vllm" in sys.modules:
+        return True
+    try:
+        importlib.metadata.distribution("vllm")
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    try:
+        return importlib.util.find_spec("vllm") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def apply_training_tools(setup: EvalSetup) -> dict[str, Any]:
+    r"""`train_val`: take the training's reward and python timeout (`TRAINING_TOOL_KEYS`) unless the YAML sets them.
+
+    The values come from `training_config_for` (`eval_training_config` or the checkpoint's `agentic_config.json`);
+    a key the evaluation YAML sets itself wins. Changes `setup.finetuning_args` in place.
+
+    Returns:
+        The keys taken from the training, with their values.
+    """
+    values, source = training_config_for(setup.eval_args, setup.model_args)
+    taken = {}
+    for key in TRAINING_TOOL_KEYS:
+        if key in values and values[key] is not None and key not in setup.raw:
+            setattr(setup.finetuning_args, key, values[key])
+            taken[key] = values[key]
+    if taken:
+        logger.info(f"{LOG_PREFIX} train_val: from the training ({source}): {taken}")
+    return taken
 
 
 # setup.py's `vllm` extra: the releases that install beside torch 2.11.0 and transformers 5.6.0 (README "Install")
@@ -320,25 +370,40 @@ def build_record(
     }
 
 
+def _endpoint_engine(cls: Any, a: EvalArguments, tokenizer: Any, api_key: str | None) -> Any:
+    r"""The remote engine for `eval_base_url`, its endpoints checked at start (`check_endpoints`)."""
+    from .endpoint import ResponseCache
+
+    return cls(
+        a.eval_base_url,
+        tokenizer,
+        model=a.eval_model_name,
+        api_key=api_key,
+        timeout_s=a.eval_request_timeout,
+        retries=a.eval_request_retries,
+        workers=a.eval_batch_size,
+        retry_wait_s=a.eval_retry_wait,
+        check=True,
+        cache=ResponseCache(a.eval_response_cache) if a.eval_response_cache else None,
+    )
+
+
 def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any) -> tuple[Any, Any]:
     r"""`(engine, closer)` for the configured backend."""
     from ..rollout import build_engine
 
     a, m = setup.eval_args, setup.model_args
     if a.eval_base_url:
-        from .endpoint import OpenAICompletionsEngine
+        from .endpoint import EndpointError, OpenAIChatEngine, OpenAICompletionsEngine
 
         api_key = os.environ.get(a.eval_api_key_env) if a.eval_api_key_env else None
         if a.eval_api_key_env and api_key is None:
             raise EvalConfigError(f"eval_api_key_env names {a.eval_api_key_env}, which is not set")
-        engine = OpenAICompletionsEngine(
-            a.eval_base_url,
-            tokenizer,
-            model=a.eval_model_name,
-            api_key=api_key,
-            timeout_s=a.eval_request_timeout,
-            workers=a.eval_batch_size,
-        )
+        try:
+            cls = OpenAIChatEngine if a.eval_api == "chat" else OpenAICompletionsEngine
+            engine = _endpoint_engine(cls, a, tokenizer, api_key)
+        except EndpointError as err:
+            raise EvalConfigError(f"eval_base_url: {err}") from None
         return engine, engine.close
     backend = _backend(setup, None)
     if backend == "hf":
@@ -355,7 +420,10 @@ def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any) -> tupl
                 "infer_backend: vllm evaluates full models: merge the adapter first (llamafactory-cli export) or use "
                 "infer_backend: huggingface"
             )
-        vllm = _import_vllm()
+        try:
+            vllm = _import_vllm()
+        except ImportError:
+            raise EvalConfigError(VLLM_HINT) from None
         import torch
 
         llm = vllm.LLM(
@@ -409,8 +477,12 @@ def _generate(
     shard: tuple[int, int],
     engine: Any = None,
     executor: Any = None,
+    prompts: dict[str, str] | None = None,
 ) -> dict[str, float]:
-    r"""Generate and append the records of `todo`; returns the loop's counters and timing."""
+    r"""Generate and append the records of `todo`; returns the loop's counters and timing.
+
+    `prompts` maps a benchmark to its reference prompt type (`BenchmarkSpec.prompt`) for `eval_system_prompt: reference`.
+    """
     from llamafactory.data import get_template_and_fix_tokenizer
     from llamafactory.model import load_tokenizer
 
@@ -429,7 +501,9 @@ def _generate(
     own_executor = executor is None
     executor = executor or build_executor_from_args(setup.finetuning_args)
     reward_fn = get_reward_function(protocol.reward["agentic_reward"], protocol.reward["agentic_reward_math"])
-    system = resolve_system_prompt(a.eval_system_prompt)
+    setting = system_prompt_setting(a)
+    systems = {name: resolve_system_prompt(setting, prompt) for name, prompt in (prompts or {}).items()}
+    default_system = resolve_system_prompt(setting)
     rollout = AgenticRollout(engine, executor, tokenizer, config)
     started: dict[str, tuple[float, int, bool]] = {}
     truncated = Counter()
@@ -437,11 +511,15 @@ def _generate(
     def items():
         for sample, run in todo:
             key = record_key(sample.benchmark, sample.sample_id, run)
+            system = systems.get(sample.benchmark, default_system)
             ids = _prompt_ids(sample, system, template, tokenizer)
             cut = len(ids) > protocol.max_prompt_length
             if cut:
                 ids = ids[-protocol.max_prompt_length :]
                 truncated[sample.benchmark] += 1
+            if hasattr(engine, "register_prompt"):  # chat API: the messages behind these ids
+                messages = list(sample.messages or [{"role": "user", "content": sample.question}])
+                engine.register_prompt(ids, messages, sample.system or system)
             started[key] = (time.perf_counter(), len(ids), cut)
             yield (sample, run), ids, _item_seed(protocol.seed, key)
 
@@ -506,21 +584,46 @@ def score_records(
     Returns:
         `(scored records, judge statistics: calls, errors, cached verdicts)`.
     """
+    from .reference import reference_headline, reference_prediction, reference_scores
+
     judge = _judge_from(scoring, output_dir)
+    override = scoring.get("headline_metric")
     verdicts = [None] * len(records)
+    ref_verdicts = [None] * len(records)
+    references: list[dict[str, Any] | None] = [None] * len(records)
+    for i, r in enumerate(records):
+        if not is_error(r):
+            prediction = reference_prediction("".join(text for _, text in r.get("segments") or []))
+            references[i] = {"prediction": prediction, "scores": reference_scores(prediction, r["answers"], r["task"])}
     stats: dict[str, Any] = {"configured": judge is not None, "calls": 0, "errors": 0}
     if judge is not None:
+        todo = [i for i, r in enumerate(records) if not is_error(r)]  # a failed generation is never judged
         items = [
             {
-                "question": r["question"],
-                "answers": r["answers"],
-                "prediction": r["prediction"],
-                "equivalent": rule_equivalent(r["scores"]),
+                "question": records[i]["question"],
+                "answers": records[i]["answers"],
+                "prediction": records[i]["prediction"],
+                "equivalent": rule_equivalent(records[i]["scores"]),
             }
-            for r in records
+            for i in todo
+        ]
+        # the reference profile asks the judge about its own prediction (judge-headline sets; cached, deduplicated)
+        ref_todo = [i for i in todo if (override or meta["benchmarks"][records[i]["benchmark"]]["metric"]) == "judge"]
+        items += [
+            {
+                "question": records[i]["question"],
+                "answers": records[i]["answers"],
+                "prediction": references[i]["prediction"] or None,
+                "equivalent": bool(references[i]["scores"]["math_equal"]),
+            }
+            for i in ref_todo
         ]
         try:
-            verdicts = judge.judge_many(items)
+            found = judge.judge_many(items)
+            for i, verdict in zip(todo, found[: len(todo)]):
+                verdicts[i] = verdict
+            for i, verdict in zip(ref_todo, found[len(todo) :]):
+                ref_verdicts[i] = verdict
         finally:
             sources = Counter(v.source for v in verdicts if v is not None)
             stats.update(
@@ -528,25 +631,68 @@ def score_records(
             )
             judge.close()
             judge.cache.close()
-    override = scoring.get("headline_metric")
     scored = []
-    for record, verdict in zip(records, verdicts):
+    for record, verdict, ref, ref_verdict in zip(records, verdicts, references, ref_verdicts):
         metric = override or meta["benchmarks"][record["benchmark"]]["metric"]
         judge_info = None if verdict is None else asdict(verdict)
-        value, correct, source = headline(
-            metric,
-            record["scores"],
-            None if verdict is None else verdict.correct,
-            judge_error=verdict is not None and verdict.source == "error",
-        )
-        scored.append(
-            {
-                **record,
-                "judge": judge_info,
-                "headline": {"metric": metric, "value": value, "correct": correct, "source": source},
-            }
-        )
+        if is_error(record):
+            head = unscored(metric, "generation_error")
+            scored.append({**record, "judge": None, "headline": head, "reference": {"headline": head}})
+            continue
+        if verdict is not None and verdict.source == "error" and metric == "judge":
+            current = unscored(metric, "judge_error")
+        else:
+            value, correct, source = headline(
+                metric,
+                record["scores"],
+                None if verdict is None else verdict.correct,
+                judge_error=verdict is not None and verdict.source == "error",
+            )
+            current = {"metric": metric, "value": value, "correct": correct, "source": source}
+        if ref_verdict is not None and ref_verdict.source == "error":
+            ref_head = unscored(metric, "judge_error")
+        elif metric in ("reward", "accuracy"):  # the training's reward has no reference counterpart
+            ref_head = dict(current)
+        else:
+            value, correct = reference_headline(
+                metric, record["task"], ref["scores"], None if ref_verdict is None else ref_verdict.correct
+            )
+            source = "judge" if ref_verdict is not None and metric == "judge" else metric
+            ref_head = {"metric": metric, "value": float(value), "correct": bool(correct), "source": source}
+        reference = {**ref, "judge": None if ref_verdict is None else asdict(ref_verdict), "headline": ref_head}
+        scored.append({**record, "judge": judge_info, "headline": current, "reference": reference})
     return scored, stats
+
+
+def unscored(metric: str, source: str) -> dict[str, Any]:
+    r"""The headline of a record that is not scored: `value` and `correct` None, `source` says why.
+
+    `generation_error`: the engine gave no answer after its retries; `judge_error`: the headline is the judge's
+    verdict and its call failed after its retries. Such records count in `errors`, never in pass@1 or pass@k.
+    """
+    return {"metric": metric, "value": None, "correct": None, "source": source}
+
+
+def error_summary(metrics: dict[str, Any], max_rate: float) -> dict[str, Any]:
+    r"""Run-level error counts of aggregated metrics.
+
+    Returns:
+        `generation`, `judge`, `total`, `records`, `rate` (total / records), `max_rate` and `exceeded`
+        (rate > max_rate: `eval` exits 3).
+    """
+    gen = sum(b["errors"]["generation"] for b in metrics["benchmarks"].values())
+    jud = sum(b["errors"]["judge"] for b in metrics["benchmarks"].values())
+    records = sum(b["n_records"] for b in metrics["benchmarks"].values())
+    rate = (gen + jud) / records if records else 0.0
+    return {
+        "generation": gen,
+        "judge": jud,
+        "total": gen + jud,
+        "records": records,
+        "rate": rate,
+        "max_rate": float(max_rate),
+        "exceeded": rate > float(max_rate),
+    }
 
 
 def expected_keys(meta: dict[str, Any]) -> list[str]:
@@ -557,6 +703,24 @@ def expected_keys(meta: dict[str, Any]) -> list[str]:
         for i in range(int(b["samples"]))
         for run in range(int(meta["protocol"]["runs"]))
     ]
+
+
+def shard_status(out: Path, expected: list[str], have: set[str], num_shards: int) -> list[dict[str, Any]]:
+    r"""Per shard that is not complete: `shard` ("i/N"), `file`, whether it exists, `missing` and `expected` records.
+
+    Shard i owns every N-th record key of the run's order starting at i (as `eval_shard=i/N` generates them).
+    """
+    from .records import records_file_name
+
+    status = []
+    for shard in range(num_shards):
+        mine = expected[shard::num_shards]
+        missing = sum(1 for key in mine if key not in have)
+        if missing:
+            name = records_file_name(shard, num_shards)
+            status.append({"shard": f"{shard}/{num_shards}", "file": name, "exists": (out / name).is_file(),
+                           "missing": missing, "expected": len(mine)})  # fmt: skip
+    return status
 
 
 def finalize(output_dir: str | os.PathLike, scoring: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -585,7 +749,13 @@ def finalize(output_dir: str | os.PathLike, scoring: dict[str, Any] | None = Non
     have = {r["key"] for r in records}
     missing = [k for k in expected if k not in have]
     if missing:
-        return {"complete": False, "records": len(have), "expected": len(expected), "missing_example": missing[:3]}
+        return {
+            "complete": False,
+            "records": len(have),
+            "expected": len(expected),
+            "missing_example": missing[:3],
+            "shards": shard_status(out, expected, have, int(meta.get("num_shards") or 1)),
+        }
     wanted = set(expected)
     order = {k: i for i, k in enumerate(expected)}
     records = sorted((r for r in records if r["key"] in wanted), key=lambda r: order[r["key"]])
@@ -599,6 +769,7 @@ def finalize(output_dir: str | os.PathLike, scoring: dict[str, Any] | None = Non
         latency[name] = bench.pop("latency_s_mean")
     metrics = {
         "complete": True,
+        "errors": error_summary(metrics, float(scoring.get("max_error_rate", 0.0))),
         "fingerprint": meta["fingerprint"],
         "protocol": meta["protocol"],
         "model": meta["model"],
@@ -673,6 +844,8 @@ def evaluate(
     registry = load_registry(a.eval_registry)
     specs = resolve_benchmarks(a.eval_benchmarks, registry, a.eval_data_dir)
     benchmarks: list[Benchmark] = [load_benchmark(spec, a.eval_max_samples) for spec in specs]
+    if a.eval_preset == "train_val":
+        apply_training_tools(setup)
     protocol = resolve_protocol(a, setup.finetuning_args, setup.model_args)
     if a.eval_headline_metric is not None and a.eval_headline_metric not in ("f1", "em", "judge", "math_equiv",
                                                                                "reward", "accuracy"):  # fmt: skip
@@ -684,6 +857,14 @@ def evaluate(
         warnings.append(f"{', '.join(browse)}: the paper browsed pages with a summariser; this run used snippets")
     for warning in warnings:
         logger.warning(f"{LOG_PREFIX} {warning}")
+    for b in benchmarks:
+        entry = (
+            f"registry entry {b.spec.registry_entry}" if b.spec.registry_entry else "not in the registry (defaults)"
+        )
+        logger.info(
+            f"{LOG_PREFIX} {b.spec.name}: {b.path} ({len(b.samples)} rows, {b.spec.format}), {entry}; headline "
+            f"{a.eval_headline_metric or b.spec.metric}, task {b.spec.task}, search {b.spec.search_mode}"
+        )
     m = setup.model_args
     meta = {
         "fingerprint": protocol.fingerprint,
@@ -694,6 +875,7 @@ def evaluate(
             "template": setup.data_args.template,
             "backend": _backend(setup, engine),
             "base_url": a.eval_base_url,
+            **({"api": "chat"} if a.eval_base_url and a.eval_api == "chat" else {}),
             "served_model": a.eval_model_name,
         },
         "benchmarks": {
@@ -704,6 +886,9 @@ def evaluate(
                 "metric": b.spec.metric,
                 "task": b.spec.task,
                 "search_mode": b.spec.search_mode,
+                "registry_entry": b.spec.registry_entry,
+                "prompt": b.spec.prompt,
+                "format": b.spec.format,
             }
             for b in benchmarks
         },
@@ -716,6 +901,8 @@ def evaluate(
             "judge_workers": a.eval_judge_workers,
             "judge_timeout": a.eval_judge_timeout,
             "judge_retries": a.eval_judge_retries,
+            "judge_retry_wait_s": a.eval_retry_wait,
+            "max_error_rate": a.eval_max_error_rate,
             "judge_cache": a.eval_judge_cache,
             "headline_metric": a.eval_headline_metric,
             "report": a.eval_report,
@@ -727,15 +914,20 @@ def evaluate(
     }
     out = Path(a.eval_output_dir)
     open_run(out, meta, overwrite=a.eval_overwrite)
-    done = {r["key"] for r in load_all_records(out)}
+    existing = load_all_records(out)
+    done = {r["key"] for r in existing if not is_error(r)}
+    failed = {r["key"] for r in existing if is_error(r)}
     work = [(sample, run) for b in benchmarks for sample in b.samples for run in range(protocol.runs)]
     mine = [item for i, item in enumerate(work) if i % num_shards == shard]
     todo = [(s, r) for s, r in mine if record_key(s.benchmark, s.sample_id, r) not in done]
+    retried = sum(1 for s, r in todo if record_key(s.benchmark, s.sample_id, r) in failed)
     logger.info(
         f"{LOG_PREFIX} fingerprint {protocol.fingerprint}: {len(work)} records in the run, {len(mine)} in shard "
         f"{shard}/{num_shards}, {len(mine) - len(todo)} already done, {len(todo)} to generate"
+        + (f" ({retried} of them generation errors of an earlier pass, retried)" if retried else "")
     )
-    counters = _generate(setup, protocol, todo, out, (shard, num_shards), engine, executor) if todo else {}
+    prompts = {b.spec.name: b.spec.prompt for b in benchmarks}
+    counters = _generate(setup, protocol, todo, out, (shard, num_shards), engine, executor, prompts) if todo else {}
     with _file_lock(out / ".finalize.lock", blocking=True):
         metrics = finalize(out, {**meta["scoring"]})
     if counters and metrics.get("complete"):

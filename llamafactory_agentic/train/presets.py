@@ -133,6 +133,7 @@ _REPORTED_KEYS = (
     "agentic_reward",
     "agentic_reward_math",
     "agentic_reward_tool_bonus",
+    "agentic_python_timeout",
     "agentic_search_backend",
     "agentic_cache_path",
     "agentic_cache_mode",

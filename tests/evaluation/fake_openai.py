@@ -22,6 +22,10 @@ is a list of token ids, `stop` strings end the text right after the first one fo
 function of the decoded context (`policy(context_text, body) -> reply text`, a reply ending in `<|im_end|>` is an
 end of turn). The judge side answers with `judge(prompt) -> reply text` or an `(http_status, body)` tuple.
 Every request body is recorded.
+
+Run as a script it is a separate server process (`python tests/evaluation/fake_openai.py --tokenizer DIR --policy
+sum|scripted --port N [--delay S]`): it prints `ready <url>` once it listens and serves until killed, so a test can
+kill the model server in the middle of a run and start it again on the same port.
 """
 
 import json
@@ -29,15 +33,17 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from llamafactory_agentic.evaluation.endpoint import PROBE_USER
+
 
 EOT = "<|im_end|>"
 
 
 class FakeOpenAIServer:
-    def __init__(self, tokenizer, policy=None, judge=None, delay_s=0.0, model="fake-policy", token_ids=True):
+    def __init__(self, tokenizer, policy=None, judge=None, delay_s=0.0, model="fake-policy", token_ids=True, port=0):
         self.tokenizer, self.policy, self.judge = tokenizer, policy, judge
         self.delay_s, self.model, self.token_ids = delay_s, model, token_ids
-        self.completions, self.chats = [], []
+        self.completions, self.chats, self.probes, self.chat_bodies = [], [], [], []
         self.lock = threading.Lock()
         server = self
 
@@ -68,7 +74,7 @@ class FakeOpenAIServer:
                 else:
                     self._send(404, {"error": "not found"})
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -81,7 +87,36 @@ class FakeOpenAIServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
+    def _chat_policy(self, body):
+        """vLLM's chat contract with `continue_final_message`: the last assistant message is continued, not closed."""
+        cont = bool(body.get("continue_final_message"))
+        messages = body["messages"]
+        text = ""
+        for i, m in enumerate(messages):
+            if cont and i == len(messages) - 1 and m["role"] == "assistant":
+                text += f"<|im_start|>assistant\n{m['content']}"
+            else:
+                text += f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n"
+        if not cont:
+            text += "<|im_start|>assistant\n"
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        with self.lock:
+            self.chat_bodies.append(body)
+        status, data = self._complete({k: v for k, v in body.items() if k != "messages"} | {"prompt": ids})
+        if status != 200:
+            return status, data
+        choice = dict(data["choices"][0])
+        choice["message"] = {"role": "assistant", "content": choice.pop("text")}
+        return 200, {**data, "object": "chat.completion", "choices": [choice]}
+
     def _complete(self, body):
+        if body.get("user") == PROBE_USER:  # the harness's start-up check: kept apart, answered without the policy
+            with self.lock:
+                self.probes.append(body)
+            choice = {"index": 0, "text": "Hi", "finish_reason": "length", "stop_reason": None}
+            if body.get("return_token_ids") and self.token_ids:
+                choice["token_ids"] = self.tokenizer.encode("Hi", add_special_tokens=False)[:1]
+            return 200, {"id": "cmpl-probe", "object": "text_completion", "model": self.model, "choices": [choice]}
         with self.lock:
             self.completions.append(body)
         if self.delay_s:
@@ -112,6 +147,8 @@ class FakeOpenAIServer:
         return 200, {"id": "cmpl-1", "object": "text_completion", "model": self.model, "choices": [choice]}
 
     def _chat(self, body):
+        if self.judge is None:  # the policy over chat: render the messages as Qwen's chat template does
+            return self._chat_policy(body)
         with self.lock:
             self.chats.append(body)
         reply = self.judge(body["messages"][-1]["content"])
@@ -119,3 +156,30 @@ class FakeOpenAIServer:
             return reply
         message = {"role": "assistant", "content": reply}
         return 200, {"id": "chat-1", "object": "chat.completion", "choices": [{"index": 0, "message": message}]}
+
+
+def main(argv=None):
+    import argparse
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import helpers  # noqa: E402 (a plain module next to this file when run as a script)
+    from transformers import AutoTokenizer
+
+    parser = argparse.ArgumentParser(description="a fake OpenAI-compatible model server for the evaluation tests")
+    parser.add_argument("--tokenizer", required=True)
+    parser.add_argument("--policy", choices=("sum", "scripted"), default="scripted")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--delay", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    policy = helpers.sum_policy if args.policy == "sum" else helpers.scripted_policy()
+    server = FakeOpenAIServer(
+        AutoTokenizer.from_pretrained(args.tokenizer), policy, delay_s=args.delay, port=args.port
+    )
+    print(f"ready {server.url}", flush=True)
+    server.httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -15,6 +15,7 @@
 """Shared pieces of the evaluation tests: small benchmark files, a scripted policy for the fake server, configs."""
 
 import json
+import re
 from pathlib import Path
 
 
@@ -57,6 +58,16 @@ QA_ROWS = [
     {"question": "Which river flows through Cairo?", "answer": '["Nile", "the Nile River"]'},
     {"question": "In which country is Porto?", "answer": ["Portugal"]},
 ]
+
+
+def sum_policy(context, body):
+    """`What is X + Y?`: compute with python, then answer (wrong when X is odd)."""
+    x, y = map(int, re.search(r"What is (\d+) \+ (\d+)\?", context.rsplit("<|im_start|>user\n", 1)[-1]).groups())
+    assistant = context.rsplit("<|im_start|>assistant\n", 1)[-1]
+    if "</python>" not in assistant:
+        return f"<think> compute </think> <python> print({x} + {y}) </python> extra"
+    answer = x + y if x % 2 == 0 else x + y + 1
+    return f"<think> ok </think> <answer> \\boxed{{{answer}}} </answer>"
 
 
 def write_jsonl(path, rows):

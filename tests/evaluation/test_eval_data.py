@@ -277,13 +277,12 @@ def test_train_val_preset_reads_the_training_config(tmp_path):
     ft = SimpleNamespace(**vars(FT), arpo_max_prompt_length=1536, arpo_max_response_length=4096,
                          agentic_max_tool_calls=None)  # fmt: skip
     model = SimpleNamespace(model_name_or_path=str(tmp_path), adapter_name_or_path=None)
-    p = resolve_protocol(EvalArguments(eval_preset="train_val"), ft, model)
-    assert (p.temperature, p.runs, p.max_tool_calls, p.max_response_length) == (0.0, 1, 3, 4096)
-    assert p.stop_strings == ["</search>", "</python>"] and not p.tool_call_limits and p.max_new_tokens is None
     saved = {"values": {"agentic_max_tool_calls": 6, "arpo_max_response_length": 96, "arpo_max_prompt_length": 512}}
     (tmp_path / "agentic_config.json").write_text(json.dumps(saved), encoding="utf-8")
     p = resolve_protocol(EvalArguments(eval_preset="train_val"), ft, model)
     assert (p.max_tool_calls, p.max_response_length, p.max_prompt_length) == (6, 96, 512)
+    assert (p.temperature, p.runs) == (0.0, 1) and p.stop_strings == ["</search>", "</python>"]
+    assert not p.tool_call_limits and p.max_new_tokens is None
     p = resolve_protocol(EvalArguments(eval_preset="train_val", eval_max_tool_calls=2), ft, model)
     assert p.max_tool_calls == 2
 
@@ -348,3 +347,103 @@ def test_report_cap_spreads_over_the_sets():
     assert [(r["benchmark"], r["i"]) for r in _spread(records, 6)] == [("a", 0), ("a", 1), ("a", 2), ("b", 0),
                                                                       ("b", 1), ("b", 2)]  # fmt: skip
     assert _spread(records, 20) == records
+
+
+def _rl_parquet(path, question="Who wrote Hamlet?", answer="Shakespeare"):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    row = {"data_source": "x", "ability": "qa", "prompt": [{"role": "user", "content": question}],
+           "reward_model": {"ground_truth": answer, "style": "rule"}}  # fmt: skip
+    pq.write_table(pa.Table.from_pylist([row]), path)
+    return path
+
+
+def test_registry_entry_applies_whatever_the_file_name_or_case(tmp_path):
+    registry = load_registry()
+    simpleqa = write_jsonl(tmp_path / "SimpleQA.jsonl", [{"problem": "q", "answer": "a"}])
+    hle = _rl_parquet(tmp_path / "hle_test.parquet")
+    gaia = _rl_parquet(tmp_path / "gaia_test.parquet")
+    aime = write_jsonl(tmp_path / "AIME25" / "test.jsonl", [{"problem": "q", "answer": 1}])
+    xbench = write_jsonl(tmp_path / "XBench-DeepSearch.jsonl", [{"question": "q", "answer": "a"}])
+    mine = write_jsonl(tmp_path / "mydata.jsonl", [{"question": "q", "answer": "a"}])
+    entries = [str(simpleqa), str(hle), f"gaia={gaia}", str(aime), str(xbench), f"GAIA_copy={mine}", str(mine),
+               f"WebWalkerQA={mine}"]  # fmt: skip
+    specs = {s.name: s for s in resolve_benchmarks(entries, registry, None)}
+    assert list(specs) == ["simpleqa", "hle", "gaia", "aime25", "xbench", "GAIA_copy", "mydata", "WebWalkerQA"]
+    got = {n: (s.registry_entry, s.metric, s.task, s.search_mode) for n, s in specs.items()}
+    assert got == {
+        "simpleqa": ("simpleqa", "judge", "qa", "snippets"),
+        "hle": ("hle", "judge", "deep_search", "browse"),
+        "gaia": ("gaia", "judge", "deep_search", "browse"),  # name=path: the entry applies, file name aside
+        "aime25": ("aime25", "judge", "math", "snippets"),
+        "xbench": ("xbench", "judge", "deep_search", "browse"),  # via its alias
+        "GAIA_copy": (None, "f1", "qa", "snippets"),  # not a registry name, file outside the registry: defaults
+        "mydata": (None, "f1", "qa", "snippets"),
+        "WebWalkerQA": ("webwalker", "judge", "qa", "snippets"),  # an alias as the name, any case
+    }
+    assert specs["hle"].format == "arpo_rl" and load_benchmark(specs["hle"]).samples[0].answers == ["Shakespeare"]
+
+
+def test_demo_heldout_jsonl_reads_as_arpo_rl_rows(tmp_path):
+    from llamafactory_agentic.tasks.synthetic import SYSTEM_PROMPT, TaskConfig, generate_task
+
+    generate_task(TaskConfig(seed=3, sizes={"sft": 4, "train": 4, "heldout": 6}), tmp_path)
+    spec = resolve_benchmarks([str(tmp_path / "heldout.jsonl")], load_registry(), None)[0]
+    bench = load_benchmark(spec)
+    rows = [json.loads(line) for line in (tmp_path / "heldout.jsonl").read_text().splitlines()]
+    assert spec.name == "heldout" and spec.format == "arpo_rl" and len(bench.samples) == len(rows) == 6
+    for sample, row in zip(bench.samples, rows):
+        assert sample.system == SYSTEM_PROMPT and sample.question == row["prompt"][-1]["content"]
+        assert sample.answers == [str(row["reward_model"]["ground_truth"])]
+
+
+def test_train_val_without_a_training_config_asks_for_the_recipe(tmp_path):
+    ft = SimpleNamespace(**vars(FT), arpo_max_prompt_length=1536, arpo_max_response_length=4096,
+                         agentic_max_tool_calls=None)  # fmt: skip
+    model = SimpleNamespace(model_name_or_path=str(tmp_path), adapter_name_or_path=None)
+    with pytest.raises(
+        EvalConfigError, match="has no agentic_config.json .*Set eval_training_config to the RL recipe"
+    ):
+        resolve_protocol(EvalArguments(eval_preset="train_val"), ft, model)
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "tiny" / "arpo_cpu.yaml"
+    p = resolve_protocol(EvalArguments(eval_preset="train_val", eval_training_config=str(recipe)), ft, model)
+    assert (p.max_prompt_length, p.max_response_length, p.max_tool_calls) == (2048, 96, 2)  # the recipe's
+    explicit = EvalArguments(eval_preset="train_val", eval_max_prompt_length=100, eval_max_response_length=50,
+                             eval_max_tool_calls=1)  # fmt: skip
+    assert resolve_protocol(explicit, ft, model).max_response_length == 50
+    sft = Path(__file__).resolve().parents[2] / "recipes" / "tiny" / "agentic_sft_cpu.yaml"
+    with pytest.raises(EvalConfigError, match="stage 'agentic_sft' recipe; train_val takes the RL recipe"):
+        resolve_protocol(EvalArguments(eval_preset="train_val", eval_training_config=str(sft)), ft, model)
+
+
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        ("<think> x </think> <answer> The answer is \\[ \\boxed{42} \\] </answer>", "42"),
+        ("<answer> Paris </answer>", " Paris "),  # no box: the bare answer text
+        ("<answer> \\boxed{\\text{Ottawa}} </answer>", "Ottawa"),
+        ("I think \\boxed{7} is right", "7"),  # no answer span: the last box anywhere
+        ("<answer></answer> then \\boxed{9}", "9"),  # an empty span counts as none
+        ("a\n\nb\nc\nd\ne\nf", "b\nc\nd\ne\nf"),  # nothing: the last 5 lines
+    ],
+)
+def test_reference_prediction(output, expected):
+    from llamafactory_agentic.evaluation.reference import reference_prediction
+
+    assert reference_prediction(output) == expected
+    assert extract_prediction(output) in (None, "42", "Ottawa")  # current: only a box inside the answer span
+
+
+def test_reference_scores_differ_from_current_where_the_reference_differs():
+    from llamafactory_agentic.evaluation.reference import is_equiv, reference_scores
+
+    assert rule_scores("Paris.", ["Paris"], "qa")["f1"] == 1.0  # current: punctuation stripped
+    assert reference_scores("Paris.", ["Paris"], "qa") == {"em": 0.0, "acc": 1.0, "f1": 0.0, "math_equal": 0.0}
+    assert reference_scores("the Nile", ["Nile"], "qa")["em"] == 1.0  # articles removed for QA
+    assert reference_scores("The Nile River", ["Nile"], "qa")["f1"] == pytest.approx(2 / 3)
+    assert rule_scores("70.0", ["70"], "math")["math_equiv"] == 1.0 and not is_equiv("70.0", "70")
+    assert rule_scores("10%", ["10"], "math")["math_equiv"] == 1.0 and not is_equiv("10%", "10")
+    assert is_equiv("\\dfrac{3}{4}", "3/4") and is_equiv("x = 5", "5") and is_equiv("\\frac12", "0.5")
+    assert is_equiv("10\\%", "10") and is_equiv("5^{\\circ}", "5") and is_equiv("\\sqrt3", "\\sqrt{3}")
+    assert reference_scores("", ["x"], "qa")["f1"] == 0.0

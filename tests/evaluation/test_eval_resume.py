@@ -20,7 +20,6 @@ every `<python>` call runs in the real sandbox."""
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -34,17 +33,7 @@ import yaml
 from llamafactory_agentic.evaluation import evaluate
 
 from .fake_openai import FakeOpenAIServer
-from .helpers import write_jsonl
-
-
-def sum_policy(context, body):
-    """`What is X + Y?`: compute with python, then answer (wrong when X is odd)."""
-    x, y = map(int, re.search(r"What is (\d+) \+ (\d+)\?", context.rsplit("<|im_start|>user\n", 1)[-1]).groups())
-    assistant = context.rsplit("<|im_start|>assistant\n", 1)[-1]
-    if "</python>" not in assistant:
-        return f"<think> compute </think> <python> print({x} + {y}) </python> extra"
-    answer = x + y if x % 2 == 0 else x + y + 1
-    return f"<think> ok </think> <answer> \\boxed{{{answer}}} </answer>"
+from .helpers import sum_policy, write_jsonl
 
 
 def console_script() -> str:

@@ -18,6 +18,7 @@ shards, compare, the tiny model through the `hf` engine, the `vllm` backend agai
 `train_val` with a saved training config. The real python tool runs in its sandbox for every `<python>` call."""
 
 import json
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -26,10 +27,12 @@ import pytest
 
 from llamafactory_agentic.evaluation import compare_runs, evaluate, finalize
 from llamafactory_agentic.evaluation.compare import CompareError
+from llamafactory_agentic.evaluation.endpoint import PROBE_USER
 from llamafactory_agentic.evaluation.records import ResumeError, load_all_records
 
 from .fake_openai import FakeOpenAIServer
 from .helpers import base_config, judge_by_prediction, scripted_policy
+from .test_eval_resume import console_script
 
 
 JUDGE_REPLIES = {
@@ -38,6 +41,9 @@ JUDGE_REPLIES = {
     "Spain": "Incorrect",
     "Nile": "Correct",  # not asked: exact match already
 }
+
+
+TINY_ARPO = Path(__file__).resolve().parents[2] / "recipes" / "tiny" / "arpo_cpu.yaml"
 
 
 def run(tmp_path, server, **extra):
@@ -132,14 +138,23 @@ def test_judge_replies_errors_and_retry_on_the_next_pass(tmp_path, tiny_model_di
         assert spain["source"] == "error" and "500" in spain["error"] and spain["correct"] is None
         assert thousand["source"] == "error" and "not a chat completion" in thousand["error"]
         assert metrics["judge"]["errors"] == 2 and metrics["benchmarks"]["mymath"]["judge_errors"] == 1
-        assert scored["mymath/1/0"]["headline"]["source"] == "judge_error"
-        assert "1 judge errors counted as wrong" in (tmp_path / "out" / "summary.md").read_text()
+        # a judge error under a judge headline is not scored: mymath's pass@1 is over its 2 judged records, not 3
+        assert scored["mymath/1/0"]["headline"] == {"metric": "judge", "value": None, "correct": None,
+                                                    "source": "judge_error"}  # fmt: skip
+        assert metrics["benchmarks"]["mymath"]["pass@1"]["mean"] == pytest.approx(1.0)
+        assert metrics["benchmarks"]["mymath"]["n_scored"] == 2
+        assert metrics["errors"] == {"generation": 0, "judge": 2, "total": 2, "records": 6, "rate": pytest.approx(1 / 3),
+                                     "max_rate": 0.0, "exceeded": True}  # fmt: skip
+        summary = (tmp_path / "out" / "summary.md").read_text()
+        assert (
+            "1 judge errors not scored (a rerun asks again)" in summary and "**ERRORS: 0 generation errors" in summary
+        )
         calls = len(s.chats)
         assert calls == 1 + 2 + 1  # Ottawa once, Spain twice (a 500 is retried), 1000 once (a bad body is not)
         state["fail"] = False
         again = finalize(tmp_path / "out")  # errors are not cached: only they are asked again
         assert len(s.chats) - calls == 1 + 1 and again["judge"]["errors"] == 1
-        assert again["benchmarks"]["myqa"]["judge_errors"] == 0
+        assert again["benchmarks"]["myqa"]["judge_errors"] == 0 and again["errors"]["total"] == 1
 
 
 def test_resume_refuses_another_protocol_and_overwrite_starts_over(tmp_path, server):
@@ -157,6 +172,14 @@ def test_shards_merge_to_the_unsharded_result(tmp_path, server):
     whole = run(tmp_path / "whole", server)
     first = run(tmp_path / "sharded", server, eval_shard="0/2")
     assert first["complete"] is False and first["records"] == 6
+    assert first["shards"] == [{"shard": "1/2", "file": "records.shard-1-of-2.jsonl", "exists": False, "missing": 6,
+                                "expected": 6}]  # fmt: skip
+    merge = subprocess.run([console_script(), "eval", "merge", str(tmp_path / "sharded" / "out")],
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert merge.returncode == 1
+    assert "shard 1/2 (records.shard-1-of-2.jsonl) has not started (no file): 6 of its 6 records missing" in (
+        merge.stderr
+    )
     merged = run(tmp_path / "sharded", server, eval_shard="1/2")
     assert merged["complete"] is True and merged["benchmarks"] == whole["benchmarks"]
     out = tmp_path / "sharded" / "out"
@@ -207,9 +230,16 @@ def test_engine_errors_end_the_sample_and_are_recorded(tmp_path, tiny_model_dir,
         return policy(context, body)
 
     with FakeOpenAIServer(tiny_tokenizer, flaky) as s:
-        evaluate(base_config(tmp_path, tiny_model_dir, s.url, eval_runs=1))
+        evaluate(base_config(tmp_path, tiny_model_dir, s.url, eval_runs=1, eval_retry_wait=0.05))
+        assert sum("Porto" in tiny_tokenizer.decode(b["prompt"]) for b in s.completions) == 4  # eval_request_retries
     record = {r["key"]: r for r in load_all_records(tmp_path / "out")}["myqa/2/0"]
     assert record["finish_reason"] == "error" and "500" in record["error"]
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    qa = metrics["benchmarks"]["myqa"]
+    # the failed sample is not scored: Ottawa (F1 2/3) and Nile (1.0) over 2 records, not 3
+    assert qa["errors"]["generation"] == 1 and qa["n_scored"] == 2 and qa["n_records"] == 3
+    assert qa["pass@1"]["mean"] == pytest.approx((2 / 3 + 1.0) / 2)
+    assert metrics["errors"]["generation"] == 1 and metrics["errors"]["exceeded"] is True
 
 
 def test_hf_engine_in_process_with_the_tiny_model(tmp_path, tiny_model_dir):
@@ -334,7 +364,7 @@ def test_training_cache_read_only_replays_exactly(tmp_path, server):
 def test_train_val_on_an_arpo_rl_file_uses_its_own_system_prompt(tmp_path, server, shared_data, tiny_tokenizer):
     valid = shared_data / "arpo" / "rl" / "valid.parquet"
     metrics = run(tmp_path, server, eval_preset="train_val", eval_runs=None, eval_benchmarks=[str(valid)],
-                  eval_max_samples=3, eval_headline_metric="accuracy")  # fmt: skip
+                  eval_max_samples=3, eval_headline_metric="accuracy", eval_training_config=str(TINY_ARPO))  # fmt: skip
     prompt = tiny_tokenizer.decode(server.completions[0]["prompt"])
     assert "wikipedia search tool and python interpreter tool" in prompt and "\\boxed{answer here}" in prompt
     valid_metrics = metrics["benchmarks"]["valid"]
@@ -367,3 +397,117 @@ def test_vllm_backend_refuses_a_release_outside_the_extra(tmp_path, tiny_model_d
     _fake_vllm_distribution(tmp_path / "site", "0.11.0", monkeypatch)
     with pytest.raises(ImportError, match=VLLM_REQUIREMENT.replace(".", r"\.")):
         parse_eval_config(base_config(tmp_path, tiny_model_dir, infer_backend="vllm"))
+
+
+def test_demo_heldout_split_by_path_with_the_training_recipe(tmp_path, server, tiny_tokenizer):
+    from llamafactory_agentic.tasks.synthetic import SYSTEM_PROMPT, TaskConfig, generate_task
+
+    generate_task(TaskConfig(seed=1, sizes={"sft": 4, "train": 4, "heldout": 5}), tmp_path / "task")
+    heldout = tmp_path / "task" / "heldout.jsonl"
+    config = base_config(tmp_path, server.model_dir, server.url, eval_preset="train_val", eval_runs=None,
+                         eval_benchmarks=[str(heldout)], eval_headline_metric="accuracy",
+                         eval_training_config=str(TINY_ARPO))  # fmt: skip
+    del config["agentic_python_timeout"]  # not set for the evaluation: the training's applies
+    metrics = evaluate(config)
+    assert metrics["benchmarks"]["heldout"]["n_questions"] == 5 and metrics["errors"]["total"] == 0
+    body = server.completions[0]
+    assert SYSTEM_PROMPT in tiny_tokenizer.decode(body["prompt"])  # the row's own system prompt
+    assert body["max_tokens"] == 96 and body["temperature"] == 0.0  # the recipe's response budget, greedy
+    protocol = metrics["protocol"]
+    assert (protocol["max_prompt_length"], protocol["max_tool_calls"]) == (2048, 2)
+    assert protocol["tools"]["python_timeout"] == 10  # the recipe's, not the evaluation YAML's default
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert f"| heldout | `{heldout}` | none (defaults) | qa | accuracy | snippets |" in summary
+
+
+def test_train_val_on_an_sft_checkpoint_without_recipe_is_refused(tmp_path, server):
+    from llamafactory_agentic.evaluation.config import EvalConfigError
+
+    with pytest.raises(EvalConfigError, match="has no agentic_config.json"):
+        run(tmp_path, server, eval_preset="train_val", eval_runs=None)
+    assert not server.completions
+
+
+def test_vllm_backend_without_vllm_gives_the_install_hint(tmp_path, tiny_model_dir):
+    cfg = tmp_path / "eval.yaml"
+    cfg.write_text(json.dumps(base_config(tmp_path, tiny_model_dir, infer_backend="vllm")), encoding="utf-8")
+    done = subprocess.run([console_script(), "eval", str(cfg)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert (
+        "infer_backend: vllm needs vLLM, which is not installed: `pip install -c constraints.txt "
+        "llamafactory-agentic[vllm]`" in done.stderr
+    )
+
+
+def test_two_scoring_profiles_side_by_side_and_the_reference_prompts(tmp_path, tiny_model_dir, tiny_tokenizer):
+    from llamafactory_agentic.evaluation.reference import REFERENCE_PROMPTS
+
+    from .helpers import write_jsonl
+
+    scripts = {
+        "Capital of France?": ["<think> a </think> <answer> \\boxed{Paris.} </answer>"],  # punctuation kept: F1 0
+        "Capital of Italy?": ["<think> a </think> <answer> Rome </answer>"],  # no box: reference reads the bare text
+        "What is 69 + 1?": ["<think> a </think> <answer> \\boxed{70.0} </answer>"],  # math-verify yes, is_equiv no
+    }
+    qa = write_jsonl(tmp_path / "d" / "capitals.jsonl", [{"question": "Capital of France?", "answer": "Paris"},
+                                                         {"question": "Capital of Italy?", "answer": "Rome"}])  # fmt: skip
+    sums = write_jsonl(tmp_path / "d" / "sum.jsonl", [{"problem": "What is 69 + 1?", "answer": 70}])
+    with FakeOpenAIServer(tiny_tokenizer, scripted_policy(scripts)) as s:
+        config = base_config(tmp_path, tiny_model_dir, s.url, eval_runs=1,
+                             eval_benchmarks=[str(qa), f"xbench={sums}"])  # fmt: skip
+        metrics = evaluate(config)
+        prompts = [tiny_tokenizer.decode(b["prompt"]) for b in s.completions]
+    # the paper preset's default system prompt is the reference's, per set: xbench gets the Chinese one
+    assert any(REFERENCE_PROMPTS["code_search"] in p and "France" in p for p in prompts)
+    assert any(REFERENCE_PROMPTS["code_search_cn"] in p and "69 + 1" in p for p in prompts)
+    capitals, xbench = metrics["benchmarks"]["capitals"], metrics["benchmarks"]["xbench"]
+    assert capitals["pass@1"]["mean"] == pytest.approx(0.5)  # current: Paris. = Paris, Rome has no prediction
+    assert capitals["reference"]["pass@1"]["mean"] == pytest.approx(0.5)  # reference: Paris. != Paris, Rome = Rome
+    assert capitals["metrics"]["em"] == 0.5 and capitals["reference"]["metrics"]["em"] == 0.5
+    scored = {
+        json.loads(x)["key"]: json.loads(x) for x in (tmp_path / "out" / "scored.jsonl").read_text().splitlines()
+    }
+    assert scored["capitals/0/0"]["headline"]["value"] == 1.0 and scored["capitals/0/0"]["reference"]["headline"][
+        "value"] == 0.0  # fmt: skip
+    assert (
+        scored["capitals/1/0"]["prediction"] is None and scored["capitals/1/0"]["reference"]["prediction"] == " Rome "
+    )
+    # judge headline without a judge: current = math-verify (70.0 = 70), reference = MATH is_equiv (70.0 != 70)
+    assert xbench["pass@1"]["mean"] == 1.0 and xbench["reference"]["pass@1"]["mean"] == 0.0
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "pass@1 current (mean ± std over 1 runs)" in summary and "pass@1 reference" in summary
+    assert "| capitals | 2 | f1 | 50.0 ± 0.0 | 50.0 ± 0.0 |" in summary
+    assert "| xbench | 1 | judge | 100.0 ± 0.0 | 0.0 ± 0.0 |" in summary
+    header = (tmp_path / "out" / "summary.csv").read_text().splitlines()[0].split(",")
+    assert "reference_pass@1_mean" in header and "reference_f1" in header
+    assert "reference_pass@1_mean" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_chat_api_gives_the_same_trajectories_and_a_rerun_costs_no_generation(tmp_path, tiny_model_dir,
+                                                                              tiny_tokenizer):  # fmt: skip
+    cache = str(tmp_path / "replies.sqlite")
+    with FakeOpenAIServer(tiny_tokenizer, scripted_policy()) as s:
+        completions = evaluate(base_config(tmp_path / "c", tiny_model_dir, s.url, eval_runs=1))
+        chat = evaluate(base_config(tmp_path / "h", tiny_model_dir, s.url, eval_runs=1, eval_api="chat",
+                                    eval_response_cache=cache))  # fmt: skip
+        bodies = [x for x in s.chat_bodies if x.get("user") != PROBE_USER]  # the start-up check's aside
+        sent = len(s.completions)
+        again = evaluate(base_config(tmp_path / "h2", tiny_model_dir, s.url, eval_runs=1, eval_api="chat",
+                                     eval_response_cache=cache, eval_headline_metric="em"))  # fmt: skip
+        assert len(s.completions) == sent  # a new folder and a new metric: every reply from the cache
+    a = {r["key"]: r for r in load_all_records(tmp_path / "c" / "out")}
+    b = {r["key"]: r for r in load_all_records(tmp_path / "h" / "out")}
+    c = {r["key"]: r for r in load_all_records(tmp_path / "h2" / "out")}
+
+    def trajectory(r):
+        calls = [(t["tool"], t["content"], t["status"]) for t in r["tool_calls"]]
+        return r["prediction"], r["finish_reason"], "".join(text for _, text in r["segments"]), calls
+
+    assert len(a) == 6 and {k: trajectory(r) for k, r in a.items()} == {k: trajectory(r) for k, r in b.items()}
+    assert {k: trajectory(r) for k, r in c.items()} == {k: trajectory(r) for k, r in b.items()}
+    assert chat["benchmarks"]["mymath"]["pass@1"] == completions["benchmarks"]["mymath"]["pass@1"]
+    assert chat["model"]["api"] == "chat" and again["benchmarks"]["myqa"]["headline_metric"] == "em"
+    assert bodies[0]["messages"][0]["role"] == "system" and "continue_final_message" not in bodies[0]
+    later = [x for x in bodies if x.get("continue_final_message")]  # rounds after a tool call continue the turn
+    assert later and later[0]["messages"][-1]["role"] == "assistant" and later[0]["add_generation_prompt"] is False
+    assert "<result>\n" in later[0]["messages"][-1]["content"]  # the observation inside the assistant turn
