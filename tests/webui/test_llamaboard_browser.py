@@ -348,7 +348,7 @@ def test_arpo_from_llamaboard(page, board, board_env):
     ui.click("Start")
     progress = page.locator("#agentic_rollout_progress")
     deadline = time.time() + 300
-    while not re.search(r"[Rr]ollout \d+", progress.inner_text()) and time.time() < deadline:
+    while not re.search(r"[Rr]ollout (of|after) step \d+", progress.inner_text()) and time.time() < deadline:
         assert "Failed" not in output_box.inner_text(), output_box.inner_text()[-4000:]
         page.wait_for_timeout(200)
     ui.shot("running", at=page.locator(".agentic-output").first)
@@ -396,7 +396,10 @@ def test_arpo_from_llamaboard(page, board, board_env):
     assert "(<result>...</result>, tags included)" in page.locator("#ag-agentic_sft_mask_results").inner_text()
     assert output_dir.input_value().startswith("agentic_sft_")
     assert "The stage changed to agentic_sft" in ui.checks() and "finished run" not in ui.checks()
-    assert page.locator("#agentic_rollout_progress").inner_text().strip() == ""  # no RL line under SFT's bar
+    deadline = time.time() + 10  # no RL line under SFT's progress bar (gradio may show its timer for a moment)
+    while "ollout" in page.locator("#agentic_rollout_progress").inner_text() and time.time() < deadline:
+        page.wait_for_timeout(250)
+    assert "ollout" not in page.locator("#agentic_rollout_progress").inner_text()
 
     # 9b. back to ARPO: a new output directory, not the finished run; then AEPO names the typed values it keeps
     ui.choose("Stage", "ARPO (agentic RL)")
@@ -415,10 +418,20 @@ def test_arpo_from_llamaboard(page, board, board_env):
 
     # 9c. abort during a rollout: the output box says Aborted, not Finished.
     ui.fill("Extra arguments", str({**extra, "max_steps": 50}).replace("'", '"'))  # still running at the abort
+    if not dataset_box.input_value():  # LLaMA-Board's stage switch renews the dataset choices (and drops the choice)
+        dataset_box.click()
+        page.get_by_role("option", name="arpo_rl_reasoning_10k_local", exact=True).click()
+        page.keyboard.press("Escape")
     ui.click("Start")
-    ui.wait_text(progress, r"↻ Rollout of step 1", timeout=300)
+    deadline = time.time() + 300
+    while not re.search(r"↻ (Rollout of|Validation rollout after) step \d+", progress.inner_text()):
+        text = output_box.inner_text()  # (the former run's log stays until the new run writes its own)
+        assert time.time() < deadline and not re.search("found errors|Please", text), (
+            f"no running rollout; output box:\n{text[-3000:]}\nchecks:\n{ui.checks()}"
+        )
+        page.wait_for_timeout(200)
     ui.click("Abort")
-    aborted = ui.wait_text(output_box, r"Aborted|Finished|Failed", timeout=120)
+    aborted = ui.wait_text(output_box, r"^(Aborted\.|Finished\.|Failed)", timeout=120)  # not "Aborted, wait..."
     assert aborted.startswith("Aborted.") and not aborted.startswith("Finished"), aborted[-3000:]
     ui.shot("aborted", output_box)
     ui.choose("Stage", "Agentic SFT (tool trajectories)")
