@@ -339,7 +339,10 @@ class AgenticArguments:
     )
     agentic_skip_bad_rows: bool = field(
         default=False,
-        metadata={"help": "Skip malformed RL rows with a count instead of failing on the first one."},
+        metadata={
+            "help": "Skip malformed rows (RL prompts, or agentic SFT trajectories) with a count instead of failing "
+            "on the first one."
+        },
     )
     agentic_tool_protocol: Literal["inline_tags", "template"] = field(
         default="inline_tags",

@@ -26,7 +26,8 @@ if it is already imported). Everything is looked up at call time in LLaMA-Board,
 * `control.gen_loss_plot`: for the plugin's RL logs the loss plot keeps zero losses (LLaMA-Board drops them, and
   GRPO-style losses are often exactly 0).
 * `runner.Runner._parse_train_args` (the panel's keys in the command), `Runner._initialize` (Start refused when a
-  check before Start fails), `Runner.preview_train` (effective values under the command).
+  check before Start fails), `Runner.preview_train` (effective values under the command), `Runner.set_abort` and
+  `Runner.monitor` (an aborted plugin run ends with "Aborted", not "Finished.").
 * `locales.LOCALES`: the panel's labels, so the language switch relabels it.
 """
 
@@ -87,7 +88,7 @@ def _preconditions(interface: ModuleType) -> dict[str, Any]:
     manager = _attr(modules["manager"], "Manager", type)
     for name in ("get_base_elems", "get_elem_by_id", "add_elems"):
         _method(manager, name, f"{_LF_WEBUI}.manager")
-    for name in ("_initialize", "_parse_train_args", "preview_train"):
+    for name in ("_initialize", "_parse_train_args", "preview_train", "set_abort", "monitor"):
         _method(pieces["runner"], name, f"{_LF_WEBUI}.runner")
     return pieces
 
@@ -212,6 +213,31 @@ def _patch_runner(runner: type) -> None:
         for outputs in original_preview(self, data):
             yield extend_preview(self, data, outputs)
 
+    original_abort = runner.set_abort
+    original_monitor = runner.monitor
+
+    @functools.wraps(original_abort)
+    def set_abort(self):
+        self._agentic_aborted = True  # LLaMA-Board's own flag is cleared before its last monitor output
+        return original_abort(self)
+
+    @functools.wraps(original_monitor)
+    def monitor(self):
+        from ..webui.panel import aborted_output, stage_name
+        from .stages import STAGES
+
+        self._agentic_aborted = False
+        data = self.running_data or {}
+        get = lambda elem_id: data.get(self.manager.get_elem_by_id(elem_id))  # noqa: E731
+        plugin = self.do_train and stage_name(get("train.training_stage")) in STAGES
+        lang = get("top.lang")
+        for outputs in original_monitor(self):
+            if plugin and self._agentic_aborted:
+                outputs = aborted_output(self, outputs, lang)
+            yield outputs
+
+    runner.set_abort = _mark(set_abort)
+    runner.monitor = _mark(monitor)
     runner._initialize = _mark(_initialize)
     runner._parse_train_args = _mark(_parse_train_args)
     runner.preview_train = _mark(preview_train)

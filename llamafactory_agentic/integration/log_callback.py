@@ -42,6 +42,8 @@ _STANDARD_KEYS = {"loss", "learning_rate", "epoch", "step", "total_flos", "eval_
 _RL_LINE_NAMES = (
     ("reward", "reward"),
     ("reward/accuracy", "accuracy"),
+    ("reward/identical_groups", "identical_groups"),
+    ("dynamic_sampling/identical_groups_in_update", "identical_in_update"),
     ("rollout/tool_calls_per_traj", "tool_calls"),
     ("rollout/branches", "branches"),
     ("rollout/response_length", "response_length"),
@@ -50,8 +52,9 @@ _RL_LINE_NAMES = (
     ("loss/approx_kl", "approx_kl"),
     ("loss/clip_frac", "clip_frac"),
 )
-_RL_LINE_ROLLOUT_KEYS = ("reward", "reward/accuracy", "rollout/tool_calls_per_traj", "rollout/branches",
-                         "rollout/response_length")  # fmt: skip
+_RL_LINE_ROLLOUT_KEYS = ("reward", "reward/accuracy", "reward/identical_groups",
+                         "dynamic_sampling/identical_groups_in_update", "rollout/tool_calls_per_traj",
+                         "rollout/branches", "rollout/response_length")  # fmt: skip
 _RL_LINE_UPDATE_KEYS = ("loss/entropy", "loss/kl", "loss/approx_kl", "loss/clip_frac")
 
 
@@ -62,9 +65,10 @@ def extend_log_callback(callbacks: list[TrainerCallback] | None) -> None:
     `AgenticLogCallback` (same state, `on_log` extended), so `rollout/...`, `tools/...`, `reward/...`,
     `loss/...`, `time/...` and `aepo/...` reach the file LLaMA-Board reads. When training begins (at the step of the
     checkpoint it resumes from, or 0), the records of later steps are removed from `trainer_log.jsonl` and
-    `rollouts.jsonl` (`train.checkpoints.drop_records_after`), so a resumed run logs each step once. Under LLaMA-Board it also logs one line
-    per training step with the main RL values (reward, accuracy, tool calls, branches, response length, entropy, KL,
-    clip fraction) next to LogCallback's loss line.
+    `rollouts.jsonl` (`train.checkpoints.drop_records_after`), so a resumed run logs each step once. Under
+    LLaMA-Board it also logs one line per training step with the main RL values (reward, accuracy, share of
+    identical-reward groups, tool calls, branches, response length, entropy, KL, clip fraction) next to LogCallback's
+    loss line.
     """
     from llamafactory.train.callbacks import LogCallback
 

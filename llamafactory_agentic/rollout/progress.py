@@ -33,8 +33,9 @@ class RolloutProgress:
     Wraps any `GenerationEngine`; every attribute is delegated. `reset` (start of a rollout call) opens the bar,
     `generate` ticks it with the number of active trajectories and new tokens, `release` closes it. With
     `status_path`, the same state is also written there as JSON after every round (`rollout` count, `phase`,
-    `round`, `active` trajectories, `new_tokens` of the round, `total_tokens` of the rollout, `started`/`updated`
-    Unix times, `done`), which LLaMA-Board reads to show a progress line while no training step is logged.
+    `global_step` (optimiser steps done before the call), `round`, `active` trajectories, `new_tokens` of the round,
+    `total_tokens` of the rollout, `started`/`updated` Unix times, `done`), which LLaMA-Board reads to show a progress
+    line while no training step is logged.
     """
 
     def __init__(self, engine: Any, enabled: bool, status_path: str | None = None):
@@ -42,6 +43,7 @@ class RolloutProgress:
         self._engine, self._enabled, self._bar = engine, enabled, None
         self._status_path = status_path if enabled else None
         self.phase = "training"  # "training" or "validation", set by the trainer before each rollout call
+        self.global_step = 0  # optimiser steps done before the call, set by the trainer (as in rollouts.jsonl)
         self._status: dict[str, Any] = {"rollout": 0, "done": True}
 
     def __getattr__(self, name: str) -> Any:
@@ -62,6 +64,7 @@ class RolloutProgress:
             self._status = {
                 "rollout": self._status["rollout"] + 1,
                 "phase": self.phase,
+                "global_step": self.global_step,
                 "round": 0,
                 "active": 0,
                 "new_tokens": 0,

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from ..hparams import AgenticArguments
 from .fields import RL_STAGES, SFT_STAGES
+from .rollouts import plural
 
 
 LEVELS = ("error", "warning", "info")
@@ -116,6 +117,7 @@ def check_values(stage: str, args: dict[str, Any], world_size: int = 1) -> list[
 
     if stage not in RL_STAGES:
         return findings
+    findings += check_preset_overrides(stage, args)
 
     from llamafactory.hparams import GeneratingArguments
 
@@ -140,7 +142,7 @@ def check_values(stage: str, args: dict[str, Any], world_size: int = 1) -> list[
                 "info",
                 "batch sizes",
                 f"each rollout gives {namespace.arpo_rollout_batch_size} x {namespace.arpo_rollout_n} trajectories "
-                f"for {updates} optimiser update(s); one training step is one update",
+                f"for {plural(updates, 'optimiser update')}; one training step is one update",
             )
         )
 
@@ -170,6 +172,28 @@ def check_values(stage: str, args: dict[str, Any], world_size: int = 1) -> list[
                 "set Groups written to rollouts.jsonl above 0 (e.g. 0.1)",
             )
         )
+    return findings
+
+
+def check_preset_overrides(stage: str, args: dict[str, Any]) -> list[Finding]:
+    r"""A note per set key whose value replaces a different value of the stage's preset.
+
+    A value typed for `arpo` stays when the stage becomes `aepo`, and then wins over AEPO's preset; this says so.
+    """
+    from .fields import stage_preset
+
+    preset = stage_preset(stage, args.get("aepo_variant"))
+    findings = []
+    for key, value in args.items():
+        if key in preset and not callable(preset[key]) and preset[key] != value:
+            findings.append(
+                Finding(
+                    "info",
+                    f"`{key}`",
+                    f"is set to {value}, so the `{stage}` preset's {preset[key]} does not apply",
+                    "clear the field to use the preset",
+                )
+            )
     return findings
 
 
@@ -244,7 +268,7 @@ def _dataset_infos(dataset_dir: str) -> dict[str, dict[str, Any]]:
         return {}
 
 
-_ROW_CACHE: dict[tuple, list[tuple[int, str]]] = {}
+_ROW_CACHE: dict[tuple, "RowReport"] = {}
 _ROW_LOCK = threading.Lock()
 
 
@@ -280,8 +304,54 @@ def _load_raw_rows(dataset_dir: str, attr: Any, max_samples: int | None) -> Any:
     return _load_single_dataset(raw_attr, model_args, data_args, training_args)
 
 
-def _bad_rows(stage: str, dataset_dir: str, attr: Any, max_samples: int | None, sft_options: tuple) -> list:
-    r"""`[(row, problem)]` of one local dataset, cached per file version."""
+@dataclass
+class RowReport:
+    r"""Row validation of one local dataset.
+
+    Attributes:
+        total: Rows read (after `max_samples`).
+        bad: `[(0-based row, problem)]` of the malformed rows.
+        looks_like: The format the rows look like (`describe_rows`), e.g. `arpo_sft`.
+        columns: Column names of the file.
+    """
+
+    total: int
+    bad: list[tuple[int, str]]
+    looks_like: str
+    columns: list[str]
+
+
+def describe_rows(columns: Iterable[str], first: dict[str, Any] | None) -> str:
+    r"""The dataset format that rows with these columns look like (for a wrong `formatting` in dataset_info.json).
+
+    Args:
+        columns: Column names of the file.
+        first: The first row (None for an empty file).
+
+    Returns:
+        `arpo_rl` (verl layout: a chat `prompt` and a `reward_model` with the ground truth), `arpo_sft` (a
+        conversation with ARPO's tool tags), `sharegpt` (a conversation without them), `alpaca`
+        (instruction/output) or `unknown`.
+    """
+    columns = set(columns)
+    first = first or {}
+    if "reward_model" in columns or {"prompt", "data_source"} <= columns:
+        return "arpo_rl"
+    for key in ("conversations", "messages"):
+        if key in columns:
+            text = str(first.get(key, ""))
+            return (
+                "arpo_sft"
+                if any(tag in text for tag in ("<search>", "<python>", "<result>", "<think>"))
+                else ("sharegpt")
+            )
+    if {"instruction", "output"} <= columns:
+        return "alpaca"
+    return "unknown"
+
+
+def _bad_rows(stage: str, dataset_dir: str, attr: Any, max_samples: int | None, sft_options: tuple) -> RowReport:
+    r"""The `RowReport` of one local dataset, cached per file version."""
     versions = _file_versions(dataset_dir, attr)
     key = (stage in RL_STAGES, dataset_dir, repr(attr), versions, max_samples, sft_options)
     with _ROW_LOCK:
@@ -305,8 +375,12 @@ def _bad_rows(stage: str, dataset_dir: str, attr: Any, max_samples: int | None, 
                     rebuild_sft_messages(example.get(attr.messages) or [], attr, mask_results=sft_options[0])
                 except TrajectoryFormatError as err:
                     bad.append((row, f"tag {err.tag}: {err.problem}" if err.tag else err.problem))
-        _ROW_CACHE[key] = bad
-        return bad
+                except (TypeError, KeyError, AttributeError) as err:  # not a list of messages at all
+                    bad.append((row, f"column `{attr.messages}` is not a conversation ({type(err).__name__})"))
+        columns = list(raw.column_names or [])
+        report = RowReport(len(raw), bad, describe_rows(columns, raw[0] if len(raw) else None), columns)
+        _ROW_CACHE[key] = report
+        return report
 
 
 def check_rows(
@@ -318,7 +392,7 @@ def check_rows(
     empty ground truth fails otherwise). Agentic SFT: every `arpo_sft` trajectory through
     `data.converters.rebuild_sft_messages` (tag balance, results after tool calls).
     """
-    from ..data.converters import SFT_FORMATTING
+    from ..data.converters import RL_FORMATTING, SFT_FORMATTING
     from ..data.rl_loader import format_bad_row, source_label
 
     findings = []
@@ -334,9 +408,15 @@ def check_rows(
         ):
             continue
         try:
-            bad = _bad_rows(stage, dataset_dir, attr, max_samples, (mask_results,))
+            report = _bad_rows(stage, dataset_dir, attr, max_samples, (mask_results,))
         except Exception as err:  # missing file, unreadable file: LLaMA-Factory's loader message
             findings.append(Finding("error", f"dataset `{name}`", f"cannot be read: {err}", "fix dataset_info.json"))
+            continue
+        bad = report.bad
+        other_format = report.looks_like in (RL_FORMATTING, SFT_FORMATTING) and report.looks_like != attr.formatting
+        if other_format or (bad and len(bad) == report.total):
+            # nothing would be left, skipped or not (or the rows are the other stage's): the format is wrong
+            findings.append(_wrong_format(name, attr, report))
             continue
         if not bad:
             continue
@@ -347,7 +427,9 @@ def check_rows(
         )
         if skip_bad_rows:
             findings.append(
-                Finding("warning", f"dataset `{name}`", f"{len(bad)} malformed rows ({rows}) will be skipped")
+                Finding(
+                    "warning", f"dataset `{name}`", f"{plural(len(bad), 'malformed row')} ({rows}) will be skipped"
+                )
             )
             continue
         row, problem = bad[0]
@@ -360,11 +442,37 @@ def check_rows(
             Finding(
                 "error",
                 f"dataset `{name}`",
-                f"{len(bad)} malformed row(s) ({rows}); first: {first}",
+                f"{plural(len(bad), 'malformed row')} ({rows}); first: {first}",
                 "fix the rows in the file, or tick *Skip bad rows* (agentic_skip_bad_rows) to drop them",
             )
         )
     return findings
+
+
+def _wrong_format(name: str, attr: Any, report: RowReport) -> Finding:
+    r"""The error for a dataset whose rows are not of its registered `formatting` (all bad, or another plugin format)."""
+    shown = ", ".join(report.columns[:8]) + (", ..." if len(report.columns) > 8 else "")
+    looks = f"rows look like `{report.looks_like}`" if report.looks_like != "unknown" else "rows have another format"
+    if report.looks_like not in ("unknown", attr.formatting):
+        fix = (
+            f'register it with the format of its rows (`"formatting": "{report.looks_like}"` in '
+            "dataset_info.json) and choose it for a stage that trains on that format, or choose a dataset whose rows "
+            f"are `{attr.formatting}` rows"
+        )
+    else:
+        fix = "fix the file, or its `formatting` and `columns` in dataset_info.json (see data/README.md)"
+    if len(report.bad) == report.total:
+        first_row, problem = report.bad[0]
+        found = f"none of its {report.total} rows is a valid `{attr.formatting}` row"
+        detail = f"; row {first_row}: {problem}. Skip bad rows would leave no row to train on"
+    else:
+        found, detail = f"its {report.total} rows are not `{attr.formatting}` rows", ""
+    return Finding(
+        "error",
+        f"dataset `{name}`",
+        f"is registered as `formatting: {attr.formatting}`, but {found}: the {looks} (columns: {shown}){detail}",
+        fix,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- output, tools, reward
@@ -414,7 +522,42 @@ def check_output_dir(stage: str, args: dict[str, Any], suggestion: str | None = 
                     fix + f" (start from it with Checkpoint path `{os.path.basename(str(output_dir))}`)",
                 )
             ]
+    finished = finished_run(str(output_dir)) if output_dir else None
+    if finished is not None:
+        step, max_steps = finished
+        steps = f"step {step} of {max_steps}" if max_steps else f"step {step}"
+        return [
+            Finding(
+                "warning",
+                "output directory",
+                f"`{output_dir}` holds a finished run ({steps}); Start would resume it from its last checkpoint and "
+                "train on past its end instead of starting a new run",
+                fix + " (or raise Max steps / Epochs on purpose to continue it)",
+            )
+        ]
     return []
+
+
+def finished_run(output_dir: str) -> tuple[int, int | None] | None:
+    r"""`(global step, max steps)` of a run that finished in `output_dir`, None when there is none.
+
+    A run finished when the training process wrote its end-of-training files: `train_results.json`
+    (`Trainer.save_metrics("train", ...)`) and `trainer_state.json` (`Trainer.save_state()`) in the output directory
+    itself (checkpoints keep theirs in `checkpoint-<step>/`). `max_steps` is None when the state does not say.
+    """
+    import json
+
+    from transformers.trainer import TRAINER_STATE_NAME
+
+    state_path = os.path.join(output_dir, TRAINER_STATE_NAME)
+    if not (os.path.isfile(os.path.join(output_dir, "train_results.json")) and os.path.isfile(state_path)):
+        return None
+    try:
+        with open(state_path, encoding="utf-8") as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return int(state.get("global_step") or 0), (int(state["max_steps"]) if state.get("max_steps") else None)
 
 
 def check_tools(args: dict[str, Any]) -> list[Finding]:
@@ -443,18 +586,47 @@ def check_tools(args: dict[str, Any]) -> list[Finding]:
         return []
     location = args.get("agentic_search_index") or os.environ.get("AGENTIC_SEARCH_INDEX")
     location = location or os.path.join(os.path.expanduser("~"), ".cache", "llamafactory_agentic", "search_index")
-    corpus = BM25Index(os.path.expanduser(str(location))).corpus_path
+    location = os.path.expanduser(str(location))
+    corpus = BM25Index(location).corpus_path
     if not os.path.isfile(corpus):
+        folder = location if corpus.name != os.path.basename(location) else os.path.dirname(location) or "."
         return [
             Finding(
-                "warning",
+                "error",
                 "local search index",
-                f"no corpus at `{corpus}`: every search call will return an error observation",
-                "build it with `llamafactory-agentic index build --cache-json data/arpo/search_cache.json --output "
-                f"{location}` or set Local search index",
+                f"no corpus at `{corpus}`: every search call would fail (`agentic_search_index`, default "
+                "`$AGENTIC_SEARCH_INDEX` or ~/.cache/llamafactory_agentic/search_index)",
+                f"write your documents to `{corpus}` (one JSON object per line with a `text` field; the BM25 index is "
+                "built at the first search), or build it from a recorded search cache with `llamafactory-agentic "
+                f"index build --cache-json <your cache>.json --output {folder}`, or set Local search index to an "
+                "existing index, or choose another Search backend (replay, web, retriever)",
             )
         ]
     return []
+
+
+def check_precision(args: dict[str, Any]) -> list[Finding]:
+    r"""bf16 needs a device with bf16 support: transformers' `TrainingArguments` refuses it otherwise.
+
+    The training process would stop with "Your setup doesn't support bf16/gpu" after it started (LLaMA-Board's
+    Compute type `bf16` is its default, also on a CPU-only machine).
+    """
+    if not (args.get("bf16") or args.get("pure_bf16")) or args.get("use_cpu"):
+        return []
+    from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
+
+    if is_torch_bf16_gpu_available() or is_torch_xla_available():
+        return []
+    key = "pure_bf16" if args.get("pure_bf16") else "bf16"
+    return [
+        Finding(
+            "error",
+            f"`{key}`",
+            "is set (Compute type bf16) but this machine has no device with bf16 support (no CUDA GPU of compute "
+            'capability 8.0 or newer): the training process would stop with "Your setup doesn\'t support bf16/gpu"',
+            "choose Compute type fp32 (or fp16 on an older GPU)",
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- all
@@ -496,6 +668,7 @@ def run_checks(
     findings += dataset_findings
     findings += check_rows(stage, dataset_dir, fitting, args, bool(args.get("agentic_skip_bad_rows", False)))
     findings += check_output_dir(stage, args, suggested_output_dir)
+    findings += check_precision(args)
     if stage in RL_STAGES:
         findings += check_tools(args)
     return sorted(findings, key=lambda finding: LEVELS.index(finding.level))

@@ -17,7 +17,8 @@
 Entries have LLaMA-Board's `LOCALES` shape, `{element name: {lang: {"label": ..., "info": ...}}}`, and are merged
 into it, so LLaMA-Board's language switch relabels the panel like its own fields. A field's info is its help text
 from the dataclass (the single source, in English; HTML-escaped, as gradio renders it as Markdown) followed by its
-preset values per stage.
+preset values per stage. A field's label ends with the `llamafactory-cli` key it sets, e.g. "Group size M
+(arpo_rollout_n)": the key that error messages, Extra arguments, YAML recipes and the docs use.
 """
 
 import html
@@ -74,7 +75,7 @@ FIELD_LABELS: dict[str, tuple[str, str]] = {  # element name: (English, Chinese)
     "agentic_sft_check": ("Pre-run check", "训练前检查"),
     "agentic_tool_protocol": ("Tool-call protocol", "工具调用协议"),
     "agentic_skip_bad_rows": ("Skip bad rows", "跳过错误样本"),
-    "agentic_repair_boxed": ("Repair \\x08oxed", "修复 \\x08oxed"),
+    "agentic_repair_boxed": ("Repair corrupted \\boxed", "修复损坏的 \\boxed"),
 }
 
 OTHER_LABELS: dict[str, dict[str, tuple[str, str]]] = {  # element name: {property: (English, Chinese)}
@@ -115,13 +116,31 @@ MESSAGES: dict[str, tuple[str, str]] = {  # key: (English, Chinese)
         "{path} 中还没有 rollouts.jsonl（请将“写入 rollouts.jsonl 的组比例”设为大于 0）。",
     ),
     "rollout_running": (
-        "Rollout {rollout} · round {round} · {active} active trajectories · {new_tokens} new tokens "
+        "{rollout} · round {round} · {active} active trajectories · {new_tokens} new tokens "
         "({total_tokens} in this rollout) · {elapsed}",
-        "采样 {rollout} · 第 {round} 轮 · {active} 条活跃轨迹 · 新增 {new_tokens} 个 token（本次采样共 {total_tokens}）· {elapsed}",
+        "{rollout} · 第 {round} 轮 · {active} 条活跃轨迹 · 新增 {new_tokens} 个 token（本次采样共 {total_tokens}）· {elapsed}",
     ),
     "rollout_done": (
-        "Last rollout {rollout}: {round} rounds, {total_tokens} new tokens in {elapsed}",
-        "上次采样 {rollout}：{round} 轮，新增 {total_tokens} 个 token，用时 {elapsed}",
+        "Last: {rollout}, {round} rounds, {total_tokens} new tokens in {elapsed}",
+        "上次：{rollout}，{round} 轮，新增 {total_tokens} 个 token，用时 {elapsed}",
+    ),
+    # one numbering with the rollout viewer: the training step a rollout feeds (first step of it)
+    "rollout_training": ("Rollout of step {step}", "第 {step} 步的采样"),
+    "rollout_validation": ("Validation rollout after step {step}", "第 {step} 步后的验证采样"),
+    "aborted_note": (
+        "Aborted. The run was stopped before its end: the logged losses and metrics are those of the steps finished "
+        "before the abort (none if it was stopped in its first rollout); no final model was saved, only the "
+        "checkpoints written before.",
+        "已中止。训练在结束前被停止：日志中的损失和指标来自中止前完成的步骤（若在第一次采样时中止则没有）；"
+        "未保存最终模型，只有中止前写入的检查点。",
+    ),
+    "checks_stage_changed": (
+        "The stage changed to `{stage}`: press *Run checks*, *Preview command* or *Start*.",
+        "阶段已切换为 `{stage}`：请点击“运行检查”、“预览命令”或“开始”。",
+    ),
+    "kept_values": (
+        "Values you set stay and replace the `{preset}` preset: {values} (clear a field to use the preset).",
+        "你设置的值保留并覆盖 `{preset}` 预设：{values}（清空字段即使用预设）。",
     ),
 }
 
@@ -144,7 +163,7 @@ def build_locales() -> dict[str, dict[str, dict[str, str]]]:
     """
     locales = {}
     for field in panel_fields():
-        english, chinese = FIELD_LABELS[field.name]
+        english, chinese = (f"{label} ({field.key})" for label in FIELD_LABELS[field.name])
         # the info is rendered as Markdown: tags such as <result> in the help text must stay visible
         info = html.escape(" ".join(part for part in (field.help, preset_summary(field)) if part), quote=False)
         locales[field.name] = _entry({"label": (english, chinese), "info": (info, info)})

@@ -18,6 +18,8 @@ The figure has one panel per metric, drawn like LLaMA-Board's loss plot (the val
 once there are enough points) but zeros are kept: a clip fraction, KL or accuracy of 0 is a value, not a gap.
 Rollout metrics exist on the steps whose first micro-step ran a rollout (one rollout feeds `steps_per_generation`
 updates), so their panels show points at those steps; optimiser metrics (entropy, KL, clip fraction) exist every step.
+The share of groups whose rewards are all equal (`reward/identical_groups`, no learning signal) has its panel, and
+with dynamic sampling so has the share left in the update (`dynamic_sampling/identical_groups_in_update`).
 """
 
 import json
@@ -34,6 +36,8 @@ from .locales import message
 RL_PANELS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
     ("reward (mean)", ("reward/mean", "reward"), "eval_reward"),
     ("accuracy", ("reward/accuracy",), "eval_reward/accuracy"),
+    ("identical-reward groups (share, rolled out)", ("reward/identical_groups",), None),
+    ("identical-reward groups (share, in the update)", ("dynamic_sampling/identical_groups_in_update",), None),
     ("tool calls / trajectory", ("rollout/tool_calls_per_traj",), "eval_rollout/tool_calls_per_traj"),
     ("branches / rollout", ("rollout/branches",), None),
     ("entropy (trained tokens)", ("loss/entropy",), None),
@@ -179,8 +183,21 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60}m {seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-def progress_line(output_path: str, lang: str | None = "en", now: float | None = None) -> str:
-    r"""One line on the current (or last) rollout from `rollout_progress.json` ("" when there is none)."""
+def progress_line(
+    output_path: str, lang: str | None = "en", now: float | None = None, since: float | None = None
+) -> str:
+    r"""One line on the current (or last) rollout from `rollout_progress.json` ("" when there is none).
+
+    The rollout is named by the training step it feeds, as in the rollout viewer: "Rollout of step 3" (the
+    trainer's `global_step` + 1) or "Validation rollout after step 2".
+
+    Args:
+        output_path: The run's output directory.
+        lang: LLaMA-Board's language.
+        now: Current Unix time (for the elapsed time of a running rollout).
+        since: Unix time the current run started: a status last written before it belongs to a previous run in the
+            same directory and gives "".
+    """
     from ..rollout.progress import ROLLOUT_PROGRESS_NAME
 
     try:
@@ -188,11 +205,18 @@ def progress_line(output_path: str, lang: str | None = "en", now: float | None =
             status = json.load(f)
     except (OSError, ValueError):
         return ""
+    if since is not None and float(status.get("updated", 0)) < since:
+        return ""
     now = time.time() if now is None else now
     done = bool(status.get("done"))
     elapsed = (status.get("updated", now) if done else now) - status.get("started", now)
+    step = int(status.get("global_step", 0))
+    if status.get("phase") == "validation":
+        name = message("rollout_validation", lang, step=step)
+    else:
+        name = message("rollout_training", lang, step=step + 1)
     fields = {
-        "rollout": f"{status.get('rollout', 0)}" + (" (validation)" if status.get("phase") == "validation" else ""),
+        "rollout": name,
         "round": status.get("round", 0),
         "active": status.get("active", 0),
         "new_tokens": f"{status.get('new_tokens', 0):,}",

@@ -32,7 +32,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
@@ -42,6 +42,7 @@ from .checks import Finding, dataset_fit, format_findings, run_checks
 from .fields import (
     FIELD_STAGES,
     GROUPS,
+    PRESET_CHOICE,
     RL_STAGES,
     effective_values,
     field_by_name,
@@ -108,20 +109,90 @@ def output_path(model_name: str | None, finetuning_type: str, output_dir: str | 
 
 
 def default_output_dir(
-    stage: str, output_dir: str | None, current_time: str, start_paths: Iterable[str]
+    stage: str,
+    output_dir: str | None,
+    current_time: str,
+    start_paths: Iterable[str],
+    taken: Callable[[str], bool] | None = None,
+    now_time: str | None = None,
 ) -> str | None:
     r"""The output directory to switch to when the stage changes, or None to keep the current one.
 
     A name of the default form `<stage>_<time>` (LLaMA-Board's is `train_<time>`) follows the stage; an output
-    directory that is the checkpoint the run starts from becomes `<stage>_<time>`.
+    directory that is the checkpoint the run starts from becomes `<stage>_<time>`. A default name that already holds a
+    run (`taken`) is replaced by one with `now_time`: switching the stage away and back must not lead back into a
+    finished run, which Start would resume past its end.
+
+    Args:
+        stage: The new stage.
+        output_dir: The current output directory name.
+        current_time: LLaMA-Board's time of the page (`<time>` of its default names).
+        start_paths: Checkpoint paths the run starts from.
+        taken: Whether an output directory name already holds a run (None: never).
+        now_time: The time now, for a new name when the default one is taken (defaults to `current_time`).
     """
+    now_time = now_time or current_time
     match = _DEFAULT_DIR.match(output_dir or "")
+    prefix = stage if stage in STAGES else "train"
     if match:
-        wanted = f"{stage if stage in STAGES else 'train'}_{match.group('time')}"
+        wanted = f"{prefix}_{match.group('time')}"
+        if taken is not None and taken(wanted):
+            wanted = f"{prefix}_{now_time}"
+            if taken(wanted) or wanted == output_dir:  # the same second twice: keep the current name
+                return None
         return wanted if wanted != output_dir else None
     if stage in STAGES and output_dir and output_dir in set(start_paths):
-        return f"{stage}_{current_time}"
+        return f"{stage}_{now_time if taken is not None and taken(f'{stage}_{current_time}') else current_time}"
     return None
+
+
+def holds_run(path: str) -> bool:
+    r"""Whether the output directory `path` holds a run (LLaMA-Board's config, training arguments or a checkpoint)."""
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return False
+    return any(
+        name in ("llamaboard_config.yaml", "training_args.yaml") or name.startswith("checkpoint-") for name in names
+    )
+
+
+def stage_change_note(stage: str | None, variant: str | None, values: dict[str, Any], lang: str | None) -> str:
+    r"""The checks box after a stage change: the previous stage's findings are gone; typed preset values are named.
+
+    Args:
+        stage: The new stage.
+        variant: The AEPO variant drop-down value.
+        values: `{element name: UI value}` of the panel's preset fields.
+        lang: LLaMA-Board's language.
+
+    Returns:
+        Markdown: "checks not run for this stage" and, for an RL stage, the keys whose typed value replaces a
+        different value of the stage's preset (e.g. `arpo_beam_size` 4 typed under ARPO, AEPO's preset 2).
+    """
+    title = f"**{message('checks_title', lang)}** — {message('checks_stage_changed', lang, stage=stage)}"
+    if stage not in RL_STAGES:
+        return title
+    try:
+        typed = panel_args(stage, values)
+    except ValueError:
+        return title
+    preset = stage_preset(stage, None if variant == PRESET_CHOICE else variant)
+    kept = [
+        f"`{key}` {value} (preset {preset[key]})"
+        for key, value in typed.items()
+        if key in preset and not callable(preset[key]) and preset[key] != value
+    ]
+    if not kept:
+        return title
+    from types import SimpleNamespace
+
+    from ..train.presets import preset_name
+
+    name = preset_name(
+        SimpleNamespace(agentic_stage=stage, aepo_variant=variant if variant in ("paper", "released") else "released")
+    )
+    return title + "\n\n- ℹ " + message("kept_values", lang, preset=name, values=", ".join(kept))
 
 
 # ---------------------------------------------------------------------------------------------- build
@@ -312,6 +383,23 @@ def start_error(runner: Any, data: dict["Component", Any], from_preview: bool) -
     return "\n".join(lines)
 
 
+def aborted_output(runner: Any, outputs: dict["Component", Any], lang: str | None) -> dict["Component", Any]:
+    r"""LLaMA-Board's last monitor output of an aborted run with "Aborted" instead of "Finished".
+
+    LLaMA-Board's `Runner.monitor` ends an aborted run like a finished one: the output box starts with "Finished."
+    above the log, whose last loss line is of steps before the abort (or of none, when a rollout was running). For a
+    plugin stage that first line becomes "Aborted." with a note on what the logged values mean.
+    """
+    from llamafactory.webui.locales import ALERTS
+
+    output_box = runner.manager.get_elem_by_id("train.output_box")
+    text = outputs.get(output_box)
+    finished = ALERTS["info_finished"].get(lang or "en", ALERTS["info_finished"]["en"])
+    if not isinstance(text, str) or not text.startswith(finished):
+        return outputs
+    return {**outputs, output_box: message("aborted_note", lang) + text[len(finished) :]}
+
+
 def extend_preview(runner: Any, data: dict["Component", Any], outputs: dict["Component", Any]) -> dict:
     r"""Append the effective values of the plugin's keys (presets resolved) to the previewed command."""
     get = _getter(runner, data)
@@ -346,13 +434,23 @@ def wire(engine: Any, lf: dict[str, Any], panel: dict[str, Any], monitor: dict[s
                 updates.append(gr.update(choices=ui_choices(field, preset)))
         return updates
 
-    def on_stage(stage_label, variant, output_dir, current_time, checkpoint):
+    def on_stage(stage_label, variant, output_dir, current_time, checkpoint, lang_value, model, method, *typed):
+        from llamafactory.webui.common import get_time
+
         name = stage_name(stage_label)
         plugin, rl = name in STAGES, name in RL_STAGES
         tabs = [gr.update(visible=name in stages) for _, stages, _ in GROUPS]
         own = [gr.update(visible=name in stages) for stages in FIELD_STAGES.values()]
         starts = checkpoint if isinstance(checkpoint, list) else [checkpoint] if checkpoint else []
-        new_dir = default_output_dir(name, output_dir, current_time or "", starts)
+        new_dir = default_output_dir(
+            name,
+            output_dir,
+            current_time or "",
+            starts,
+            taken=lambda candidate: holds_run(output_path(model, method, candidate)),
+            now_time=get_time(),
+        )
+        values = {field.name: value for field, value in zip(preset_fields, typed)}
         return [
             gr.update(visible=plugin),
             gr.update(visible=not plugin),
@@ -362,11 +460,23 @@ def wire(engine: Any, lf: dict[str, Any], panel: dict[str, Any], monitor: dict[s
             gr.update(value=new_dir) if new_dir else gr.skip(),
             gr.update(visible=rl),
             gr.update(visible=rl),
+            stage_change_note(name, variant, values, lang_value) if plugin else gr.skip(),
+            "" if not rl else gr.skip(),  # no rollout line under another stage's progress bar
         ]
 
     stage.change(
         on_stage,
-        [stage, panel["aepo_variant"], lf["output_dir"], lf["current_time"], checkpoint_path],
+        [
+            stage,
+            panel["aepo_variant"],
+            lf["output_dir"],
+            lf["current_time"],
+            checkpoint_path,
+            lang,
+            model_name,
+            finetuning_type,
+            *[panel[f.name] for f in preset_fields],
+        ],
         [
             panel["agentic_tab"],
             lf["rlhf_tab"],
@@ -376,6 +486,8 @@ def wire(engine: Any, lf: dict[str, Any], panel: dict[str, Any], monitor: dict[s
             lf["output_dir"],
             monitor["rl_viewer"],
             monitor["rollout_viewer_tab"],
+            panel["agentic_checks"],
+            monitor["rollout_progress"],
         ],
         queue=False,
     )
@@ -401,10 +513,15 @@ def wire(engine: Any, lf: dict[str, Any], panel: dict[str, Any], monitor: dict[s
 
     def on_tick(lang_value, stage_label, model, method, output_dir, state):
         if stage_name(stage_label) not in RL_STAGES:
-            return gr.skip(), gr.skip(), state
+            return gr.skip(), ("" if state.get("line") else gr.skip()), {**state, "line": ""}
         path = current_path(model, method, output_dir)
         signature = [path, *log_signature(path)]
-        line = progress_line(path, lang_value)
+        state = dict(state)
+        running = bool(engine.runner.running and engine.runner.do_train)
+        if running and not state.get("running"):  # a run started: a status file older than that is a former run's
+            state["since"] = time.time() - TIMER_SECONDS
+        state["running"] = running
+        line = progress_line(path, lang_value, since=state.get("since") if running else None)
         plot = gr.skip()
         if signature != state.get("signature"):
             from llamafactory.extras.constants import TRAINER_LOG
@@ -412,7 +529,7 @@ def wire(engine: Any, lf: dict[str, Any], panel: dict[str, Any], monitor: dict[s
             figure = rl_figure(read_jsonl(os.path.join(path, TRAINER_LOG)), aepo=is_aepo_run(path))
             plot = gr.update(value=figure)
         text = gr.skip() if line == state.get("line") else line
-        return plot, text, {"signature": signature, "line": line}
+        return plot, text, {**state, "signature": signature, "line": line}
 
     monitor["_timer"].tick(
         on_tick,

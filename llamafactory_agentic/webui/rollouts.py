@@ -112,9 +112,12 @@ class RolloutIndex:
         return self
 
     def choices(self) -> list[tuple[str, str]]:
-        r"""`(label, value)` per rollout, newest first: "rollout 3 · step 7 · 2 groups"."""
+        r"""`(label, value)` per rollout, newest first: "step 7 · 2 groups".
+
+        A rollout is named by the step it fed first, as in the rollout progress line (one rollout per step at most).
+        """
         return [
-            (f"rollout {rollout} · step {self.steps[rollout] + 1} · {len(self.offsets[rollout])} groups", str(rollout))
+            (f"step {self.steps[rollout] + 1} · {plural(len(self.offsets[rollout]), 'group')}", str(rollout))
             for rollout in sorted(self.offsets, reverse=True)
         ]
 
@@ -130,6 +133,17 @@ class RolloutIndex:
 
 _INDEXES: dict[str, RolloutIndex] = {}
 _INDEX_LOCK = threading.Lock()
+
+
+def plural(count: int, noun: str) -> str:
+    r"""`"1 branch"`, `"2 branches"`, `"0 trajectories"`: the count with the noun in the right number (English)."""
+    if count == 1:
+        return f"{count} {noun}"
+    if noun.endswith(("ch", "sh", "s", "x")):
+        return f"{count} {noun}es"
+    if noun.endswith("y") and noun[-2:-1] not in "aeiou":
+        return f"{count} {noun[:-1]}ies"
+    return f"{count} {noun}s"
 
 
 def rollout_index(path: str) -> RolloutIndex:
@@ -258,7 +272,7 @@ def _node(member: dict[str, Any], by_member: dict[int, dict], children: dict[int
         ),  # fmt: skip
         _badge(f"accuracy {member.get('accuracy', 0):.0f}"),
         _badge(f"advantage {member.get('advantage', 0):+.3f}"),
-        _badge(f"{member.get('num_tool_calls', 0)} call(s)"),
+        _badge(plural(int(member.get("num_tool_calls", 0)), "call")),
         _badge(f"finish {member.get('finish_reason', '?')}"),
     ]
     if member.get("truncated"):
@@ -278,7 +292,7 @@ def _node(member: dict[str, Any], by_member: dict[int, dict], children: dict[int
     piece, _ = colour_tags(_elide(text[start:]), stack)
     pieces.append(piece)
     if parent is not None and inherited:
-        pieces.insert(0, f'<span class="ag-call">… {inherited} call(s) shared with #{parent["member"]}</span>')
+        pieces.insert(0, f'<span class="ag-call">… {plural(inherited, "call")} shared with #{parent["member"]}</span>')
 
     sub = "".join(_node(child, by_member, children, depth + 1) for child in kids)
     return (
@@ -306,7 +320,8 @@ def render_group(record: dict[str, Any]) -> str:
     mean = sum(rewards) / len(rewards) if rewards else float("nan")
     branches = sum(1 for m in members if m.get("parent") is not None)
     head = (
-        f'<div class="ag-head">Group {record.get("group")} · {len(members)} trajectories · {branches} branches · '
+        f'<div class="ag-head">Group {record.get("group")} · {plural(len(members), "trajectory")} · '
+        f"{plural(branches, 'branch')} · "
         f"mean reward {mean:.3g} · ground truth {_badge(record.get('ground_truth'))} "
         f"{_badge(record.get('data_source') or '')}</div>"
         f"<div>{html.escape(_question(record.get('prompt', '')))}</div>"
@@ -323,13 +338,15 @@ def render_rollout(records: list[dict[str, Any]]) -> str:
         return ""
     first = records[0]
     title = (
-        f"<p><b>Rollout {first.get('rollout')}</b> (trained from step {int(first.get('global_step', 0)) + 1}) · "
-        f"{len(records)} logged groups · <span class='ag-think'>&lt;think&gt;</span> "
+        f"<p><b>Rollout of step {int(first.get('global_step', 0)) + 1}</b> · "
+        f"{plural(len(records), 'logged group')} · <span class='ag-think'>&lt;think&gt;</span> "
         "<span class='ag-search'>&lt;search&gt; &lt;python&gt;</span> "
         "<span class='ag-result'>&lt;result&gt; (observation, not trained)</span> "
         "<span class='ag-answer'>&lt;answer&gt;</span></p>"
     )
     shown = records[:MAX_GROUPS]
-    more = f"<p>... {len(records) - len(shown)} more groups not shown.</p>" if len(records) > len(shown) else ""
+    more = (
+        f"<p>... {plural(len(records) - len(shown), 'more group')} not shown.</p>" if len(records) > len(shown) else ""
+    )
     body = "".join(render_group(record) for record in shown)
     return f'{STYLE}<div class="ag-viewer">{title}{body}{more}</div>'

@@ -57,7 +57,15 @@ def test_train_tab_carries_the_panel():
     config = demo.get_config_file()
     by_id = {c["id"]: c for c in config["components"]}
     labels = {c["props"].get("label"): c["id"] for c in config["components"]}
-    field_ids = {labels[label] for label in ("Group size M", "Tool config file", "Reward function", "AEPO variant")}
+    field_ids = {
+        labels[label]
+        for label in (
+            "Group size M (arpo_rollout_n)",
+            "Tool config file (agentic_tool_config)",
+            "Reward function (agentic_reward)",
+            "AEPO variant (aepo_variant)",
+        )
+    }
     preview = next(d for d in config["dependencies"] if d.get("api_name") == "preview_train")
     assert field_ids <= set(preview["inputs"])
     load = next(d for d in config["dependencies"] if d.get("api_name") == "load_args")

@@ -109,6 +109,7 @@ def test_rl_line_every_step_and_why_reward_was_missing(tmp_path, tiny_model_dir,
     # the RL line carries the rollout's values on every step, marked on the steps that reuse them
     for line in rl_lines:
         assert all(f"'{key}'" in line for key in ("reward", "accuracy", "tool_calls", "branches", "entropy"))
+        assert "'identical_groups'" in line  # issue 24: the README's lead metric (share of equal-reward groups)
         assert "'clip_frac'" in line and "kl'" in line
     assert "'rollout_of_step'" not in rl_lines[0] and "'rollout_of_step': 1" in rl_lines[1]
     assert rl_lines[0].split("'reward': ")[1].split(",")[0] == rl_lines[1].split("'reward': ")[1].split(",")[0]
@@ -133,6 +134,13 @@ def test_progress_file_and_round_entropies_for_the_viewer(tmp_path, tiny_model_d
     source = members[0]
     assert source["round_entropies"][:2] == pytest.approx([H0, H0 + DH]) and source["entropy_base"] == H0
     assert delta_h(source, 1) == pytest.approx(0.0) and delta_h(source, 2) == pytest.approx(DH)
+    # issue 24: the progress line and the viewer count the same way, by the step the rollout feeds
+    from llamafactory_agentic.webui.monitor import progress_line
+    from llamafactory_agentic.webui.rollouts import rollout_index
+
+    assert final["global_step"] == groups[0]["global_step"] == 0
+    assert progress_line(str(tmp_path)).startswith("Last: Rollout of step 1,")
+    assert rollout_index(str(tmp_path / "rollouts.jsonl")).choices()[0][0].startswith("step 1 · ")
     branches = [m for m in members if m["parent"] is not None]
     assert branches and all(m["entropy_base"] == H0 for m in branches)
     assert f"ΔH +{DH:.3f}" in render_group(groups[0])

@@ -5,13 +5,17 @@
 """LLaMA-Board in a real browser: `llamafactory-cli webui` in a subprocess, driven by Playwright with Debian's
 headless Chromium (the system browser: Playwright never downloads one here).
 
-One user session, step by step: choose `arpo`, see the agentic panel (RLHF hidden, presets shown, stage-specific
-output directory, fitting datasets first), run the checks (a mistyped key, a bad row, a batch geometry that does not
+One user session, step by step: choose `arpo`, see the agentic panel (RLHF hidden, presets shown, labels with their
+keys, stage-specific output directory, fitting datasets first), run the checks (a mistyped key, a bad row, an SFT
+file registered as `arpo_rl`, a missing search index, bf16 on a CPU-only machine, a batch geometry that does not
 split), fix them in the panel, preview the command with the effective values, save and load the arguments, start a
-2-step run of the tiny model on real ARPO rows with the real tools, watch the RL plots fill and the rollout progress
-line, open the rollout viewer, and switch to Chinese. Screenshots of every step go to `saves/webui_screens/`.
+2-step run of the tiny model on real ARPO rows with the real tools, watch the RL plots fill (identical-reward groups
+included) and the rollout progress line, see the finished-run warning, open the rollout viewer, switch stages (a new
+output directory, the checks box cleared, AEPO naming the typed values it keeps), abort a run during its rollout, and
+switch to Chinese. Screenshots of every step go to `saves/webui_screens/`.
 """
 
+import json
 import os
 import re
 import shutil
@@ -55,7 +59,9 @@ def board_env(tmp_path_factory, tiny_model_dir, shared_data):
     root = tmp_path_factory.mktemp("llamaboard")
     datasets = root / "data"
     datasets.mkdir()
-    shutil.copy(REPO / "data" / "dataset_info.json", datasets / "dataset_info.json")
+    info = json.loads((REPO / "data" / "dataset_info.json").read_text())
+    info["sft_as_rl"] = {"file_name": "arpo_sft_demo.jsonl", "formatting": "arpo_rl"}  # a wrong registration
+    (datasets / "dataset_info.json").write_text(json.dumps(info))
     shutil.copy(REPO / "data" / "arpo_sft_demo.jsonl", datasets / "arpo_sft_demo.jsonl")
     (datasets / "arpo").symlink_to(shared_data / "arpo", target_is_directory=True)
     rows = pq.read_table(shared_data / "arpo" / "rl" / "train_10k.parquet").slice(0, 16).to_pylist()
@@ -240,7 +246,8 @@ def test_arpo_from_llamaboard(page, board, board_env):
     assert page.locator("#ag-arpo_beam_size input").get_attribute("placeholder") == "preset: 2"
     assert page.locator("#ag-agentic_max_tool_calls input").get_attribute("placeholder") == "preset: 3"
     assert ui.agentic_value("arpo_rollout_n") == "16"  # AgenticArguments' default
-    assert "Group size M" in page.locator("#ag-arpo_rollout_n").inner_text()
+    assert "Group size M (arpo_rollout_n)" in page.locator("#ag-arpo_rollout_n").inner_text()  # the key is shown
+    assert "Repair corrupted \\boxed (agentic_repair_boxed)" in page.locator("#ag-agentic_repair_boxed").inner_text()
     assert field_by_name("arpo_rollout_n").help in page.locator("#ag-arpo_rollout_n").inner_text()  # hparams help
     assert "Preset: arpo 2 · aepo 2 · aepo-paper 2" in page.locator("#ag-arpo_beam_size").inner_text()
     output_dir = page.get_by_label("Output dir", exact=True).filter(visible=True).first
@@ -264,11 +271,19 @@ def test_arpo_from_llamaboard(page, board, board_env):
     # 3. checks before Start: a mistyped key, a row with an empty ground truth, a batch that does not split
     page.get_by_text("Extra configurations", exact=True).click()
     extra = {"optim": "adamw_torch", "max_steps": 2, "logging_steps": 1, "preprocessing_num_workers": 1}
-    ui.fill("Extra arguments", str({**extra, "arpo_rolout_n": 4}).replace("'", '"'))
+    ui.fill("Extra arguments", str({**extra, "arpo_rolout_n": 4, "eval_dataset": "sft_as_rl"}).replace("'", '"'))
+    ui.agentic("agentic_search_index", board_env["root"] / "no_index")
     text = ui.run_checks("did you mean")
     assert "arpo_rolout_n is not a key" in text and "did you mean arpo_rollout_n" in text
     assert re.search(r"train_10k\.parquet row \d+: field reward_model\.ground_truth is empty", text), text
     assert "Skip bad rows" in text
+    # an SFT file registered as arpo_rl: a format error naming what the rows look like, not "tick Skip bad rows"
+    assert re.search(r"error dataset sft_as_rl is registered as formatting: arpo_rl, but none of its \d+ rows", text)
+    assert "rows look like arpo_sft" in text, text
+    # a missing search index is an error whose fix works for one's own documents
+    assert "error local search index no corpus at" in text and "corpus.jsonl (one JSON object per line" in text
+    assert "data/arpo/search_cache.json" not in text
+    assert "error bf16 is set (Compute type bf16) but this machine has no device with bf16 support" in text
     ui.shot("checks_errors", page.locator("#agentic_checks"))
     page.locator("#agentic_checks").scroll_into_view_if_needed()
     ui.click("Start")  # refused: the checks' errors, not a failed training process
@@ -333,7 +348,7 @@ def test_arpo_from_llamaboard(page, board, board_env):
     ui.click("Start")
     progress = page.locator("#agentic_rollout_progress")
     deadline = time.time() + 300
-    while not re.search(r"[Rr]ollout \d+", progress.inner_text()) and time.time() < deadline:
+    while not re.search(r"[Rr]ollout (of|after) step \d+", progress.inner_text()) and time.time() < deadline:
         assert "Failed" not in output_box.inner_text(), output_box.inner_text()[-4000:]
         page.wait_for_timeout(200)
     ui.shot("running", at=page.locator(".agentic-output").first)
@@ -342,9 +357,10 @@ def test_arpo_from_llamaboard(page, board, board_env):
     run_seconds = time.time() - started
     assert "✖" not in ui.checks(), ui.checks()  # the checks pressed with Start passed (a running job is no error)
     assert "'tool_calls'" in finished and "'reward'" in finished  # the RL line of every step
+    assert "'identical_groups'" in finished  # the README's lead metric in the RL line
     plot = page.locator("#agentic_rl_plot")
     plot.locator("img, svg").first.wait_for(timeout=30_000)
-    ui.wait_text(progress, r"rollout \d+", timeout=30)
+    ui.wait_text(progress, r"Last: (Validation rollout after|Rollout of) step \d+", timeout=30)  # the viewer's steps
     ui.shot("rl_plots", at=page.locator(".agentic-output").first)
     ui.shot("rl_plots_panel", plot)
 
@@ -352,13 +368,22 @@ def test_arpo_from_llamaboard(page, board, board_env):
     run_dir = next(p for p in saves.iterdir() if p.name.startswith("arpo_"))
     records = [line for line in (run_dir / "trainer_log.jsonl").read_text().splitlines() if '"loss"' in line]
     assert len(records) == 2 and all('"reward/mean"' in line for line in records)
+    from llamafactory_agentic.webui.monitor import read_jsonl, rl_panels
+
+    titles = [panel["title"] for panel in rl_panels(read_jsonl(str(run_dir / "trainer_log.jsonl")))]
+    assert "identical-reward groups (share, rolled out)" in titles, titles  # drawn in the plot above
+
+    # the output directory now holds a finished run: the checks warn (Start would resume it past its end)
+    text = ui.run_checks("finished run")
+    assert f"{run_dir.name} holds a finished run (step 2 of 2)" in text, text
+    assert "No problems found" not in text
 
     # 8. the rollout viewer: pick a rollout, see each group as a branch tree
     page.get_by_text("Rollout viewer", exact=True).click()
     viewer = page.locator("#agentic_rollout_html")
     ui.wait_text(viewer, "Group 0", timeout=30)
-    ui.choose("Rollout", "rollout 0 · step 1 · 2 groups")
-    text = ui.wait_text(viewer, r"Rollout 0 \(trained from step 1\)", timeout=30)
+    ui.choose("Rollout", "step 1 · 2 groups")
+    text = ui.wait_text(viewer, r"Rollout of step 1 · 2 logged groups", timeout=30)
     assert "global rollout" in text and "reward" in text and "ΔH" in text
     assert "branch of #" in text  # the fitted policy calls tools, so ARPO branches after a call
     ui.shot("rollout_viewer", page.locator("#agentic_rollout_viewer"))
@@ -370,6 +395,47 @@ def test_arpo_from_llamaboard(page, board, board_env):
     assert not page.locator("#ag-agentic_repair_boxed").is_visible()  # an RL-only field of the shared Data group
     assert "(<result>...</result>, tags included)" in page.locator("#ag-agentic_sft_mask_results").inner_text()
     assert output_dir.input_value().startswith("agentic_sft_")
+    assert "The stage changed to agentic_sft" in ui.checks() and "finished run" not in ui.checks()
+    deadline = time.time() + 10  # no RL line under SFT's progress bar (gradio may show its timer for a moment)
+    while "ollout" in page.locator("#agentic_rollout_progress").inner_text() and time.time() < deadline:
+        page.wait_for_timeout(250)
+    assert "ollout" not in page.locator("#agentic_rollout_progress").inner_text()
+
+    # 9b. back to ARPO: a new output directory, not the finished run; then AEPO names the typed values it keeps
+    ui.choose("Stage", "ARPO (agentic RL)")
+    page.locator("#ag-arpo_rollout_n").wait_for(state="visible")
+    deadline = time.time() + 10
+    while not output_dir.input_value().startswith("arpo_") and time.time() < deadline:
+        page.wait_for_timeout(250)
+    assert output_dir.input_value().startswith("arpo_") and output_dir.input_value() != run_dir.name
+    ui.choose("Stage", "AEPO (agentic RL)")
+    ui.wait_text(page.locator("#agentic_checks"), "The stage changed to aepo", timeout=20)
+    kept = ui.checks()
+    assert "replace the aepo preset:" in kept and "agentic_max_tool_calls 2 (preset 6)" in kept, kept
+    ui.shot("aepo_kept_values", page.locator("#agentic_checks"))
+    ui.choose("Stage", "ARPO (agentic RL)")
+    page.locator("#ag-arpo_rollout_n").wait_for(state="visible")
+
+    # 9c. abort during a rollout: the output box says Aborted, not Finished.
+    ui.fill("Extra arguments", str({**extra, "max_steps": 50}).replace("'", '"'))  # still running at the abort
+    if not dataset_box.input_value():  # LLaMA-Board's stage switch renews the dataset choices (and drops the choice)
+        dataset_box.click()
+        page.get_by_role("option", name="arpo_rl_reasoning_10k_local", exact=True).click()
+        page.keyboard.press("Escape")
+    ui.click("Start")
+    deadline = time.time() + 300
+    while not re.search(r"↻ (Rollout of|Validation rollout after) step \d+", progress.inner_text()):
+        text = output_box.inner_text()  # (the former run's log stays until the new run writes its own)
+        assert time.time() < deadline and not re.search("found errors|Please", text), (
+            f"no running rollout; output box:\n{text[-3000:]}\nchecks:\n{ui.checks()}"
+        )
+        page.wait_for_timeout(200)
+    ui.click("Abort")
+    aborted = ui.wait_text(output_box, r"^(Aborted\.|Finished\.|Failed)", timeout=120)  # not "Aborted, wait..."
+    assert aborted.startswith("Aborted.") and not aborted.startswith("Finished"), aborted[-3000:]
+    ui.shot("aborted", output_box)
+    ui.choose("Stage", "Agentic SFT (tool trajectories)")
+    page.locator("#ag-agentic_sft_mask_results").wait_for(state="visible")
 
     # 10. LLaMA-Board's language switch relabels the panel
     ui.choose("Language", "zh")

@@ -90,7 +90,7 @@ def test_bad_rl_row_is_named_with_the_fix_and_skipping_turns_it_into_a_warning(d
     assert "agentic_skip_bad_rows" in finding.fix
     findings = run_checks("arpo", arpo_args(data_dir, dataset="rl_bad", agentic_skip_bad_rows=True))
     assert not errors(findings)
-    assert any(f.level == "warning" and "1 malformed rows (3) will be skipped" in f.message for f in findings)
+    assert any(f.level == "warning" and "1 malformed row (3) will be skipped" in f.message for f in findings)
     # LLaMA-Factory's max_samples applies as in the run: the bad row is beyond the first 3
     assert not errors(run_checks("arpo", arpo_args(data_dir, dataset="rl_bad", max_samples=3)))
 
@@ -155,11 +155,89 @@ def test_tool_config_that_does_not_load(data_dir):
     assert not errors(run_checks("arpo", arpo_args(data_dir, agentic_tool_config=str(ok))))
 
 
-def test_local_search_index_without_corpus_is_a_warning(data_dir):
+def test_local_search_index_without_corpus_is_an_error_with_a_fix_for_own_data(data_dir):
+    # issue 24 medium 12: was a warning whose fix named the ARPO release's data/arpo/search_cache.json
     findings = run_checks("arpo", arpo_args(data_dir, agentic_search_backend="local",
                                             agentic_search_index=str(data_dir / "no_index")))  # fmt: skip
+    (finding,) = errors(findings)
+    assert finding.subject == "local search index" and "every search call would fail" in finding.message
+    assert f"{data_dir / 'no_index' / 'corpus.jsonl'}" in finding.fix and "`text` field" in finding.fix
+    assert f"--cache-json <your cache>.json --output {data_dir / 'no_index'}" in finding.fix
+    assert "data/arpo/search_cache.json" not in finding.fix
+    # the fix works: a corpus of one's own documents in that folder, and the check passes
+    (data_dir / "no_index").mkdir()
+    (data_dir / "no_index" / "corpus.jsonl").write_text(json.dumps({"text": "Paris is the capital of France."}) + "\n")
+    args = arpo_args(data_dir, agentic_search_backend="local", agentic_search_index=str(data_dir / "no_index"))
+    assert not errors(run_checks("arpo", args))
+
+
+def test_dataset_whose_rows_all_fail_is_a_format_error_naming_what_the_rows_look_like(data_dir):
+    # issue 24 medium 10: an SFT file registered as arpo_rl gave "N malformed rows ... tick Skip bad rows" (and a
+    # warning once ticked); the run then failed with "no valid rows left"
+    info = json.loads((data_dir / "dataset_info.json").read_text())
+    info["sft_as_rl"] = {"file_name": "sft.jsonl", "formatting": "arpo_rl"}
+    (data_dir / "dataset_info.json").write_text(json.dumps(info))
+    for skip in (False, True):
+        findings = run_checks("arpo", arpo_args(data_dir, dataset="sft_as_rl", agentic_skip_bad_rows=skip))
+        (finding,) = errors(findings)
+        assert finding.subject == "dataset `sft_as_rl`"
+        assert (
+            "registered as `formatting: arpo_rl`, but none of its 6 rows is a valid `arpo_rl` row" in finding.message
+        )
+        assert "rows look like `arpo_sft`" in finding.message and "conversations" in finding.message
+        assert '"formatting": "arpo_sft"' in finding.fix
+        assert not [f for f in findings if f.level == "warning"]
+    # some bad rows among good ones stay a row problem
+    (finding,) = errors(run_checks("arpo", arpo_args(data_dir, dataset="rl_bad")))
+    assert "1 malformed row (3)" in finding.message
+
+
+def test_rl_file_registered_as_sft_is_named_as_rl_rows(data_dir):
+    info = json.loads((data_dir / "dataset_info.json").read_text())
+    info["rl_as_sft"] = {"file_name": "rl_ok.parquet", "formatting": "arpo_sft", "columns": {"messages": "prompt"}}
+    (data_dir / "dataset_info.json").write_text(json.dumps(info))
+    findings = run_checks("agentic_sft", arpo_args(data_dir, stage="agentic_sft", dataset="rl_as_sft"))
+    (finding,) = errors(findings)
+    assert "its 3 rows are not `arpo_sft` rows" in finding.message, finding.message
+    assert "rows look like `arpo_rl`" in finding.message
+
+
+def test_output_dir_holding_a_finished_run_is_a_warning(data_dir):
+    # issue 24 medium 11: the checks said "No problems found" and Start resumed the finished run (step 5 of 4)
+    run = data_dir / "arpo_done"
+    (run / "checkpoint-4").mkdir(parents=True)
+    (run / "training_args.yaml").write_text("stage: arpo\n")
+    (run / "trainer_state.json").write_text(json.dumps({"global_step": 4, "max_steps": 4}))
+    args = arpo_args(data_dir, output_dir=str(run))
+    assert not [f for f in run_checks("arpo", args) if f.level != "info"]  # not finished yet: resuming is fine
+    (run / "train_results.json").write_text(json.dumps({"train_loss": 0.0}))
+    findings = run_checks("arpo", args, suggested_output_dir="arpo_new")
     (finding,) = [f for f in findings if f.level == "warning"]
-    assert "no corpus at" in finding.message and "llamafactory-agentic index build" in finding.fix
+    assert finding.subject == "output directory" and "holds a finished run (step 4 of 4)" in finding.message
+    assert "resume" in finding.message and "`arpo_new`" in finding.fix
+    assert "No problems found" not in format_findings(findings)
+
+
+def test_bf16_without_a_bf16_device_is_an_error():
+    # issue 24 low: bf16 on a CPU-only machine passed the checks; transformers refuses it after the start
+    import torch
+
+    from llamafactory_agentic.webui.checks import check_precision
+
+    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        pytest.skip("this machine supports bf16")
+    (finding,) = check_precision({"bf16": True})
+    assert finding.level == "error" and finding.subject == "`bf16`" and "fp32" in finding.fix
+    assert check_precision({"bf16": True, "use_cpu": True}) == [] and check_precision({"fp16": False}) == []
+
+
+def test_a_typed_value_that_replaces_the_stage_preset_is_noted(data_dir):
+    # issue 24 low: ARPO -> AEPO kept typed values over AEPO's preset silently
+    findings = run_checks("aepo", arpo_args(data_dir, stage="aepo", agentic_max_tool_calls=3))
+    (note,) = [f for f in findings if f.subject == "`agentic_max_tool_calls`"]
+    assert note.level == "info" and "the `aepo` preset's 6 does not apply" in note.message
+    findings = run_checks("arpo", arpo_args(data_dir, agentic_max_tool_calls=3))  # equal to arpo's preset
+    assert not [f for f in findings if f.subject == "`agentic_max_tool_calls`"]
 
 
 def test_values_batch_geometry_sampling_and_reward(data_dir):

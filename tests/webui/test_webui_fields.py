@@ -118,3 +118,25 @@ def test_locales_cover_every_field_and_language_without_clashing_with_llamaboard
     assert "&lt;result&gt;" in locales["agentic_sft_mask_results"]["en"]["info"]  # shown, not swallowed as HTML
     # LLaMA-Board has no element of these names (or, once patched, the same entries): no label is overwritten
     assert all(LOCALES.get(name, entry) == entry for name, entry in locales.items())
+
+
+def test_labels_show_the_key_that_error_messages_use():
+    # issue 24 low: labels never showed the key names of the error messages, Extra arguments and recipes
+    locales = build_locales()
+    for field in F.panel_fields():
+        for lang in LANGS:
+            assert locales[field.name][lang]["label"].endswith(f" ({field.key})"), (field.name, lang)
+    assert locales["arpo_rollout_n"]["en"]["label"] == "Group size M (arpo_rollout_n)"
+    assert locales["rollout_temperature"]["en"]["label"] == "Sampling temperature (temperature)"
+
+
+def test_repair_boxed_label_is_readable():
+    # issue 24 low: the label read "Repair \x08oxed" (the escape of the corruption, not what is repaired)
+    label = build_locales()["agentic_repair_boxed"]["en"]["label"]
+    assert label == "Repair corrupted \\boxed (agentic_repair_boxed)" and "\\x08" not in label and "\x08" not in label
+
+
+def test_skip_bad_rows_help_covers_agentic_sft():
+    # issue 24 low: the field is shown for agentic_sft too, but its help said "RL rows"
+    field = F.field_by_name("agentic_skip_bad_rows")
+    assert "agentic_sft" in field.stages and "SFT trajectories" in field.help and "RL rows" not in field.help

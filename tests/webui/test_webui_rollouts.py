@@ -104,7 +104,7 @@ def test_group_is_a_tree_with_branch_points():
     assert "call 1: search · ok · cached · 0.01s · ΔH +0.000 · ↳ branch → #1" in text_0
     assert "call 2: python · ok · 0.20s · ΔH +0.200 · ↳ branch → #2" in text_0
     text_1 = "".join(nodes[1].find("div[@class='ag-text']").itertext())
-    assert text_1.startswith("… 1 call(s) shared with #0") and "capital of France" not in text_1  # not repeated
+    assert text_1.startswith("… 1 call shared with #0") and "capital of France" not in text_1  # not repeated
     assert "branch of #0 after call 2" in "".join(nodes[2].itertext())
     assert "global rollout (budget fill)" in "".join(nodes[3].itertext())
     head = "".join(root.find("div").itertext())
@@ -118,10 +118,25 @@ def test_index_follows_a_growing_file(tmp_path):
     second = dict(GROUP, global_step=6, rollout=3)
     path.write_text(json.dumps(first) + "\n" + json.dumps(dict(first, group=1)) + "\n")
     index = rollout_index(str(path))
-    assert index.choices() == [("rollout 2 · step 5 · 2 groups", "2")]
+    assert index.choices() == [("step 5 · 2 groups", "2")]
     with open(path, "a") as f:
         f.write(json.dumps(second) + "\n" + json.dumps(second)[:40])  # the trainer is writing the next line
-    assert rollout_index(str(path)).choices()[0] == ("rollout 3 · step 7 · 1 groups", "3")
+    assert rollout_index(str(path)).choices()[0] == ("step 7 · 1 group", "3")  # issue 24 low: "1 groups"
     assert [g["group"] for g in index.groups(2)] == [0, 1]
     html = render_rollout(index.groups(3))
-    assert "Rollout 3</b> (trained from step 7)" in html and "ag-viewer" in html
+    assert "Rollout of step 7</b> · 1 logged group ·" in html and "ag-viewer" in html
+
+
+def test_counts_are_plural_only_above_one():
+    # issue 24 low: the viewer said "1 branches"
+    from llamafactory_agentic.webui.rollouts import plural
+
+    assert [plural(1, "branch"), plural(2, "branch"), plural(0, "trajectory"), plural(1, "call")] == [
+        "1 branch",
+        "2 branches",
+        "0 trajectories",
+        "1 call",
+    ]
+    one_branch = dict(GROUP, trajectories=GROUP["trajectories"][:2])
+    head = "".join(ET.fromstring(render_group(one_branch)).find("div").itertext())
+    assert "2 trajectories · 1 branch ·" in head, head

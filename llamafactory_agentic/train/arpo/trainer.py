@@ -273,7 +273,7 @@ class ArpoTrainer(GRPOTrainer):
         """
         engine = getattr(self.rollout, "engine", None)
         if isinstance(engine, RolloutProgress):
-            engine.phase = "training" if training else "validation"
+            engine.phase, engine.global_step = ("training" if training else "validation"), self.state.global_step
         backend = getattr(getattr(self.rollout, "config", None), "backend", "hf")
         if backend == "hf":
             # ds3_gather_for_generation=False is refused in __init__: the parameters are always gathered
