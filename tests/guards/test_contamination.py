@@ -120,7 +120,6 @@ def test_leak_rate_over_replayed_trajectories(tiny_tokenizer):
 def test_trainer_logs_answer_leak_rate(tmp_path, tiny_model_dir, tiny_tokenizer):
     """The real trainer and agent loop (scripted engine, every trajectory searches; the executor answers "42"): a
     group whose ground truth is 42 leaks, the other does not -> tools/answer_leak_rate 0.5 in the rollout metrics."""
-    pytest.importorskip("trl")
     from train._helpers import make_rows
     from train.test_arpo_observability import build
 

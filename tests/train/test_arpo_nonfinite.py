@@ -11,9 +11,6 @@ scripted group of four trajectories, see `_helpers.ScriptedRollout`).
 import pytest
 import torch
 
-
-pytest.importorskip("trl")
-
 from llamafactory_agentic.rewards import RewardFunction, RewardResult, get_reward_function  # noqa: E402
 from llamafactory_agentic.train.arpo import batch  # noqa: E402
 
