@@ -19,7 +19,9 @@ scoring every 404 as a wrong answer (the old behaviour: pass@1 0.0, exit 0)."""
 import os
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -35,7 +37,7 @@ def test_llamafactory_cli_api_is_checked_at_start_and_refused_with_the_reason(tm
     port = free_port()
     env = dict(os.environ, API_HOST="127.0.0.1", API_PORT=str(port), CUDA_VISIBLE_DEVICES="")
     server = subprocess.Popen(
-        ["llamafactory-cli", "api", "--model_name_or_path", str(tiny_model_dir), "--template", "qwen"],
+        [str(Path(sys.executable).parent / "llamafactory-cli"), "api", "--model_name_or_path", str(tiny_model_dir), "--template", "qwen"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}/v1"
