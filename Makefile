@@ -1,4 +1,4 @@
-.PHONY: install demo test bench quality style
+.PHONY: install demo test test-fast bench quality style
 
 check_dirs := llamafactory_agentic tests benchmarks setup.py _llamafactory_agentic_hook.py
 
@@ -20,8 +20,16 @@ demo: $(INSTALLED)
 	$(VENV)/bin/llamafactory-agentic demo
 
 # The Redis cache tests start their own loopback redis-server (or use $$REDIS_URL); the 25 slowest tests are listed.
+# `make test` runs every test on TEST_WORKERS processes (pytest-xdist; default: one per core, slow tests first);
+# `make test-fast` only the unit tiers (not `slow`, not `browser`), the inner loop while changing code.
+TEST_WORKERS ?= auto
+TEST_ENV := CUDA_VISIBLE_DEVICES= WANDB_DISABLED=true HF_HUB_OFFLINE=1
+
 test: $(INSTALLED)
-	CUDA_VISIBLE_DEVICES= WANDB_DISABLED=true HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -ra --durations=25 tests/
+	$(TEST_ENV) $(PYTHON) -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) tests/
+
+test-fast: $(INSTALLED)
+	$(TEST_ENV) $(PYTHON) -m pytest -q -ra --durations=10 -n $(TEST_WORKERS) -m "not slow and not browser and not benchmark" tests/
 
 # CPU benchmarks; each prints its ratio against a baseline measured in the same run.
 # GPU: python benchmarks/bench_single_gpu.py --out DIR (issue 12: engine, update, loop, memory, TRL), python

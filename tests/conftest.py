@@ -58,3 +58,13 @@ def plugin_caplog(caplog):
         yield caplog
     finally:
         logger.removeHandler(caplog.handler)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test`), the `slow` and `browser` tests are scheduled first.
+
+    The longest tests (a learning run of minutes) then overlap with the many short ones instead of starting last and
+    leaving the other workers idle; without xdist the order is the files' order.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER") or getattr(config.option, "numprocesses", None):
+        items.sort(key=lambda item: not (item.get_closest_marker("slow") or item.get_closest_marker("browser")))

@@ -168,6 +168,7 @@ def test_resume_refuses_another_protocol_and_overwrite_starts_over(tmp_path, ser
     assert metrics["protocol"]["temperature"] == 0.0 and len(server.completions) > n
 
 
+@pytest.mark.slow
 def test_shards_merge_to_the_unsharded_result(tmp_path, server):
     whole = run(tmp_path / "whole", server)
     first = run(tmp_path / "sharded", server, eval_shard="0/2")
@@ -428,6 +429,7 @@ def test_train_val_on_an_sft_checkpoint_without_recipe_is_refused(tmp_path, serv
     assert not server.completions
 
 
+@pytest.mark.slow
 def test_vllm_backend_without_vllm_gives_the_install_hint(tmp_path, tiny_model_dir):
     cfg = tmp_path / "eval.yaml"
     cfg.write_text(json.dumps(base_config(tmp_path, tiny_model_dir, infer_backend="vllm")), encoding="utf-8")

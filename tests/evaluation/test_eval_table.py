@@ -19,6 +19,8 @@ real HTTP; it stands in for two served checkpoints) become the papers' Table 1/2
 import csv
 import subprocess
 
+import pytest
+
 from llamafactory_agentic.evaluation import evaluate
 
 from .fake_openai import FakeOpenAIServer
@@ -26,6 +28,7 @@ from .helpers import MATH_ROWS, QA_ROWS, SCRIPTS, base_config, scripted_policy, 
 from .test_eval_resume import console_script
 
 
+@pytest.mark.slow
 def test_table_of_two_runs_in_the_papers_layout(tmp_path, tiny_model_dir, tiny_tokenizer):
     data = tmp_path / "data"
     aime = write_jsonl(data / "a.jsonl", MATH_ROWS[:2])  # 17 + 25 (right), 2^10 (wrong, then right in B)

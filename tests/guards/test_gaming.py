@@ -161,6 +161,7 @@ def test_live_callback_writes_warnings_to_trainer_log(tmp_path):
     assert [w.pattern for w in scan_log(tmp_path / "trainer_log.jsonl")] == ["tool_calls_per_correct"]
 
 
+@pytest.mark.slow
 def test_gaming_scan_command(tmp_path):
     """`llamafactory-agentic gaming-scan` on written logs: exit 1 and the warning for the gamed run, 0 for the other."""
     import os

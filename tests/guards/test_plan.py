@@ -38,6 +38,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gpu", [["--gpu", "h200", "--num-gpus", "8"], ["--gpu", "cpu"]])
 def test_plan_prints_a_table_for_every_recipe(gpu):
     """The real console command on every YAML under recipes/ (and the demo's): a table per training recipe, each

@@ -34,6 +34,7 @@ PROBE = (
 )
 
 
+@pytest.mark.slow
 def test_hook_patches_every_module_in_a_fresh_process():
     proc = run_python(PROBE)
     assert proc.returncode == 0, proc.stderr
@@ -43,6 +44,7 @@ def test_hook_patches_every_module_in_a_fresh_process():
     assert {"agentic_sft", "arpo", "aepo"} <= set(report["stages"])
 
 
+@pytest.mark.slow
 def test_disable_env_turns_the_hook_off():
     proc = run_python(PROBE, env={"LLAMAFACTORY_AGENTIC_DISABLE": "1"})
     assert proc.returncode == 0, proc.stderr
@@ -61,6 +63,7 @@ def test_process_without_llamafactory_loads_only_the_tiny_hook():
     assert json.loads(proc.stdout) == ["_llamafactory_agentic_hook"]
 
 
+@pytest.mark.slow
 def test_register_patches_an_already_imported_llamafactory():
     code = (
         "import sys, json, _llamafactory_agentic_hook as hook\n"
@@ -91,6 +94,7 @@ def test_unsupported_llamafactory_version_is_a_clear_error(monkeypatch):
         activation.check_version()
 
 
+@pytest.mark.slow
 def test_unsupported_version_fails_llamafactory_cli_with_the_message():
     code = (
         "import importlib.metadata as md\n"

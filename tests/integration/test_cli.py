@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from llamafactory_agentic import cli
 from llamafactory_agentic.integration.patches import LLAMABOARD_PATCHES, PATCHES
 
@@ -18,6 +20,7 @@ def console_script() -> str:
     return shutil.which("llamafactory-agentic", path=str(Path(sys.executable).parent)) or "llamafactory-agentic"
 
 
+@pytest.mark.slow
 def test_doctor_reports_every_patch_active():
     proc = subprocess.run([console_script(), "doctor"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -54,6 +57,7 @@ def test_doctor_checks_the_llamaboard_patch_where_llamaboard_loads(monkeypatch, 
     assert "result: ok" in out
 
 
+@pytest.mark.slow
 def test_help_lists_every_command():
     proc = subprocess.run([console_script(), "--help"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0

@@ -20,6 +20,7 @@ def test_hook_watches_every_patched_module():
     assert hook.WATCHED == set(patches.PATCHES) | set(patches.LLAMABOARD_PATCHES)
 
 
+@pytest.mark.slow
 def test_webui_import_is_patched_in_a_fresh_process():
     code = (
         "import json\n"

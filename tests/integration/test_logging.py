@@ -58,6 +58,7 @@ def test_every_module_logs_on_the_one_path(tmp_path, module):
     assert f"record of {module}" in (tmp_path / RUNNING_LOG).read_text()
 
 
+@pytest.mark.slow
 def test_getting_a_logger_does_not_load_llamafactory(tmp_path):
     """Light commands (`llamafactory-agentic tool`, `doctor`, the sandbox) never pay for LLaMA-Factory's logging
     module (it imports transformers and peft); a logger taken before it loads is served by its handler after."""

@@ -252,6 +252,7 @@ def test_stop_matcher_tail():
     assert m.check([5, 4]) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("schedule, slots", [("rounds", 4), ("continuous", 4), ("continuous", 3)])
 def test_full_rollout_real_model_and_python_tool(tiny_model, tiny_tokenizer, schedule, slots):
     from llamafactory_agentic.tools.executor import ToolExecutor

@@ -155,6 +155,7 @@ def test_unbalanced_tags_error_names_dataset_row_and_tag(tmp_path, tiny_model_di
     assert "tag </search>" in report.bad_rows[1]
 
 
+@pytest.mark.slow
 def test_run_agentic_sft_trains_the_tiny_model_with_the_inline_template(tmp_path, tiny_model_dir, capsys):
     """Real LLaMA-Factory SFT (2 steps on CPU) through `run_agentic_sft`; the plugin fields are set by hand here."""
     from llamafactory.hparams import get_train_args

@@ -316,6 +316,7 @@ def test_every_solving_search_is_followed_by_its_restated_fact(task):
     assert restated > 150 and unrestated > 0
 
 
+@pytest.mark.slow
 def test_labelled_python_output_is_what_the_python_tool_prints(task):
     """Sums and year offsets print `EXPR = VALUE`, counts `count = N` (the trajectory restates both); the real python
     tool, in process and through `llamafactory-agentic tool python`, prints exactly the observation of the generated
@@ -524,6 +525,7 @@ def test_registered_in_repository_dataset_info():
     assert info["synthetic_tool_rl"]["formatting"] == info["synthetic_tool_heldout"]["formatting"] == "arpo_rl"
 
 
+@pytest.mark.slow
 def test_generate_command(tmp_path):
     from llamafactory_agentic.tasks.cli import add_subcommands
 

@@ -218,6 +218,7 @@ def _cli(*argv, timeout=120):
     return proc, time.monotonic() - start
 
 
+@pytest.mark.slow
 def test_cli_search_exits_fast_with_a_locked_cache_or_a_paused_redis(local_index, tmp_path, private_redis):
     """The issue's case: `tool search` took 39 s to exit while another process held the SQLite write lock."""
     path = tmp_path / "cache.sqlite"

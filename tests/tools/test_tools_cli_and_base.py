@@ -65,6 +65,7 @@ def test_bounded_text_bytes_split_inside_characters():
     assert truncate_middle("x" * 5000, 4000).count("x") == 4000
 
 
+@pytest.mark.slow
 def test_cli_help():
     for argv in (["--help"], ["tool", "--help"], ["tool", "python", "--help"], ["tool", "search", "--help"],
                  ["cache", "--help"], ["cache", "import", "--help"], ["cache", "export", "--help"],
@@ -81,6 +82,7 @@ def test_cli_python():
     assert proc.stdout == "Execution timed out after 1 seconds.\n"
 
 
+@pytest.mark.slow
 def test_cli_cache_index_and_search(tmp_path, shared_data):
     source = shared_data / "arpo" / "search_cache.json"
     cache = tmp_path / "cache.sqlite"

@@ -161,11 +161,13 @@ def _cli(*argv):
         (["tool", "search", "--query", "q", "--retries", "0"], "argument --retries: must be >= 1, got 0"),
     ],
 )
+@pytest.mark.slow
 def test_cli_rejects_non_positive_limits(argv, expected):
     proc = _cli(*argv)
     assert proc.returncode == 2 and expected in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_cli_tool_config_error_is_one_line(tmp_path):
     path = _write(tmp_path, "tools:\n  - name: search\n  - name: my_missing_pkg:Tool\n")
     proc = _cli("tool", "search", "--query", "q", "--tool-config", str(path))
@@ -173,6 +175,7 @@ def test_cli_tool_config_error_is_one_line(tmp_path):
     assert proc.stderr.startswith(f"error: {path}: tools[1] (my_missing_pkg:Tool): cannot import module")
 
 
+@pytest.mark.slow
 def test_read_only_cache_commands_create_nothing_and_report_corruption(tmp_path):
     corrupt = tmp_path / "corrupt.sqlite"
     corrupt.write_bytes(os.urandom(8192))
@@ -199,6 +202,7 @@ def test_read_only_cache_commands_create_nothing_and_report_corruption(tmp_path)
     assert proc.returncode == 1 and "not a tool cache" in proc.stderr
 
 
+@pytest.mark.slow
 def test_llamafactory_cli_train_stops_before_loading_a_model(tmp_path, tiny_model_dir):
     """A bad tool config, and (when this machine gives `full` only through a named sandbox) a sandbox below
     `agentic_python_min_isolation`, stop `llamafactory-cli train` with the message, before any model is loaded."""

@@ -173,6 +173,7 @@ def test_cpu_time_limit(level):
     )
 
 
+@pytest.mark.slow
 def test_cpu_time_limit_with_sigxcpu_ignored():
     """Code that ignores SIGXCPU is SIGKILLed at the hard limit (one second later), still a readable observation."""
     code = "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass"

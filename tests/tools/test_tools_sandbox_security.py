@@ -418,6 +418,7 @@ def test_detached_grandchildren_die_with_the_call(sandbox, ending):
                 pass
 
 
+@pytest.mark.slow
 def test_a_fork_bomb_does_not_starve_a_concurrent_call(sandbox):
     """Issue 24 item 3: RLIMIT_NPROC counts per uid; with every call as uid 65534, a call that forked up to the limit
     made a concurrent innocent call fail with `can't start new thread`. Each call has its own uid now."""
@@ -523,6 +524,7 @@ def test_sandboxed_code_cannot_rewrite_a_redis_cache(sandbox, redis_url):
         cache.close()
 
 
+@pytest.mark.slow
 def test_cli_refuses_weak_isolation():
     """Issue 24 (low): `tool python --isolation rlimits-only` ran the code as root with a status-line warning only
     (this checkout's interpreter is not readable by an unprivileged uid without a mount namespace). It is refused
@@ -542,6 +544,7 @@ def test_cli_refuses_weak_isolation():
     assert "weak isolation" in allowed.stderr, allowed.stderr
 
 
+@pytest.mark.slow
 def test_doctor_reports_the_per_call_limits():
     """Done-when of issue 24: `doctor` lists the per-call limits (processes, files, memory incl. tmpfs) and how they
     are enforced at the measured level."""

@@ -90,6 +90,7 @@ def llamaboard_log_callback(tmp_path, monkeypatch):
     signal.signal(signal.SIGABRT, previous)
 
 
+@pytest.mark.slow
 def test_rl_line_every_step_and_why_reward_was_missing(tmp_path, tiny_model_dir, tiny_tokenizer,
                                                        llamaboard_log_callback):  # fmt: skip
     # 2 prompts x M = 8 trajectories per rollout, 2 x 2 per update: one rollout feeds steps 1 and 2
@@ -115,6 +116,7 @@ def test_rl_line_every_step_and_why_reward_was_missing(tmp_path, tiny_model_dir,
     assert rl_lines[0].split("'reward': ")[1].split(",")[0] == rl_lines[1].split("'reward': ")[1].split(",")[0]
 
 
+@pytest.mark.slow
 def test_progress_file_and_round_entropies_for_the_viewer(tmp_path, tiny_model_dir, tiny_tokenizer):
     trainer, engine = build(tmp_path, tiny_model_dir, tiny_tokenizer, batch=4, accum=2, max_steps=1)
     trainer.train()

@@ -63,6 +63,7 @@ def _update0_grads(trainer, items, token_mode):
     return total, _grads(trainer.model)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cap", [1, 60, 10**6])
 def test_token_cut_gives_the_loss_and_gradients_of_the_trajectory_cut(tmp_path, tiny_model_dir, tiny_tokenizer, cap):
     base = make_trainer(tmp_path / "traj", tiny_model_dir, tiny_tokenizer, agentic_args("arpo"))
@@ -92,6 +93,7 @@ def test_token_cut_gives_the_loss_and_gradients_of_the_trajectory_cut(tmp_path, 
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_token_cut_training_matches_the_trajectory_cut(tmp_path, tiny_model_dir, tiny_tokenizer):
     def train(path, **overrides):
         trainer = make_trainer(path, tiny_model_dir, tiny_tokenizer, agentic_args("arpo", **overrides), max_steps=2)
@@ -165,6 +167,7 @@ def test_training_state_bytes_counts_weights_gradients_and_adamw_states(tiny_mod
     assert unique_bytes([shared, shared[2:], None]) == 40
 
 
+@pytest.mark.slow
 def test_logged_memory_split_per_update(tmp_path, tiny_model_dir, tiny_tokenizer):
     trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, agentic_args("arpo"), max_steps=2)
     trainer.train()

@@ -204,6 +204,7 @@ def _train_once(tmp_path, model_dir, tokenizer, finetuning_args):
     return trainer, params, losses
 
 
+@pytest.mark.slow
 def test_aepo_with_arpo_values_reproduces_arpo_exactly(tmp_path, tiny_model_dir, tiny_tokenizer):
     arpo_values = dict(PRESETS["arpo"])
     arpo_trainer, arpo_params, arpo_losses = _train_once(
@@ -226,6 +227,7 @@ def test_aepo_with_arpo_values_reproduces_arpo_exactly(tmp_path, tiny_model_dir,
     assert ArpoLossConfig.from_args(released).balanced_clip is True
 
 
+@pytest.mark.slow
 def test_metrics_reach_logs_and_rollout_log(tmp_path, tiny_model_dir, tiny_tokenizer):
     args = agentic_args("arpo", arpo_rollout_log_ratio=1.0)
     trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, args, max_steps=1)
@@ -423,6 +425,7 @@ def test_greedy_training_is_refused():
             build_grpo_config(training_args, args, bad, world_size=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", [0, 1024])
 def test_loss_entropy_without_grad_unless_the_bonus_needs_it(
     tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch, chunk
@@ -486,6 +489,7 @@ class _ToolCallingRollout(ScriptedRollout):
         return super().rollout(prompts, training)
 
 
+@pytest.mark.slow
 def test_validation_tool_metrics_do_not_leak_into_training(tmp_path, tiny_model_dir, tiny_tokenizer):
     with ToolExecutor([_Echo()], workers=2) as executor:
         rollout = _ToolCallingRollout(tiny_tokenizer, executor)
@@ -552,6 +556,7 @@ class _CountingRollout(ScriptedRollout):
         return output
 
 
+@pytest.mark.slow
 def test_rollout_metrics_of_every_rollout_in_a_logging_window_are_averaged(tmp_path, tiny_model_dir, tiny_tokenizer):
     # one prompt x M = 4 trajectories per rollout = one optimiser update: two rollouts before the first log
     def log_every_two_steps(config):
@@ -573,6 +578,7 @@ def test_rollout_metrics_of_every_rollout_in_a_logging_window_are_averaged(tmp_p
     assert record["rollout/rounds"] == pytest.approx(1.5)  # not the first rollout's 1.0 only
 
 
+@pytest.mark.slow
 def test_the_policy_loss_is_selected_by_name_through_the_registry(tmp_path, tiny_model_dir, tiny_tokenizer):
     from llamafactory_agentic.algorithms import compute_policy_loss, register_policy_loss, registry
 
@@ -652,6 +658,7 @@ class _FlatFirstRollout(ScriptedRollout):
         return output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_batches", [3, 1])
 def test_dynamic_sampling_replaces_equal_reward_groups_with_extra_prompts(
     tmp_path, tiny_model_dir, tiny_tokenizer, max_batches
@@ -684,6 +691,7 @@ def test_dynamic_sampling_replaces_equal_reward_groups_with_extra_prompts(
     assert bool((per_group > 0).all())
 
 
+@pytest.mark.slow
 def test_dynamic_sampling_is_off_by_default_and_refuses_zero_batches(tmp_path, tiny_model_dir, tiny_tokenizer):
     rollout = _FlatFirstRollout(tiny_tokenizer)
     trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, agentic_args("arpo"), rollout=rollout)
