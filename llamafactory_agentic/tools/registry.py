@@ -247,7 +247,9 @@ def load_tool_config(path: str | os.PathLike, environ: dict[str, str] | None = N
     Every entry is checked at load: keys, `timeout` (> 0), `retries` (>= 1), `call_limit` (>= 0), `dedup`, `tag`,
     that the tool resolves (registered name or importable `module:Class`) and that its `params` are arguments the
     tool accepts; the `cache` section's keys and values too. Values a tool's constructor checks (limits, output
-    caps, backends) are checked when the tool is built (`build_tool`), with the same kind of message.
+    caps, backends) are checked when the tool is built (`build_tool`), with the same kind of message. The
+    `mcp_servers` and `http_tools` sections become `ToolSpec`s of the `mcp` and `http` tools
+    (`mcp_tool.mcp_server_specs`, `http_tool.http_tool_specs`); an MCP server is reached when it is built.
 
     Raises:
         FileNotFoundError: `path` does not exist.
