@@ -211,6 +211,7 @@ class MCPServerConnection:
             try:
                 client = await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout_s)
             except asyncio.TimeoutError:
+                ready.cancel()  # nobody waits for it any more
                 stop.set()
                 runner.cancel()
                 raise TransientToolError(
@@ -232,9 +233,17 @@ class MCPServerConnection:
                 self._stop.set()
 
     async def _call(self, method: str, timeout_s: float, *args: Any, **kwargs: Any) -> Any:
+        r"""`client.<method>(*args, **kwargs)` on a live session (reopened first when it was lost).
+
+        A `read_timeout_seconds` keyword is cut to what is left of `timeout_s` after a reconnect.
+        """
         from mcp.shared.exceptions import MCPError
 
+        start = asyncio.get_running_loop().time()
         client = await self._connected()
+        if "read_timeout_seconds" in kwargs:
+            left = timeout_s - (asyncio.get_running_loop().time() - start)
+            kwargs["read_timeout_seconds"] = max(0.05, left)
         try:
             return await getattr(client, method)(*args, **kwargs)
         except MCPError as exc:

@@ -33,8 +33,6 @@ from llamafactory_agentic.tools import ToolCall, build_executor_from_args, load_
 from llamafactory_agentic.tools.registry import ToolConfigError
 
 
-pytest.importorskip("mcp.client.streamable_http", reason="the MCP tool needs `pip install -e '.[mcp]'`")
-
 SERVER = Path(__file__).with_name("mcp_test_server.py")
 
 
