@@ -81,8 +81,11 @@ extra_require = {
     # (LLaMA-Factory 0.9.5's cap) refuses; 0.27 and later pin torch 2.13 or newer. See README "Optional parts".
     "vllm": ["vllm>=0.22.1,<=0.23.0"],
     "deepspeed": ["deepspeed>=0.10.0,<=0.16.9"],  # LLaMA-Factory 0.9.5's range
-    # playwright: the browser tests drive the system's chromium; pytest-xdist: `make test` runs the suite on every core
-    "dev": ["pytest", "pytest-xdist", "ruff", "playwright"],
+    # MCP client tool (tools/mcp_tool.py): the mcp 2.x client API (`mcp.Client`, `streamable_http_client`)
+    "mcp": ["mcp>=2.3.0,<3"],
+    # playwright: the browser tests drive the system's chromium; pytest-xdist: `make test` runs the suite on every
+    # core; mcp: the MCP tool tests start a real MCP server
+    "dev": ["pytest", "pytest-xdist", "ruff", "playwright", "mcp>=2.3.0,<3"],
 }
 
 

@@ -15,13 +15,15 @@
 """Tools for agentic rollouts: protocol, registry, python and search tools, the persistent cache and the executor.
 
 Public API (docs/tools.md): `ToolCall`, `ToolResult`, `ToolExecutor`, `build_executor_from_args`;
-plus `BaseTool`, `register_tool`, `load_tool_config`, `PythonTool`, `SearchTool`, `isolation_level`,
-`open_cache`, `SQLiteCache`, `RedisCache`, `normalize_search_query`, `format_snippets`.
+plus `BaseTool`, `register_tool`, `load_tool_config`, `PythonTool`, `SearchTool`, `MCPTool`, `HTTPTool`,
+`isolation_level`, `open_cache`, `SQLiteCache`, `RedisCache`, `normalize_search_query`, `format_snippets`.
 """
 
 from .base import BaseTool, BoundedText, ToolCall, ToolError, ToolOutput, ToolResult, TransientToolError
 from .cache import CacheEntry, CacheError, RedisCache, SQLiteCache, ToolCache, normalize_search_query, open_cache
 from .executor import ToolExecutor, build_executor_from_args
+from .http_tool import HTTPTool
+from .mcp_tool import MCPTool
 from .python_tool import PythonTool, isolation_level
 from .registry import load_tool_config, register_tool, resolve_tool_class
 from .search import SearchTool, format_snippets
@@ -32,6 +34,8 @@ __all__ = [
     "BoundedText",
     "CacheEntry",
     "CacheError",
+    "HTTPTool",
+    "MCPTool",
     "PythonTool",
     "RedisCache",
     "SQLiteCache",

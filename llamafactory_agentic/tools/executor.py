@@ -506,7 +506,7 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
         IsolationError: the python tool's measured isolation is below `agentic_python_min_isolation`.
     """
     from .python_tool import PythonTool, check_min_isolation
-    from .registry import ToolSpec, build_tool, load_tool_config
+    from .registry import ToolConfigError, ToolSpec, build_tools, load_tool_config
 
     a = finetuning_args
     keys = validate_tool_args(a)
@@ -554,7 +554,14 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
             tool_defaults = dict(defaults.get(spec.name, {"retries": retries}))
             if spec.name == "search" and "backend" in spec.params:
                 tool_defaults.pop("backend")
-            tools.append(build_tool(spec, tool_defaults))
+            for tool in build_tools(spec, tool_defaults):  # an MCP server gives one tool per server tool
+                tools.append(tool)
+                clash = next((t for t in tools[:-1] if t.tag == tool.tag), None)
+                if clash is not None:
+                    raise ToolConfigError(
+                        f"{spec.where or spec.name}: tag <{tool.tag}> is already used by tool `{clash.name}`; give "
+                        "one of them another `tag`"
+                    )
         minimum = keys["python_min_isolation"]
         if minimum:
             for tool in tools:

@@ -25,6 +25,11 @@ file (`agentic_tool_config`) looks like::
         params: {max_output_chars: 2000, isolation: bwrap}   # constructor arguments of the tool class
       - name: search
         params: {backend: web, provider: serper, api_key: "${SERPER_API_KEY}"}
+    mcp_servers:                  # MCP servers: each of their tools is called by its own name (tools/mcp_tool.py)
+      - {name: calc, command: python, args: [calc_server.py], tools: [add, lookup]}
+      - {name: remote, url: "http://127.0.0.1:8000/mcp", headers: {Authorization: "Bearer ${MCP_TOKEN}"}}
+    http_tools:                   # POST the call as JSON, read the observation (tools/http_tool.py)
+      - {name: weather, url: "http://127.0.0.1:9000/weather", timeout: 10}
     cache: {path: tool_cache.sqlite, mode: read_write, tools: [search], ttl_s: null}
 
 `${VAR}` and `${VAR:-default}` are replaced by environment variables when the file is loaded. Values that came from
@@ -52,6 +57,7 @@ TOOL_REGISTRY: dict[str, type[BaseTool]] = {}
 _ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 ENTRY_KEYS = ("name", "class", "tag", "timeout", "retries", "call_limit", "dedup", "params")
 CACHE_KEYS = ("path", "mode", "tools", "ttl_s", "cache_errors")
+TOP_KEYS = ("tools", "mcp_servers", "http_tools", "cache")
 
 
 class ToolConfigError(ValueError):
@@ -71,7 +77,7 @@ def register_tool(name: str):
 
 
 def _ensure_builtin_tools() -> None:
-    from . import python_tool, search  # noqa: F401 - registration side effect
+    from . import http_tool, mcp_tool, python_tool, search  # noqa: F401 - registration side effect
 
 
 def resolve_tool_class(name: str) -> type[BaseTool]:
@@ -241,7 +247,9 @@ def load_tool_config(path: str | os.PathLike, environ: dict[str, str] | None = N
     Every entry is checked at load: keys, `timeout` (> 0), `retries` (>= 1), `call_limit` (>= 0), `dedup`, `tag`,
     that the tool resolves (registered name or importable `module:Class`) and that its `params` are arguments the
     tool accepts; the `cache` section's keys and values too. Values a tool's constructor checks (limits, output
-    caps, backends) are checked when the tool is built (`build_tool`), with the same kind of message.
+    caps, backends) are checked when the tool is built (`build_tool`), with the same kind of message. The
+    `mcp_servers` and `http_tools` sections become `ToolSpec`s of the `mcp` and `http` tools
+    (`mcp_tool.mcp_server_specs`, `http_tool.http_tool_specs`); an MCP server is reached when it is built.
 
     Raises:
         FileNotFoundError: `path` does not exist.
@@ -258,9 +266,9 @@ def load_tool_config(path: str | os.PathLike, environ: dict[str, str] | None = N
         raw = {"tools": raw}
     if not isinstance(raw, dict) or not isinstance(raw.get("tools") or [], list):
         raise ToolConfigError(f"{path}: expected a mapping with a `tools` list (see recipes/tools/*.yaml)")
-    unknown_top = sorted(set(raw) - {"tools", "cache"})
+    unknown_top = sorted(set(raw) - set(TOP_KEYS))
     if unknown_top:
-        raise ToolConfigError(f"{path}: unknown top-level keys {unknown_top}; allowed: tools, cache")
+        raise ToolConfigError(f"{path}: unknown top-level keys {unknown_top}; allowed: {', '.join(TOP_KEYS)}")
     specs = []
     for i, entry in enumerate(raw.get("tools") or []):
         where = f"{path}: tools[{i}]"
@@ -309,6 +317,14 @@ def load_tool_config(path: str | os.PathLike, environ: dict[str, str] | None = N
                 where=where,
             )
         )
+    if raw.get("mcp_servers") is not None:
+        from .mcp_tool import mcp_server_specs
+
+        specs.extend(mcp_server_specs(path, raw["mcp_servers"], environ))
+    if raw.get("http_tools") is not None:
+        from .http_tool import http_tool_specs
+
+        specs.extend(http_tool_specs(path, raw["http_tools"], environ))
     try:
         cache = substitute_env(raw.get("cache") or {}, None, environ)
     except KeyError as exc:
@@ -347,3 +363,37 @@ def build_tool(spec: ToolSpec, defaults: dict[str, Any] | None = None) -> BaseTo
     tool.add_secrets(*spec.secrets)
     logger.info("[agentic-tools] tool %s (tag <%s>) ready: %r", spec.name, tool.tag, tool)
     return tool
+
+
+def build_tools(spec: ToolSpec, defaults: dict[str, Any] | None = None) -> list[BaseTool]:
+    r"""The tools of one config entry: one, or several for a class with a `build_all(**kwargs)` classmethod.
+
+    `MCPTool.build_all` turns one MCP server (an `mcp_servers` entry) into one tool per server tool; every other
+    class gives `[build_tool(spec, defaults)]`.
+
+    Raises:
+        ToolConfigError: as `build_tool`; for an MCP server also a server that cannot be started or reached, or a
+            listed tool it does not have (the message names `spec.where` and the server's tools).
+    """
+    where = spec.where or f"tool `{spec.name}`"
+    try:
+        cls = resolve_tool_class(spec.name)
+    except ToolConfigError as exc:
+        raise ToolConfigError(f"{where}: {exc}") from exc.__cause__
+    build_all = getattr(cls, "build_all", None)
+    if not callable(build_all):
+        return [build_tool(spec, defaults)]
+    kwargs: dict[str, Any] = dict(defaults or {})
+    kwargs.update(spec.params)
+    for key, value in (("tag", spec.tag), ("timeout_s", spec.timeout), ("retries", spec.retries),
+                       ("call_limit", spec.call_limit), ("dedup", spec.dedup)):  # fmt: skip
+        if value is not None:
+            kwargs[key] = value
+    try:
+        tools = build_all(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ToolConfigError(f"{where}: {exc}") from exc
+    for tool in tools:
+        tool.add_secrets(*spec.secrets)
+        logger.info("[agentic-tools] tool %s (tag <%s>) ready: %r", tool.name, tool.tag, tool)
+    return tools

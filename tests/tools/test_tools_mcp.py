@@ -1,0 +1,244 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""The MCP client tool (tools/mcp_tool.py) against a real MCP server process (tests/tools/mcp_test_server.py).
+
+Every call goes through `build_executor_from_args` and `ToolExecutor`, the path rollouts use: tools named by the
+server's tool names, the SQLite tool cache, timeouts, a killed server (stdio and streamable HTTP) and retries.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from llamafactory_agentic.tools import ToolCall, build_executor_from_args, load_tool_config
+from llamafactory_agentic.tools.registry import ToolConfigError
+
+
+SERVER = Path(__file__).with_name("mcp_test_server.py")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_config(tmp_path: Path, server_yaml: str, cache_tools: str = "[add, lookup, calls]") -> Path:
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        f"mcp_servers:\n{server_yaml}cache:\n  path: {tmp_path / 'cache.sqlite'}\n  tools: {cache_tools}\n"
+    )
+    return config
+
+
+def _stdio_server(pid_file: Path, extra: str = "") -> str:
+    return (
+        f"  - name: calc\n    command: {sys.executable}\n    args: ['{SERVER}', stdio]\n"
+        f"    env: {{MCP_TEST_PID_FILE: '{pid_file}'}}\n{extra}"
+    )
+
+
+def _executor(config: Path):
+    return build_executor_from_args(SimpleNamespace(agentic_tool_config=str(config)))
+
+
+def _kill(pid_file: Path) -> None:
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    time.sleep(0.3)  # let the client's reader see the pipe close
+
+
+def _one(ex, tool: str, body: str):
+    return ex.execute([ToolCall(tool, body, "traj-0")])[0]
+
+
+def test_mcp_stdio_tools_by_name_cached(tmp_path):
+    """One server entry gives one tool per server tool, each called by its name; a repeated call is a cache hit."""
+    config = _write_config(tmp_path, _stdio_server(tmp_path / "pid", "    timeout: 20\n"))
+    with _executor(config) as ex:
+        assert {"add", "lookup", "sleep", "fail", "calls"} <= set(ex.tools)
+        r = _one(ex, "add", '{"a": 2, "b": 40}')
+        assert (r.text, r.status, r.cached) == ("42", "ok", False)
+        r = _one(ex, "lookup", "france")  # one string property: a bare body is that argument
+        assert (r.text, r.status) == ("Paris", "ok")
+        assert ex.cache.flush(10)
+        again = _one(ex, "add", '{"b": 40,  "a": 2}')  # same arguments, other order and spacing: same cache key
+        assert (again.text, again.status, again.cached) == ("42", "ok", True)
+        served = _one(ex, "calls", "{}")
+        assert served.text == "3"  # add, lookup, calls: the cached add never reached the server
+        metrics = ex.pop_metrics()
+        assert metrics["tools/add/cache_hits"] == 1 and metrics["tools/add/calls"] == 2
+        entry = ex.cache.get("add", '{"a":2,"b":40}')
+        assert entry is not None and entry.result == "42" and entry.backend == "mcp:calc/add"
+
+
+def test_mcp_error_result_and_bad_body_are_observations(tmp_path):
+    config = _write_config(tmp_path, _stdio_server(tmp_path / "pid", "    timeout: 20\n    retries: 3\n"))
+    with _executor(config) as ex:
+        r = _one(ex, "fail", '{"message": "no such row"}')
+        assert r.status == "error" and "no such row" in r.text and r.text.startswith("Error: Tool(fail)")
+        r = _one(ex, "add", "two plus two")
+        assert r.status == "error" and '{"a": ..., "b": ...}' in r.text
+        r = _one(ex, "add", '{"a": 1')
+        assert r.status == "error" and "not valid JSON" in r.text
+        assert _one(ex, "calls", "{}").text == "2"  # the isError result was not retried, bad bodies never sent
+        assert ex.cache.flush(10) and ex.cache.count("fail") == 0
+
+
+def test_mcp_timeout_returns_quickly_and_server_stays_usable(tmp_path):
+    config = _write_config(tmp_path, _stdio_server(tmp_path / "pid", "    timeout: 1.5\n    retries: 3\n"))
+    with _executor(config) as ex:
+        start = time.perf_counter()
+        r = _one(ex, "sleep", '{"seconds": 30}')
+        elapsed = time.perf_counter() - start
+        assert r.status == "timeout" and "within 1.5 seconds" in r.text
+        assert elapsed < 4.0, elapsed  # bounded by the tool's timeout, not by the server's 30 s
+        assert _one(ex, "add", '{"a": 1, "b": 1}').text == "2"
+
+
+def test_mcp_stdio_server_crash_is_an_observation_then_reconnects(tmp_path):
+    pid_file = tmp_path / "pid"
+    config = _write_config(tmp_path, _stdio_server(pid_file, "    timeout: 20\n    retries: 1\n"))
+    with _executor(config) as ex:
+        assert _one(ex, "add", '{"a": 1, "b": 2}').text == "3"
+        first_pid = pid_file.read_text()
+        _kill(pid_file)
+        start = time.perf_counter()
+        r = _one(ex, "add", '{"a": 5, "b": 5}')
+        assert r.status == "error" and "connection to MCP server `calc` lost" in r.text
+        assert time.perf_counter() - start < 2.0
+        r = _one(ex, "add", '{"a": 5, "b": 5}')  # the next call starts the server again
+        assert (r.text, r.status) == ("10", "ok")
+        assert pid_file.read_text() != first_pid and ex.tools["add"].connection.connects == 2
+
+
+def test_mcp_crash_is_retried_within_the_call(tmp_path):
+    pid_file = tmp_path / "pid"
+    config = _write_config(tmp_path, _stdio_server(pid_file, "    timeout: 30\n    retries: 2\n"))
+    with _executor(config) as ex:
+        assert _one(ex, "lookup", "japan").text == "Tokyo"
+        _kill(pid_file)
+        r = _one(ex, "lookup", "peru")  # attempt 1: connection lost; attempt 2 reconnects
+        assert (r.text, r.status) == ("Lima", "ok")
+        assert ex.pop_metrics()["tools/lookup/backend_calls"] == 2  # two executions, each ended as one result
+
+
+def _start_http_server(port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                pytest.fail("the streamable-HTTP MCP test server exited")
+            time.sleep(0.1)
+    proc.kill()
+    pytest.fail("the streamable-HTTP MCP test server did not start")
+
+
+def test_mcp_streamable_http_server(tmp_path):
+    port = _free_port()
+    proc = _start_http_server(port)
+    try:
+        server = (
+            f"  - name: web\n    url: http://127.0.0.1:{port}/mcp\n    headers: {{X-Token: '${{MCP_TEST_TOKEN}}'}}\n"
+            "    tools: [add, {name: lookup, tag: capital}]\n    timeout: 10\n    retries: 1\n"
+        )
+        config = _write_config(tmp_path, server, cache_tools="[add, capital]")
+        os.environ["MCP_TEST_TOKEN"] = "tok-1234-secret"
+        try:
+            ex = _executor(config)
+        finally:
+            del os.environ["MCP_TEST_TOKEN"]
+        with ex:
+            assert set(ex.tools) == {"add", "capital"}  # only the listed tools, `lookup` under its own tag
+            assert _one(ex, "capital", '{"key": "peru"}').text == "Lima"
+            assert _one(ex, "add", '{"a": 20, "b": 22}').text == "42"
+            assert "tok-1234-secret" not in repr(ex.tools["add"])
+            proc.kill()
+            proc.wait()
+            r = _one(ex, "add", '{"a": 1, "b": 1}')
+            assert r.status == "error" and "MCP server `web`" in r.text
+            r = _one(ex, "add", '{"a": 1, "b": 1}')  # still down: a clear connect error, quickly
+            assert r.status == "error" and "cannot connect to MCP server `web`" in r.text
+            proc = _start_http_server(port)
+            r = _one(ex, "add", '{"a": 1, "b": 1}')  # back: the next call reconnects
+            assert (r.text, r.status) == ("2", "ok")
+            assert ex.cache.flush(10)
+            assert _one(ex, "capital", '{"key": "peru"}').cached  # cached before the restart
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_mcp_tool_as_plain_tools_entry(tmp_path):
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        "tools:\n  - name: mcp\n    tag: capital\n    timeout: 20\n"
+        f"    params: {{command: '{sys.executable}', args: ['{SERVER}', stdio], tool: lookup}}\n"
+    )
+    with _executor(config) as ex:
+        assert set(ex.tools) == {"capital"}
+        assert _one(ex, "capital", "Japan").text == "Tokyo"
+
+
+@pytest.mark.parametrize(
+    "server_yaml, message",
+    [
+        ("  - name: calc\n    command: python\n    url: http://x/mcp\n", "exactly one of `command`"),
+        ("  - name: calc\n", "exactly one of `command`"),
+        ("  - name: calc\n    command: python\n    toolz: [add]\n", "unknown keys ['toolz']"),
+        ("  - {command: python}\n", "needs a `name`"),
+        ("  - name: calc\n    command: python\n    timeout: -1\n", "`timeout` must be a number > 0"),
+        ("  - name: calc\n    command: python\n    tools: [{name: add, tagg: x}]\n", "each item is a tool name"),
+    ],
+)
+def test_mcp_config_errors_name_the_entry(tmp_path, server_yaml, message):
+    config = tmp_path / "tools.yaml"
+    config.write_text(f"mcp_servers:\n{server_yaml}")
+    with pytest.raises(ToolConfigError) as info:
+        load_tool_config(config)
+    assert "mcp_servers[0]" in str(info.value) and message in str(info.value)
+
+
+def test_mcp_unknown_tool_and_dead_command_fail_before_training(tmp_path):
+    config = _write_config(tmp_path, _stdio_server(tmp_path / "pid", "    tools: [add, multiply]\n"))
+    with pytest.raises(ToolConfigError, match=r"mcp_servers\[0\] \(calc\): .*has no tool 'multiply'; it has: add"):
+        _executor(config)
+    config = _write_config(
+        tmp_path, "  - name: broken\n    command: /nonexistent/mcp-server\n    connect_timeout: 5\n"
+    )
+    with pytest.raises(ToolConfigError, match=r"mcp_servers\[0\] \(broken\): .*cannot connect to MCP server"):
+        _executor(config)
+
+
+def test_mcp_duplicate_tag_is_refused(tmp_path):
+    config = tmp_path / "tools.yaml"
+    server = _stdio_server(tmp_path / "pid", "    tools: [add]\n")
+    config.write_text(
+        "tools:\n  - name: my_add\n    class: http\n    tag: add\n    params: {url: 'http://127.0.0.1:9/x'}\n"
+        f"mcp_servers:\n{server}"
+    )
+    with pytest.raises(ToolConfigError, match=r"tag <add> is already used by tool"):
+        _executor(config)
