@@ -16,15 +16,17 @@
 
 Colocated `vllm.LLM` with prefix caching (shared prefixes of branches computed once, docs/algorithms.md §3.4), prompts
 given as token ids, `SamplingParams(stop=[...], include_stop_str_in_output=True, logprobs=k, max_tokens=...)` per
-trajectory. Written against vLLM 0.10.2 - 0.11.0's colocated API; the `vllm` extra of setup.py now installs 0.22.1,
-the release that fits the pinned torch 2.11 (README, Install), against which this engine has not run yet (issue 25;
-tests use a fake that honours the public `LLM.generate` / `SamplingParams` contract). Run in-process with
-`distributed_executor_backend="external_launcher"` (as TRL's colocate mode) and `logprobs_mode="processed_logprobs"`
-(as TRL 0.24's colocate mode: the returned log-probs are those of the distribution sampled from, i.e. after
-temperature, top-k and top-p, so the round entropy matches the hf engine's at any temperature; vLLM's default
-`raw_logprobs` would give the untempered model distribution), where the worker's model is reachable
-as `llm.llm_engine.model_executor.driver_worker.model_runner.model`; weights are pushed with its `load_weights`
-after each optimiser step and the prefix cache is reset. Sleep mode releases the engine's memory during training.
+trajectory. Written for vLLM 0.22.1 - 0.23.0 (the `vllm` extra of setup.py: the releases that pin the project's torch
+2.11, README "Optional parts"), whose engine is V1 only: with `VLLM_ENABLE_V1_MULTIPROCESSING=0` and
+`distributed_executor_backend="external_launcher"` (as TRL's colocate mode) the engine core and its worker live in
+the trainer's process. Weights are pushed through the public `LLM.apply_model(fn)` (vLLM runs `fn` on the worker's
+`get_model()`, the model unwrapped from its CUDA-graph wrapper; read from the 0.22.1 wheel's
+`v1/worker/worker_base.py`) with the model's own `load_weights`, after each optimiser step, and the prefix cache is
+reset. `logprobs_mode="processed_logprobs"` (as TRL 0.24's colocate mode): the returned log-probs are those of the
+distribution sampled from, i.e. after temperature, top-k and top-p, so the round entropy matches the hf engine's at
+any temperature; vLLM's default `raw_logprobs` would give the untempered model distribution. Sleep mode releases the
+engine's memory during training. This engine has not yet run on a GPU against a real vLLM (issue 25); the tests use
+a fake that honours the public `LLM.generate` / `apply_model` / `SamplingParams` contract.
 
 LoRA (and other peft adapters) are supported: vLLM holds the base architecture and receives the merged weights under
 the base model's parameter names (`weight_sync.push_weights`: adapters merged per layer, `base_model.model.` and
@@ -145,8 +147,8 @@ class VLLMEngine(GenerationEngine):
         if model is None:
             return
         self.wake_up()
-        runner_model = self.llm.llm_engine.model_executor.driver_worker.model_runner.model
-        push_weights(model, runner_model.load_weights, gather=self.gather)
+        # in-process engine core (VLLM_ENABLE_V1_MULTIPROCESSING=0): `fn` runs here, on the worker's unwrapped model
+        self.llm.apply_model(lambda vllm_model: push_weights(model, vllm_model.load_weights, gather=self.gather))
         self.llm.reset_prefix_cache()
 
     def wake_up(self) -> None:

@@ -48,9 +48,12 @@ class FakeLLM:
     def __init__(self, tokenizer, scripts, **kwargs):
         self.tokenizer, self.scripts, self.kwargs = tokenizer, scripts, kwargs
         self.calls, self.loaded, self.slept, self.woke, self.resets = [], [], 0, 0, 0
-        runner = types.SimpleNamespace(model=types.SimpleNamespace(load_weights=lambda w: self.loaded.append(list(w))))
-        worker = types.SimpleNamespace(model_runner=runner)
-        self.llm_engine = types.SimpleNamespace(model_executor=types.SimpleNamespace(driver_worker=worker))
+        # vLLM 0.22's public contract: `apply_model(fn)` runs `fn` on each worker's model and returns the results
+        self.model = types.SimpleNamespace(load_weights=lambda w: self.loaded.append(list(w)))
+        self.llm_engine = types.SimpleNamespace()
+
+    def apply_model(self, fn):
+        return [fn(self.model)]
 
     def generate(self, prompts, sampling_params=None, use_tqdm=True):
         outs = []
