@@ -17,9 +17,12 @@ r"""From parsed arguments to the config objects of an `arpo`/`aepo` run: the one
 `build_run_config` is called once by `run_arpo`, after `resolve_presets`: defaults come only from
 `llamafactory_agentic/hparams.py` and the stage presets (`train/presets.py`), and every lower layer (rollout, tools,
 algorithms, rewards) receives a config object, never the arguments. Its parts: `build_grpo_config` (TRL's config and
-the batch geometry, `derive_steps_per_generation`; `check_rl_sampling` refuses greedy decoding), `ArpoLossConfig`
-(the trainer's optimisation keys), `rollout_config_from_args` (`RolloutConfig`) and `tools_config_from_args`
-(`ToolsConfig`, the executor's settings).
+the batch geometry, `derive_steps_per_generation`; `validation.check_rl_sampling` refuses greedy decoding),
+`ArpoLossConfig` (the trainer's optimisation keys, also the `config` argument of every registered policy loss and
+advantage estimator), `rollout_config_from_args` (`RolloutConfig`) and `tools_config_from_args` (`ToolsConfig`, the
+executor's settings). None of these classes declares a field default: code without a recipe builds them from the
+declared defaults with `default_rollout_config` and `default_loss_config`. Values are checked by
+`llamafactory_agentic.validation`, the parser's validator.
 """
 
 from dataclasses import dataclass, fields
