@@ -143,6 +143,17 @@ def test_one_validator_for_the_parser_the_board_and_the_executor():
         build_executor_from_args(SimpleNamespace(agentic_tool_retries=0))
 
 
+def test_the_evaluation_protocol_checks_the_tool_keys_with_the_same_validator():
+    from llamafactory_agentic.evaluation.config import EvalArguments, EvalConfigError, resolve_protocol
+
+    # before: `agentic_search_topk: 0` was recorded in the protocol unchecked and failed later in the search tool
+    with pytest.raises(EvalConfigError, match="recipe key `agentic_search_topk` must be a whole number > 0, got 0"):
+        resolve_protocol(EvalArguments(), SimpleNamespace(agentic_search_topk=0))
+    # keys the evaluation's arguments do not carry take their declared defaults
+    tools = resolve_protocol(EvalArguments(), SimpleNamespace()).tools
+    assert (tools["search_topk"], tools["python_timeout"]) == (10, 120.0)
+
+
 def test_the_board_imports_no_private_validator():
     tree = ast.parse((PACKAGE / "webui" / "checks.py").read_text(encoding="utf-8"))
     private = [
