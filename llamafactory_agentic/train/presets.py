@@ -34,7 +34,7 @@ from dataclasses import fields
 from types import SimpleNamespace
 from typing import Any
 
-from ..hparams import TOOL_RETRIES, TOOL_WORKERS, AgenticArguments
+from ..hparams import TOOL_RETRIES, TOOL_WORKERS, AgenticArguments, agentic_default, agentic_value
 from ..integration.log import get_logger
 
 
@@ -178,8 +178,6 @@ def inert_key_warnings(finetuning_args: Any, explicit: list[str] | tuple[str, ..
     Returns:
         One message per switch, naming the keys, the switch, its value in this run and the fix.
     """
-    from ..hparams import agentic_default
-
     stage = getattr(finetuning_args, "agentic_stage", None) or getattr(finetuning_args, "stage", None)
     name = preset_name(finetuning_args)
 
@@ -187,7 +185,7 @@ def inert_key_warnings(finetuning_args: Any, explicit: list[str] | tuple[str, ..
         return key in explicit or (key not in PRESETS[name] and getattr(finetuning_args, key) != agentic_default(key))
 
     warnings = []
-    if stage == "arpo" and finetuning_args.aepo_variant != "released":
+    if stage == "arpo" and agentic_value(finetuning_args, "aepo_variant") != "released":
         warnings.append(
             f"`aepo_variant: {finetuning_args.aepo_variant}` has no effect under `stage: arpo` (it selects the preset "
             "of `stage: aepo`); use `stage: aepo` or remove it."
@@ -219,7 +217,7 @@ def preset_name(finetuning_args: Any) -> str:
         ValueError: if the stage is neither `arpo` nor `aepo`, or `arpo_variant: grpo` is set with `stage: aepo`.
     """
     stage = getattr(finetuning_args, "agentic_stage", None) or getattr(finetuning_args, "stage", None)
-    arpo_variant = finetuning_args.arpo_variant
+    arpo_variant = agentic_value(finetuning_args, "arpo_variant") or agentic_default("arpo_variant")
     if arpo_variant not in ("arpo", "grpo"):
         raise ValueError(f"Unknown `arpo_variant` {arpo_variant!r}; expected `arpo` or `grpo`.")
     if stage == "arpo":
@@ -229,7 +227,7 @@ def preset_name(finetuning_args: Any) -> str:
         raise ValueError(f"`arpo_variant: {arpo_variant}` applies to `stage: arpo`, not to stage {stage!r}.")
 
     if stage == "aepo":
-        variant = finetuning_args.aepo_variant
+        variant = agentic_value(finetuning_args, "aepo_variant")
         if variant == "released":
             return "aepo"
         if variant == "paper":
