@@ -34,8 +34,9 @@ from transformers import Qwen2ForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from llamafactory_agentic.rollout import AgenticRollout, RolloutConfig, build_engine  # noqa: E402
+from llamafactory_agentic.rollout import AgenticRollout, build_engine  # noqa: E402
 from llamafactory_agentic.testing import real_size_config  # noqa: E402
+from llamafactory_agentic.train.arpo.config import default_rollout_config  # noqa: E402
 
 
 VOCAB = 151936
@@ -91,7 +92,7 @@ def main() -> None:
     }
     setups = {}
     for name, case in cases.items():
-        cfg = RolloutConfig(
+        cfg = default_rollout_config(
             group_size=m,
             initial_rollouts=case["initial"],
             budget_fill=case["budget_fill"],

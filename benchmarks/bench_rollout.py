@@ -45,10 +45,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from llamafactory_agentic.rollout import (  # noqa: E402
     STOP_STRINGS,
     AgenticRollout,
-    RolloutConfig,
     build_engine,
 )
 from llamafactory_agentic.testing import build_tiny_model  # noqa: E402
+from llamafactory_agentic.train.arpo.config import default_rollout_config  # noqa: E402
 
 
 TEMPLATE = "<search> capital of France </search>"
@@ -124,7 +124,7 @@ def run(model, tok, prompts, cases, *, group, response, repeats, seed=0):
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     setups = {}
     for name, case in cases.items():
-        cfg = RolloutConfig(
+        cfg = default_rollout_config(
             group_size=group,
             initial_rollouts=case["initial"],
             max_response_length=response,

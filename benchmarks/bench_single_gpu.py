@@ -173,6 +173,7 @@ def synthetic_records(n: int, prompt: int, response: int, vocab: int, group: int
     import random
 
     from llamafactory_agentic.train.arpo.batch import token_advantages
+    from llamafactory_agentic.train.arpo.config import default_loss_config
     from llamafactory_agentic.train.arpo.records import ScoredTrajectory
 
     rng = random.Random(seed)
@@ -200,7 +201,7 @@ def synthetic_records(n: int, prompt: int, response: int, vocab: int, group: int
                 format_ok=True,
             )
         )
-    for rec, adv, mask in zip(records, *token_advantages(records, "soft", False)):
+    for rec, adv, mask in zip(records, *token_advantages(records, default_loss_config())):
         rec.token_advantages, rec.loss_mask_train = adv, mask
     return records
 

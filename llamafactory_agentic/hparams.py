@@ -46,6 +46,7 @@ CACHE_TOOLS = "search"  # agentic_cache_tools
 # `arpo` preset's values (`train/presets.py` uses them), which the tools layer uses where no preset was resolved.
 TOOL_RETRIES = 3  # agentic_tool_retries
 TOOL_WORKERS = 64  # agentic_tool_workers
+REWARD_TOOL_BONUS = 0.1  # agentic_reward_tool_bonus (also the reward functions' default argument)
 
 
 @dataclass
@@ -120,11 +121,13 @@ class AgenticArguments:
         default=None,
         metadata={"help": "Leading tokens of a round used for its entropy. Preset default: 20."},
     )
-    arpo_advantage_attribution: Literal["soft", "hard"] | None = field(
+    arpo_advantage_attribution: str | None = field(
         default=None,
         metadata={
-            "help": "`soft`: plain GRPO over the group, branches included (reference, default). `hard`: tokens of a "
-            "shared prefix get the mean advantage of every trajectory that contains them."
+            "help": "Advantage estimator, by its name in the registry (`llamafactory_agentic.algorithms."
+            "register_advantage_estimator`): `soft`: plain GRPO over the group, branches included (reference, "
+            "default). `hard`: tokens of a shared prefix get the mean advantage of every trajectory that contains "
+            "them. Or one you registered before training. Preset default: soft."
         },
     )
     arpo_hard_dedup: bool = field(
@@ -371,7 +374,7 @@ class AgenticArguments:
         metadata={"help": "Correctness of `ability == math` rows: token F1, math-verify equivalence, or the max."},
     )
     agentic_reward_tool_bonus: float = field(
-        default=0.1,
+        default=REWARD_TOOL_BONUS,
         metadata={
             "help": "Built-in rewards (`f1`, `em`, `math`): added to a correct answer that used both search and "
             "python. 0.1 is the reference's; 0 turns it off (on tasks whose questions need one tool it pays for "
@@ -470,3 +473,17 @@ def agentic_default(key: str) -> Any:
         KeyError: `key` is not a plugin hyper-parameter.
     """
     return agentic_field(key).default
+
+
+def agentic_value(args: Any, key: str) -> Any:
+    r"""The value of the plugin key `key` in `args`, or its declared default where `args` does not carry the key.
+
+    For the layers that also serve LLaMA-Factory's own objects, which carry no plugin key (its `DataArguments` in a
+    converter, an `sft` run's arguments): the default is read from the declaration above, never written again.
+    (`validation.validate_tool_keys` resolves the tool keys the same way.)
+
+    Raises:
+        KeyError: `key` is not a plugin hyper-parameter.
+    """
+    default = agentic_default(key)
+    return getattr(args, key, default)

@@ -16,7 +16,8 @@ r"""Pure tensor functions of ARPO/AEPO training: advantages, policy losses, KL a
 
 Functions are registered by name (idea from verl's `core_algos`): `get_advantage_estimator("soft" | "hard")` and
 `get_policy_loss("arpo" | "aepo" | "ppo_clip")`; register your own with `register_advantage_estimator` /
-`register_policy_loss`.
+`register_policy_loss` and select it with `arpo_advantage_attribution` / `rl_policy_loss`. A registered function gets
+the run's loss config object (`train.arpo.config.ArpoLossConfig`) as its `config` argument.
 """
 
 from .advantages import (
@@ -26,7 +27,9 @@ from .advantages import (
     compute_hard_attribution_advantages,
     compute_hard_attribution_from_lineage,
     compute_soft_attribution_advantages,
+    hard_estimator,
     lineage_shared_lengths,
+    soft_estimator,
 )
 from .entropy import (
     entropy_aware_advantages,
@@ -36,12 +39,14 @@ from .entropy import (
     high_entropy_mask,
 )
 from .policy_loss import (
+    aepo_loss,
     compute_aepo_policy_loss,
     compute_entropy_loss,
     compute_kl_loss,
     compute_policy_loss,
     low_var_kl,
     masked_mean,
+    ppo_clip_loss,
 )
 from .registry import (
     get_advantage_estimator,
@@ -54,6 +59,10 @@ from .registry import (
 
 
 __all__ = [
+    "aepo_loss",
+    "hard_estimator",
+    "ppo_clip_loss",
+    "soft_estimator",
     "batch_shared_lengths",
     "broadcast_advantages",
     "compute_aepo_policy_loss",

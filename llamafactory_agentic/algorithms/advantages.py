@@ -32,6 +32,7 @@ Lineage semantics used throughout this module (one group = the M trajectories of
 """
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import torch
 
@@ -321,7 +322,6 @@ def _lineage_lists(batch: int, parents, branch_pos, lengths, response_mask: torc
     return list(parents), list(branch_pos), [int(x) for x in lengths]
 
 
-@register_advantage_estimator("soft")
 def compute_soft_attribution_advantages(
     rewards: torch.Tensor,
     group_ids: torch.Tensor,
@@ -359,7 +359,6 @@ def compute_soft_attribution_advantages(
     return broadcast_advantages(advantages.to(response_mask.device), response_mask), response_mask
 
 
-@register_advantage_estimator("hard")
 def compute_hard_attribution_from_lineage(
     rewards: torch.Tensor,
     group_ids: torch.Tensor,
@@ -397,3 +396,82 @@ def compute_hard_attribution_from_lineage(
     advantages = compute_grpo_advantages(rewards, group_ids, eps=eps)
     shared = batch_shared_lengths(group_ids, parents, branch_pos, lengths)
     return compute_hard_attribution_advantages(advantages.to(response_mask.device), shared, response_mask, dedup=dedup)
+
+
+class EstimatorSettings(Protocol):
+    r"""What the built-in estimators read from their config object (`train.arpo.config.ArpoLossConfig` has it).
+
+    An estimator of your own may read any other field of the config object it receives.
+    """
+
+    hard_dedup: bool  # arpo_hard_dedup
+
+
+@register_advantage_estimator("soft")
+def soft_estimator(
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    config: EstimatorSettings,
+    *,
+    parents: Sequence[int | None] | None = None,
+    branch_pos: Sequence[int | None] | None = None,
+    lengths: Sequence[int] | torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The registered form of `compute_soft_attribution_advantages` (`arpo_advantage_attribution: soft`).
+
+    Args:
+        rewards: Scalar rewards `[batch]`.
+        group_ids: Group id per row `[batch]`.
+        response_mask: Loss mask `[batch, seq_len]`.
+        config: The run's loss config (the soft estimator reads nothing from it).
+        parents: Group-local source index per row (ignored by soft attribution).
+        branch_pos: Source response length at the copy per row (ignored).
+        lengths: Response length per row (ignored).
+
+    Returns:
+        `(token_advantages [batch, seq_len], loss_mask [batch, seq_len])`.
+    """
+    del config
+    return compute_soft_attribution_advantages(
+        rewards, group_ids, response_mask, parents=parents, branch_pos=branch_pos, lengths=lengths
+    )
+
+
+@register_advantage_estimator("hard")
+def hard_estimator(
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    config: EstimatorSettings,
+    *,
+    parents: Sequence[int | None] | None = None,
+    branch_pos: Sequence[int | None] | None = None,
+    lengths: Sequence[int] | torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The registered form of `compute_hard_attribution_from_lineage` (`arpo_advantage_attribution: hard`).
+
+    Args:
+        rewards: Scalar rewards `[batch]`.
+        group_ids: Group id per row `[batch]`.
+        response_mask: Loss mask `[batch, seq_len]`, responses left-aligned.
+        config: The run's loss config: `hard_dedup` (`arpo_hard_dedup`).
+        parents: Group-local source index per row, None for global rollouts.
+        branch_pos: Source response length at the copy per row (None for global rollouts).
+        lengths: Response length per row (see `compute_hard_attribution_from_lineage`).
+
+    Returns:
+        `(token_advantages [batch, seq_len], loss_mask [batch, seq_len])`.
+
+    Raises:
+        ValueError: inconsistent lineage.
+    """
+    return compute_hard_attribution_from_lineage(
+        rewards,
+        group_ids,
+        response_mask,
+        parents=parents,
+        branch_pos=branch_pos,
+        lengths=lengths,
+        dedup=config.hard_dedup,
+    )

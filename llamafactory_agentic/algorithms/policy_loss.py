@@ -20,6 +20,8 @@ splits a mini-batch into micro-batches (and ranks) can pass the mini-batch's glo
 micro-batch losses: the result equals the token mean over the whole mini-batch (docs/algorithms.md §4.4, **Decision**).
 """
 
+from typing import Protocol
+
 import torch
 
 from .registry import register_policy_loss
@@ -59,8 +61,6 @@ def masked_mean(
     return total / _normaliser(mask, num_tokens)
 
 
-@register_policy_loss("ppo_clip")
-@register_policy_loss("arpo")
 def compute_policy_loss(
     log_probs: torch.Tensor,
     old_log_probs: torch.Tensor,
@@ -222,7 +222,6 @@ def compute_policy_loss(
     return loss, metrics
 
 
-@register_policy_loss("aepo")
 def compute_aepo_policy_loss(
     log_probs: torch.Tensor,
     old_log_probs: torch.Tensor,
@@ -250,6 +249,89 @@ def compute_aepo_policy_loss(
         epsilon_high=epsilon_high,
         dual_clip=dual_clip,
         balanced_clip=balanced_clip,
+        balanced_clip_mask=balanced_clip_mask,
+        num_tokens=num_tokens,
+    )
+
+
+class PolicyLossSettings(Protocol):
+    r"""What a registered policy loss reads from its config object (`train.arpo.config.ArpoLossConfig` has these).
+
+    A loss of your own may read any other field of the config object it receives (e.g. `entropy_coef`); add the key
+    to `hparams.py` and the field to `ArpoLossConfig` and the loss gets it without a change to the trainer.
+    """
+
+    epsilon_low: float  # rl_epsilon
+    epsilon_high: float  # rl_epsilon_high (resolved: rl_epsilon when unset)
+    dual_clip: float | None  # rl_dual_clip
+    balanced_clip: bool  # aepo_balanced_clip
+
+
+@register_policy_loss("ppo_clip")
+@register_policy_loss("arpo")
+def ppo_clip_loss(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    loss_mask: torch.Tensor,
+    config: PolicyLossSettings,
+    *,
+    balanced_clip_mask: torch.Tensor | None = None,
+    num_tokens: int | float | torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    r"""The registered form of `compute_policy_loss` (`rl_policy_loss: ppo_clip` or `arpo`): settings from `config`.
+
+    Args:
+        log_probs: Current policy log-probs `[batch, seq_len]` (carries the gradient).
+        old_log_probs: Log-probs of the policy that generated the batch `[batch, seq_len]`.
+        advantages: Token advantages `[batch, seq_len]`.
+        loss_mask: `[batch, seq_len]`, 1 for trained tokens.
+        config: The run's loss config (`epsilon_low`, `epsilon_high`, `dual_clip`, `balanced_clip`).
+        balanced_clip_mask: Bool `[batch, seq_len]` where the gradient-preserving bound applies, or None.
+        num_tokens: Token-mean normaliser (the update's global loss-token count).
+
+    Returns:
+        `(loss, metrics)` of `compute_policy_loss`.
+    """
+    return compute_policy_loss(
+        log_probs,
+        old_log_probs,
+        advantages,
+        loss_mask,
+        epsilon_low=config.epsilon_low,
+        epsilon_high=config.epsilon_high,
+        dual_clip=config.dual_clip,
+        balanced_clip=config.balanced_clip,
+        balanced_clip_mask=balanced_clip_mask,
+        num_tokens=num_tokens,
+    )
+
+
+@register_policy_loss("aepo")
+def aepo_loss(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    loss_mask: torch.Tensor,
+    config: PolicyLossSettings,
+    *,
+    balanced_clip_mask: torch.Tensor | None = None,
+    num_tokens: int | float | torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    r"""The registered form of `compute_aepo_policy_loss` (`rl_policy_loss: aepo`); arguments as `ppo_clip_loss`.
+
+    The balanced clip follows `config.balanced_clip` (`aepo_balanced_clip`, on in the AEPO presets), as for
+    `ppo_clip`: the two names select the same loss, the name documents the intent of a recipe.
+    """
+    return compute_aepo_policy_loss(
+        log_probs,
+        old_log_probs,
+        advantages,
+        loss_mask,
+        epsilon_low=config.epsilon_low,
+        epsilon_high=config.epsilon_high,
+        dual_clip=config.dual_clip,
+        balanced_clip=config.balanced_clip,
         balanced_clip_mask=balanced_clip_mask,
         num_tokens=num_tokens,
     )

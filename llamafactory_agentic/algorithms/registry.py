@@ -52,9 +52,11 @@ def _get(table: dict[str, Callable], kind: str, name: str) -> Callable:
 def register_advantage_estimator(name: str, overwrite: bool = False) -> Callable[[F], F]:
     r"""Decorator registering an advantage estimator under `name`.
 
-    An estimator has the signature of `compute_soft_attribution_advantages` (see `advantages.py`): it takes scalar
-    rewards `[batch]`, group ids `[batch]`, the loss mask `[batch, seq_len]` and keyword lineage information, and
-    returns `(token_advantages [batch, seq_len], loss_mask [batch, seq_len])`.
+    An estimator has the signature of `advantages.soft_estimator`: `(rewards [batch], group_ids [batch],
+    loss_mask [batch, seq_len], config, *, parents, branch_pos, lengths)`, where `config` is the run's
+    `ArpoLossConfig` (its settings, e.g. `hard_dedup`) and the keywords the rows' lineage, and returns
+    `(token_advantages [batch, seq_len], loss_mask [batch, seq_len])`. A run selects it by name with
+    `arpo_advantage_attribution: <name>` (checked when the run's config is built, `validation.validate_loss_keys`).
 
     Raises:
         ValueError: `name` is empty or already registered to another function (unless `overwrite`).
@@ -79,10 +81,11 @@ def list_advantage_estimators() -> list[str]:
 def register_policy_loss(name: str, overwrite: bool = False) -> Callable[[F], F]:
     r"""Decorator registering a policy loss under `name` (e.g. `@register_policy_loss("arpo")`).
 
-    A policy loss has the signature of `compute_policy_loss` (see `policy_loss.py`) and returns
-    `(scalar loss, metrics dict)`. The trainer calls the loss named by `rl_policy_loss` on every micro-batch with
-    `(log_probs, old_log_probs, advantages, loss_mask)` `[batch, seq_len]` and the keyword arguments `epsilon_low`,
-    `epsilon_high`, `dual_clip`, `balanced_clip`, `balanced_clip_mask`, `num_tokens`.
+    A policy loss has the signature of `policy_loss.ppo_clip_loss` and returns `(scalar loss, metrics dict)`. The
+    trainer calls the loss named by `rl_policy_loss` on every micro-batch with `(log_probs, old_log_probs,
+    advantages, loss_mask)` `[batch, seq_len]`, the run's `ArpoLossConfig` as `config` (every optimisation setting:
+    `epsilon_low`, `epsilon_high`, `dual_clip`, `balanced_clip`, ...; a new setting is a new field there, not a new
+    argument) and the keywords `balanced_clip_mask` and `num_tokens` (computed per micro-batch).
 
     Raises:
         ValueError: `name` is empty or already registered to another function (unless `overwrite`).

@@ -33,6 +33,7 @@ from typing import Any
 from llamafactory.data.converter import DatasetConverter, SharegptDatasetConverter
 from llamafactory.data.data_utils import Role
 
+from ..hparams import agentic_value
 from ..integration.log import get_logger
 from .rl_schema import PROMPT_COLUMN, RLRowError, dump_extra, parse_rl_row
 from .tags import (
@@ -83,7 +84,7 @@ class ArpoRLDatasetConverter(DatasetConverter):
 
     def __call__(self, example: dict[str, Any]) -> dict[str, Any]:
         r"""Convert one raw row (see the class docstring)."""
-        repair = getattr(self.data_args, "agentic_repair_boxed", True)
+        repair = agentic_value(self.data_args, "agentic_repair_boxed")
         example = dict(example)
         row_number = example.pop(ROW_NUMBER_COLUMN, None)
         try:
@@ -170,7 +171,7 @@ class ArpoSFTDatasetConverter(SharegptDatasetConverter):
 
     def __call__(self, example: dict[str, Any]) -> dict[str, Any]:
         r"""Convert one sharegpt row (see the class docstring)."""
-        if getattr(self.data_args, "agentic_tool_protocol", "inline_tags") == "template":
+        if agentic_value(self.data_args, "agentic_tool_protocol") == "template":
             return super().__call__(example)
 
         messages_column = self.dataset_attr.messages
@@ -178,7 +179,7 @@ class ArpoSFTDatasetConverter(SharegptDatasetConverter):
             messages = rebuild_sft_messages(
                 example[messages_column] or [],
                 self.dataset_attr,
-                mask_results=getattr(self.data_args, "agentic_sft_mask_results", True),
+                mask_results=agentic_value(self.data_args, "agentic_sft_mask_results"),
             )
         except TrajectoryFormatError as err:
             logger.warning_rank0(f"Skipping a malformed trajectory of {self.dataset_attr}: {err}.")

@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..hparams import agentic_value
 from ..integration.log import get_logger
 from .rl_schema import RLRowError, parse_rl_row
 from .tags import count_control_chars
@@ -275,8 +276,8 @@ def load_rl_dataset(
         raise ValueError("The RL stages do not support `streaming: true`; turn it off (the prompts are small).")
 
     register_data_extensions()
-    skip_bad_rows = bool(getattr(finetuning_args, "agentic_skip_bad_rows", False))
-    repair = bool(getattr(finetuning_args, "agentic_repair_boxed", True))
+    skip_bad_rows = bool(agentic_value(finetuning_args, "agentic_skip_bad_rows"))
+    repair = bool(agentic_value(finetuning_args, "agentic_repair_boxed"))
     data_args.agentic_repair_boxed = repair  # read by the arpo_rl converter
     with training_args.main_process_first(desc="load dataset", local=(not data_args.data_shared_file_system)):
         train = _load_rl_datasets(data_args.dataset, model_args, data_args, training_args, skip_bad_rows, repair)

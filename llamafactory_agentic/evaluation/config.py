@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from ..data.tags import wrap_observation
-from ..hparams import agentic_default
+from ..hparams import agentic_value
+from ..validation import validate_tool_keys
 
 
 PRESETS = ("paper", "train_val")
@@ -573,7 +574,11 @@ def resolve_protocol(eval_args: EvalArguments, finetuning_args: Any, model_args:
         system_prompt = "reference:" + json.dumps(REFERENCE_PROMPTS, sort_keys=True, ensure_ascii=False)
     else:
         system_prompt = resolve_system_prompt(setting)
-    tool_config = getattr(finetuning_args, "agentic_tool_config", None)
+    try:  # the one validator of the tool keys (the parser's and the executor's): same checks, same messages
+        tool_keys = validate_tool_keys(finetuning_args)
+    except ValueError as err:
+        raise EvalConfigError(str(err)) from None
+    tool_config = tool_keys["tool_config"]
     protocol = Protocol(
         preset=a.eval_preset,
         temperature=float(pick(a.eval_temperature, base["temperature"])),
@@ -596,12 +601,12 @@ def resolve_protocol(eval_args: EvalArguments, finetuning_args: Any, model_args:
         observation_format=OBSERVATION_FORMAT,
         seed=int(a.eval_seed),
         reward={
-            "agentic_reward": str(getattr(finetuning_args, "agentic_reward", "f1")),
-            "agentic_reward_math": str(getattr(finetuning_args, "agentic_reward_math", "f1")),
+            "agentic_reward": str(agentic_value(finetuning_args, "agentic_reward")),
+            "agentic_reward_math": str(agentic_value(finetuning_args, "agentic_reward_math")),
         },
         tools={
             **{
-                name: getattr(finetuning_args, f"agentic_{name}", agentic_default(f"agentic_{name}"))
+                name: tool_keys[name]
                 for name in (
                     "search_backend",
                     "search_topk",

@@ -444,10 +444,10 @@ def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any) -> tupl
 
 def rollout_config_for(protocol: Protocol, eos_token_id: int, backend: str, batch_size: int, seed: int) -> Any:
     r"""The `RolloutConfig` that makes the training agent loop follow `protocol`."""
-    from ..rollout import RolloutConfig
+    from ..train.arpo.config import default_rollout_config
 
     stops = tuple(protocol.stop_strings) + ((SELF_RESULT_STOP,) if protocol.drop_self_results else ())
-    return RolloutConfig(
+    return default_rollout_config(
         group_size=1,
         initial_rollouts=1,
         max_prompt_length=protocol.max_prompt_length,

@@ -425,7 +425,7 @@ def _tools(values: dict[str, Any], base_dir: Path) -> dict[str, Any]:
         return out
     if values.get("stage") in RL_STAGES:
         out["tools"] = ["python", "search"]
-        out["provider"] = values.get("agentic_search_backend") or "local"
+        out["provider"] = values["agentic_search_backend"]
         out["source"] = f"agentic_search_backend: {out['provider']}"
     return out
 
@@ -612,7 +612,7 @@ def _plan_rl(plan, values, shape, device, world, finetuning, lora_rank, fp32_mas
     prompts = int(values["arpo_rollout_batch_size"])
     prompt_len = int(values["arpo_max_prompt_length"])
     budget = int(values["arpo_max_response_length"])
-    backend = str(values.get("arpo_rollout_backend", "hf"))
+    backend = str(values["arpo_rollout_backend"])
     trajs = prompts * m
     per_rank = math.ceil(trajs / world)
     update = per_device * accum * world
@@ -622,9 +622,9 @@ def _plan_rl(plan, values, shape, device, world, finetuning, lora_rank, fp32_mas
             f"per_device_train_batch_size {per_device} x gradient_accumulation_steps {accum} x {world} rank(s)."
         )
     updates_per_rollout = trajs // update
-    slots = min(int(values.get("arpo_hf_generation_batch_size") or 64), per_rank)
+    slots = min(int(values["arpo_hf_generation_batch_size"]), per_rank)
     micro = int(values.get("rl_micro_batch_tokens") or 0) or per_device * (prompt_len + budget)
-    vllm_util = float(values.get("arpo_vllm_gpu_memory_utilization") or 0.6) if backend == "vllm" else 0.0
+    vllm_util = float(values["arpo_vllm_gpu_memory_utilization"]) if backend == "vllm" else 0.0
     if device.kind == "cpu":
         vllm_util = 0.0
     plan.add(
@@ -636,7 +636,7 @@ def _plan_rl(plan, values, shape, device, world, finetuning, lora_rank, fp32_mas
     )
     _memory(plan, shape, device, world, finetuning, lora_rank, fp32_master, gc, zero, off_opt, off_par, ds_src,
             precision, prompt_len + budget, slots, micro, int(values.get("rl_logprob_chunk_size") or 1024), vllm_util,
-            str(values.get("arpo_hf_lora_merge") or "gpu"), rl=True)  # fmt: skip
+            str(values["arpo_hf_lora_merge"]), rl=True)  # fmt: skip
 
     # ---- time per rollout step
     tools = _tools(values, base_dir)
@@ -700,10 +700,8 @@ def _plan_rl(plan, values, shape, device, world, finetuning, lora_rank, fp32_mas
         tool_s,
     )
     trained_tokens = per_rank * (prompt_len / 2 + gen)
-    extra = (1 if float(values.get("rl_kl_coef") or 0) > 0 else 0) + (
-        1 if int(values.get("rl_num_iterations") or 1) > 1 else 0
-    )
-    iterations = int(values.get("rl_num_iterations") or 1)
+    extra = (1 if float(values["rl_kl_coef"]) > 0 else 0) + (1 if int(values["rl_num_iterations"]) > 1 else 0)
+    iterations = int(values["rl_num_iterations"])
     train_s = _train_seconds(shape, trained_tokens, gc, device, extra) * iterations
     if device.kind == "cpu":
         train_s += iterations * updates_per_rollout * DEFAULTS["cpu_update_s"]
@@ -719,7 +717,7 @@ def _plan_rl(plan, values, shape, device, world, finetuning, lora_rank, fp32_mas
     )
     dyn = 1.0
     if values.get("rl_dynamic_sampling"):
-        dyn = min(2.2, float(values.get("rl_dynamic_sampling_max_batches") or 3))
+        dyn = min(2.2, float(values["rl_dynamic_sampling_max_batches"]))
     step = dyn * (decode_s + prefill_s + tool_s) + train_s
     plan.add(
         "time: per rollout step",

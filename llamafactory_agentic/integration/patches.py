@@ -20,12 +20,11 @@ Each patch first checks that the module looks as it does in the supported LLaMA-
 
 import dataclasses
 import functools
-import math
-import types
 import typing
 from types import ModuleType
 from typing import Any, Literal
 
+from ..validation import validate_arguments
 from .log import get_logger
 from .stages import STAGES, get_stage
 
@@ -118,10 +117,7 @@ def build_finetuning_arguments_class(base: type) -> type:
             self.stage = spec.runs_as
 
         base.__post_init__(self)
-        _validate_literal_fields(self)
-        if spec is not None and spec.dataset_kind == "rl":
-            _validate_rl_arguments(self)
-            _validate_reward(self)
+        validate_arguments(self, rl=spec is not None and spec.dataset_kind == "rl")  # the one validator
 
     namespace = {
         "__module__": __name__,
@@ -136,103 +132,6 @@ def build_finetuning_arguments_class(base: type) -> type:
     }
     cls = type("AgenticFinetuningArguments", (base, AgenticArguments), namespace)
     return dataclasses.dataclass(cls)
-
-
-_TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
-
-
-def _check_field_type(key: str, value: Any, annotation: Any) -> Any:
-    r"""`value` of the plugin key `key` checked against its declared type; returns it (an int for a float key as float).
-
-    parse_dict (YAML, JSON, LLaMA-Board) hands values over unconverted, so `arpo_rollout_n: eight` would otherwise
-    reach a comparison or a cast far from the recipe.
-
-    Raises:
-        ValueError: naming the key, the value and the expected type (or the allowed choices of a `Literal`).
-    """
-    args = typing.get_args(annotation)
-    optional = typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args
-    if optional:
-        if value is None:
-            return value
-        (annotation,) = [arg for arg in args if arg is not type(None)]
-    if typing.get_origin(annotation) is Literal:
-        choices = list(typing.get_args(annotation))
-        if value not in choices:
-            raise ValueError(f"`{key}` must be one of {choices}, got {value!r}.")
-        return value
-
-    expected = _TYPE_NAMES.get(annotation)
-    if expected is None:
-        return value
-    ok = isinstance(value, annotation) and not (annotation is int and isinstance(value, bool))
-    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
-        value, ok = float(value), True
-    if annotation is float and ok and not math.isfinite(value):
-        raise ValueError(f"`{key}` must be a finite number, got {value!r}.")
-    if not ok:
-        none = " or null" if optional else ""
-        raise ValueError(f"`{key}` must be {expected}{none}, got {value!r} ({type(value).__name__}).")
-    return value
-
-
-def _validate_literal_fields(args: Any) -> None:
-    r"""Reject a plugin key whose value does not fit its declared type (parse_dict checks none).
-
-    Declared types: an integer, a finite number, true/false, a string, one of the `Literal` choices, or null where the
-    key is optional. An integer given for a number key is stored as a float.
-
-    Raises:
-        ValueError: naming the key, the value and the expected type, e.g. "`arpo_rollout_n` must be an integer, got
-            'eight' (str)."
-    """
-    from ..hparams import AgenticArguments
-
-    hints = typing.get_type_hints(AgenticArguments)
-    for f in dataclasses.fields(AgenticArguments):
-        value = getattr(args, f.name)
-        checked = _check_field_type(f.name, value, hints[f.name])
-        if checked is not value:
-            setattr(args, f.name, checked)
-
-
-def _validate_rl_arguments(args: Any) -> None:
-    r"""Parse-time checks of an `arpo`/`aepo` run (call `_validate_literal_fields` first).
-
-    Group and beam sizes, lengths and fine-tuning type; the reward (name, import, signature, tool bonus;
-    docs/algorithms.md §6.4, §6.6) is checked next by `_validate_reward`.
-
-    Raises:
-        ValueError: naming the key, the value and the allowed range or names.
-    """
-    if args.arpo_rollout_n < 1:
-        raise ValueError(f"`arpo_rollout_n` must be >= 1, got {args.arpo_rollout_n}.")
-
-    if args.arpo_initial_rollouts is not None and not 1 <= args.arpo_initial_rollouts <= args.arpo_rollout_n:
-        raise ValueError(
-            f"`arpo_initial_rollouts` must be in [1, arpo_rollout_n={args.arpo_rollout_n}], "
-            f"got {args.arpo_initial_rollouts}."
-        )
-
-    if args.arpo_beam_size is not None and args.arpo_beam_size < 1:
-        raise ValueError(f"`arpo_beam_size` must be >= 1, got {args.arpo_beam_size}.")
-
-    if args.arpo_max_response_length < 1 or args.arpo_max_prompt_length < 1:
-        raise ValueError("`arpo_max_prompt_length` and `arpo_max_response_length` must be positive.")
-
-    if args.finetuning_type not in ("full", "freeze", "lora"):
-        raise ValueError(f"Stage `{args.agentic_stage}` supports full, freeze and lora fine-tuning.")
-
-
-def _validate_reward(args: Any) -> None:
-    r"""Build the reward once while parsing (`rewards.registry.check_reward_arguments`).
-
-    An unknown name, a module that does not import or a function with the wrong signature stops the run before any
-    model loads.
-    """
-    from ..rewards.registry import check_reward_arguments
-
-    check_reward_arguments(args.agentic_reward, args.agentic_reward_math, args.agentic_reward_tool_bonus)
 
 
 def patch_parser(module: ModuleType) -> None:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..hparams import REWARD_TOOL_BONUS
 from .deep_research import (
     answered_tool_calls,
     exact_match_score,
@@ -37,7 +38,7 @@ from .math_equivalence import math_verify_score
 
 
 MATH_MODES = ("f1", "math_verify", "max")
-TOOL_BONUS = 0.1
+TOOL_BONUS = REWARD_TOOL_BONUS  # agentic_reward_tool_bonus, declared in hparams.py
 FORMAT_PENALTY = -1.0
 # rewards become float32 tensors for the advantages (train/arpo/batch.py): a score must be finite in that dtype
 FLOAT32_MAX = 3.4028234663852886e38

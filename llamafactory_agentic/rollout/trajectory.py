@@ -157,9 +157,9 @@ class RolloutConfig:
     The evaluation harness builds its own from the evaluation protocol (`evaluation.runner.rollout_config_for`).
 
     Field names drop the `arpo_`/`aepo_`/`agentic_` prefix of the matching key in `llamafactory_agentic/hparams.py`.
-    The field defaults are the resolved `arpo` stage (hparams defaults plus the `arpo` preset) for code that builds a
-    config directly (tests, benchmarks); a run never relies on them, and a test keeps them equal to hparams and the
-    presets.
+    The fields have no defaults: every value comes from the key's one declaration (hparams or the stage preset)
+    through `train.arpo.config.rollout_config_from_args`; code without a recipe (evaluation, tests, benchmarks) calls
+    `train.arpo.config.default_rollout_config(**fields)`.
     `budget_fill` (`arpo_budget_fill`): `per_round` adds one fresh global rollout per round to a prompt without active
     trajectories (reference code, docs/algorithms.md §3.4); `all_at_once` adds all missing ones in that round (arXiv
     2507.19849 section 3.1).
@@ -186,45 +186,45 @@ class RolloutConfig:
       (finish reason `timeout`).
     """
 
-    group_size: int = 16
-    initial_rollouts: int = 8
-    budget_fill: Literal["per_round", "all_at_once"] = "per_round"
-    beam_size: int = 2
-    branch_rule: Literal["stochastic", "deterministic"] = "stochastic"
-    branch_tau: float = 0.5
-    branch_alpha: float = 0.5
-    entropy_weight: float = 0.2
-    entropy_source: Literal["topk", "full"] = "topk"
-    entropy_topk: int = 10
-    entropy_tokens: int = 20
-    max_prompt_length: int = 1536
-    max_response_length: int = 4096
-    max_tool_calls: int = 3
-    branch_penalty: float = 0.0
-    branch_penalty_scope: Literal["lineage", "question"] = "lineage"
-    dynamic_rollouts: bool = False
-    premonitor_beta: float = 0.5
-    premonitor_tokens: int = 50
-    premonitor_rounds: Literal["all", "post_tool"] = "all"
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    eos_token_id: int = 0
-    stop_strings: tuple[str, ...] = STOP_STRINGS
-    backend: Literal["hf", "vllm"] = "hf"
-    hf_prefix_cache: bool = True
-    hf_generation_batch_size: int = 64
-    hf_lora_merge: Literal["gpu", "cpu", "off"] = "gpu"
-    schedule: Literal["rounds", "continuous"] = "rounds"
-    vllm_gpu_memory_utilization: float = 0.6
-    vllm_enable_sleep_mode: bool = True
-    seed: int = 0
-    max_round_tokens: int | None = None
-    tool_call_limits: dict[str, int] | None = None
-    repeat_notice_tools: tuple[str, ...] = ()
-    repetition_penalty: float = 1.0
-    self_result_retries: int = 3
-    trajectory_timeout_s: float | None = None
+    group_size: int
+    initial_rollouts: int
+    budget_fill: Literal["per_round", "all_at_once"]
+    beam_size: int
+    branch_rule: Literal["stochastic", "deterministic"]
+    branch_tau: float
+    branch_alpha: float
+    entropy_weight: float
+    entropy_source: Literal["topk", "full"]
+    entropy_topk: int
+    entropy_tokens: int
+    max_prompt_length: int
+    max_response_length: int
+    max_tool_calls: int
+    branch_penalty: float
+    branch_penalty_scope: Literal["lineage", "question"]
+    dynamic_rollouts: bool
+    premonitor_beta: float
+    premonitor_tokens: int
+    premonitor_rounds: Literal["all", "post_tool"]
+    temperature: float
+    top_p: float
+    top_k: int
+    eos_token_id: int
+    stop_strings: tuple[str, ...]
+    backend: Literal["hf", "vllm"]
+    hf_prefix_cache: bool
+    hf_generation_batch_size: int
+    hf_lora_merge: Literal["gpu", "cpu", "off"]
+    schedule: Literal["rounds", "continuous"]
+    vllm_gpu_memory_utilization: float
+    vllm_enable_sleep_mode: bool
+    seed: int
+    max_round_tokens: int | None
+    tool_call_limits: dict[str, int] | None
+    repeat_notice_tools: tuple[str, ...]
+    repetition_penalty: float
+    self_result_retries: int
+    trajectory_timeout_s: float | None
 
     def __post_init__(self) -> None:
         r"""Validate the choices."""

@@ -136,8 +136,9 @@ def evaluate_policy(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ..rewards import EXECUTED_TOOLS_KEY, build_model_view, executed_tools, get_reward_function
-    from ..rollout import AgenticRollout, RolloutConfig, build_engine
+    from ..rollout import AgenticRollout, build_engine
     from ..tools import build_executor_from_args
+    from ..train.arpo.config import default_rollout_config
 
     rows = read_rl_rows(rows_path, max_samples)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
@@ -153,7 +154,7 @@ def evaluate_policy(
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).to(device)
     model.eval()
     eos = tokenizer.eos_token_id
-    config = RolloutConfig(
+    config = default_rollout_config(
         group_size=1,
         initial_rollouts=1,
         max_prompt_length=max_prompt_length,

@@ -38,8 +38,9 @@ from typing import Any
 import numpy as np
 
 from ..data.tags import empty_call_text  # shared with the rollout (docs/algorithms.md §12)
-from ..hparams import CACHE_MODE, CACHE_TOOLS, TOOL_RETRIES, TOOL_WORKERS, agentic_default
+from ..hparams import CACHE_MODE, CACHE_TOOLS, TOOL_WORKERS
 from ..integration.log import get_logger
+from ..validation import validate_tool_keys
 from .base import (
     NO_SEARCH_RESULTS_TEXT,
     STATUS_CACHE_MISS,
@@ -422,59 +423,13 @@ class ToolExecutor:
         self.close()
 
 
-def _resolve(value: Any, default: Any) -> Any:
-    return default if value is None else value
-
-
 def validate_tool_args(finetuning_args: Any) -> dict[str, Any]:
-    r"""Check the `agentic_*` tool keys of a run and return them resolved.
-
-    A key that is missing or None takes its `hparams.AgenticArguments` default; the stage-dependent
-    `agentic_tool_retries` and `agentic_tool_workers` (None until the presets are resolved) take the `arpo` preset's
-    values (`hparams.TOOL_RETRIES`, `hparams.TOOL_WORKERS`); `agentic_python_min_isolation` and `agentic_cache_mode`
-    stay None when missing (no isolation check; the tool config's cache mode applies).
-
-    Returns:
-        `{"retries", "workers", "python_timeout", "python_max_output_chars", "search_topk", "search_snippet_chars",
-        "search_backend", "python_isolation", "python_min_isolation", "cache_mode"}`.
+    r"""The run's tool keys checked and resolved: `llamafactory_agentic.validation.validate_tool_keys` (the one validator).
 
     Raises:
         ValueError: naming the recipe key, what it must be and the value received.
     """
-    from .cache import CACHE_MODES
-    from .python_tool import ISOLATION_LEVELS, SANDBOXES
-
-    a = finetuning_args
-
-    def _number(key: str, default: Any = None, **kw: Any) -> Any:
-        default = agentic_default(key) if default is None else default
-        try:
-            return check_number(key, _resolve(getattr(a, key, None), default), **kw)
-        except ValueError as exc:
-            raise ValueError(f"recipe key {exc}") from None
-
-    def _choice(key: str, default: str | None, choices: tuple[str, ...]) -> str | None:
-        value = _resolve(getattr(a, key, None), default)
-        if value is not None and value not in choices:
-            raise ValueError(f"recipe key `{key}` must be one of {', '.join(choices)}, got {value!r}")
-        return value
-
-    return {
-        "retries": _number("agentic_tool_retries", TOOL_RETRIES, integer=True, minimum=1, inclusive=True),
-        "workers": _number("agentic_tool_workers", TOOL_WORKERS, integer=True, minimum=1, inclusive=True),
-        "python_timeout": _number("agentic_python_timeout"),
-        "python_max_output_chars": _number("agentic_python_max_output_chars", integer=True, minimum=2, inclusive=True),
-        "search_topk": _number("agentic_search_topk", integer=True),
-        "search_snippet_chars": _number("agentic_search_snippet_chars", integer=True),
-        "search_backend": _resolve(
-            getattr(a, "agentic_search_backend", None), agentic_default("agentic_search_backend")
-        ),
-        "python_isolation": _choice(
-            "agentic_python_isolation", agentic_default("agentic_python_isolation"), ("auto", *SANDBOXES)
-        ),
-        "python_min_isolation": _choice("agentic_python_min_isolation", None, ISOLATION_LEVELS),
-        "cache_mode": _choice("agentic_cache_mode", None, CACHE_MODES) or None,
-    }
+    return validate_tool_keys(finetuning_args)
 
 
 def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExecutor:
@@ -509,19 +464,19 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
     from .registry import ToolConfigError, ToolSpec, build_tools, load_tool_config
 
     a = finetuning_args
-    keys = validate_tool_args(a)
+    keys = validate_tool_keys(a)
     retries, workers = keys["retries"], keys["workers"]
-    config_path = getattr(a, "agentic_tool_config", None)
+    config_path = keys["tool_config"]
     config = load_tool_config(config_path) if config_path else None
     cache_cfg = dict(config.cache) if config else {}
-    cache_path = getattr(a, "agentic_cache_path", None) or cache_cfg.get("path")
+    cache_path = keys["cache_path"] or cache_cfg.get("path")
     cache_mode = keys["cache_mode"] or cache_cfg.get("mode") or CACHE_MODE
-    cache_tools = getattr(a, "agentic_cache_tools", None) or cache_cfg.get("tools") or CACHE_TOOLS
+    cache_tools = keys["cache_tools"] or cache_cfg.get("tools") or CACHE_TOOLS
     try:
         cache = open_cache(os.path.expanduser(str(cache_path)) if cache_path and "://" not in str(cache_path)
                            else cache_path, mode=cache_mode, ttl_s=cache_cfg.get("ttl_s"), degrade=True)  # fmt: skip
     except CacheError as exc:  # a directory, another application's database, a missing read-only file: name the key
-        if getattr(a, "agentic_cache_path", None):
+        if keys["cache_path"]:
             key = "recipe key `agentic_cache_path` (`--cache` of the command line)"
         else:
             key = f"`cache.path` of the tool config {config_path}"
@@ -541,7 +496,7 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
         },
     }
     defaults["python"]["isolation"] = keys["python_isolation"]
-    search_index = getattr(a, "agentic_search_index", None)
+    search_index = keys["search_index"]
     if search_index and defaults["search"]["backend"] == "local":
         defaults["search"]["index_dir"] = os.path.expanduser(str(search_index))
     specs = config.tools if config else [

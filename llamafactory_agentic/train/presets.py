@@ -30,9 +30,11 @@ value (the one documented in docs/algorithms.md §5.5) so that downstream code n
 
 import json
 import os
+from dataclasses import fields
+from types import SimpleNamespace
 from typing import Any
 
-from ..hparams import TOOL_RETRIES, TOOL_WORKERS
+from ..hparams import TOOL_RETRIES, TOOL_WORKERS, AgenticArguments, agentic_default, agentic_value
 from ..integration.log import get_logger
 
 
@@ -176,8 +178,6 @@ def inert_key_warnings(finetuning_args: Any, explicit: list[str] | tuple[str, ..
     Returns:
         One message per switch, naming the keys, the switch, its value in this run and the fix.
     """
-    from ..hparams import agentic_default
-
     stage = getattr(finetuning_args, "agentic_stage", None) or getattr(finetuning_args, "stage", None)
     name = preset_name(finetuning_args)
 
@@ -185,14 +185,14 @@ def inert_key_warnings(finetuning_args: Any, explicit: list[str] | tuple[str, ..
         return key in explicit or (key not in PRESETS[name] and getattr(finetuning_args, key) != agentic_default(key))
 
     warnings = []
-    if stage == "arpo" and getattr(finetuning_args, "aepo_variant", "released") != "released":
+    if stage == "arpo" and agentic_value(finetuning_args, "aepo_variant") != "released":
         warnings.append(
             f"`aepo_variant: {finetuning_args.aepo_variant}` has no effect under `stage: arpo` (it selects the preset "
             "of `stage: aepo`); use `stage: aepo` or remove it."
         )
     for keys, switch, wanted in _INERT_UNLESS:
         value = getattr(finetuning_args, switch)
-        unused = [key for key in keys if hasattr(finetuning_args, key) and is_set(key)]
+        unused = [key for key in keys if is_set(key)]
         if not unused or _acts(value, wanted):
             continue
         origin = "explicit" if switch in explicit else f"the `{name}` preset's value"
@@ -217,7 +217,7 @@ def preset_name(finetuning_args: Any) -> str:
         ValueError: if the stage is neither `arpo` nor `aepo`, or `arpo_variant: grpo` is set with `stage: aepo`.
     """
     stage = getattr(finetuning_args, "agentic_stage", None) or getattr(finetuning_args, "stage", None)
-    arpo_variant = getattr(finetuning_args, "arpo_variant", "arpo") or "arpo"
+    arpo_variant = agentic_value(finetuning_args, "arpo_variant") or agentic_default("arpo_variant")
     if arpo_variant not in ("arpo", "grpo"):
         raise ValueError(f"Unknown `arpo_variant` {arpo_variant!r}; expected `arpo` or `grpo`.")
     if stage == "arpo":
@@ -227,7 +227,7 @@ def preset_name(finetuning_args: Any) -> str:
         raise ValueError(f"`arpo_variant: {arpo_variant}` applies to `stage: arpo`, not to stage {stage!r}.")
 
     if stage == "aepo":
-        variant = getattr(finetuning_args, "aepo_variant", "released")
+        variant = agentic_value(finetuning_args, "aepo_variant")
         if variant == "released":
             return "aepo"
         if variant == "paper":
@@ -235,6 +235,44 @@ def preset_name(finetuning_args: Any) -> str:
         raise ValueError(f"Unknown `aepo_variant` {variant!r}; expected `released` or `paper`.")
 
     raise ValueError(f"Presets exist for the stages `arpo` and `aepo`, got stage {stage!r}.")
+
+
+def agentic_namespace(stage: str, keys: dict[str, Any] | None = None) -> SimpleNamespace:
+    r"""A namespace with every plugin key at its `hparams` declaration, `keys` applied, presets NOT resolved.
+
+    `stage` is `arpo` or `aepo` (also set as `agentic_stage`); `finetuning_type` is LLaMA-Factory's default (`lora`)
+    unless `keys` gives it. LLaMA-Board's checks validate such a namespace like the parser validates the arguments.
+
+    Args:
+        stage: The stage name.
+        keys: Plugin keys (and `finetuning_type`) to set; other names are ignored.
+    """
+    namespace = SimpleNamespace(**{f.name: f.default for f in fields(AgenticArguments)})
+    for key, value in (keys or {}).items():
+        if hasattr(namespace, key):
+            setattr(namespace, key, value)
+    namespace.stage = namespace.agentic_stage = stage
+    namespace.finetuning_type = (keys or {}).get("finetuning_type", "lora")
+    return namespace
+
+
+def resolved_arguments(preset: str = "arpo", **keys: Any) -> SimpleNamespace:
+    r"""Every plugin key at its declared default (hparams), `keys` applied, then the preset resolved.
+
+    Args:
+        preset: A preset name: `arpo`, `grpo`, `aepo` or `aepo-paper` (stage and variant follow from it).
+        **keys: Plugin keys to set before the presets are resolved.
+
+    Raises:
+        ValueError: an unknown preset name, or what `resolve_presets` raises.
+    """
+    stage, variant = {"arpo": ("arpo", {}), "grpo": ("arpo", {"arpo_variant": "grpo"}), "aepo": ("aepo", {}),
+                      "aepo-paper": ("aepo", {"aepo_variant": "paper"})}.get(preset, (None, None))  # fmt: skip
+    if stage is None:
+        raise ValueError(f"Unknown preset {preset!r}; expected one of {sorted(PRESETS)}.")
+    args = agentic_namespace(stage, {**variant, **keys})
+    resolve_presets(args, verbose=False)
+    return args
 
 
 def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose: bool = True) -> dict[str, Any]:
@@ -262,13 +300,13 @@ def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose
     preset = PRESETS[name]
     explicit, filled = [], []
     for key, value in preset.items():
-        if getattr(finetuning_args, key, None) is None:
+        if getattr(finetuning_args, key) is None:
             setattr(finetuning_args, key, value(finetuning_args) if callable(value) else value)
             filled.append(key)
         else:
             explicit.append(key)
 
-    group_size, initial = getattr(finetuning_args, "arpo_rollout_n", None), finetuning_args.arpo_initial_rollouts
+    group_size, initial = finetuning_args.arpo_rollout_n, finetuning_args.arpo_initial_rollouts
     if name == "grpo" and initial != group_size:
         raise ValueError(
             f"`arpo_variant: grpo` samples N = M = {group_size} trajectories per prompt, got "
@@ -277,12 +315,12 @@ def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose
     if group_size is not None and not 1 <= initial <= group_size:
         raise ValueError(f"`arpo_initial_rollouts` must be in [1, arpo_rollout_n={group_size}], got {initial}.")
 
-    if getattr(finetuning_args, "rl_epsilon_high", None) is None and hasattr(finetuning_args, "rl_epsilon"):
+    if finetuning_args.rl_epsilon_high is None:
         finetuning_args.rl_epsilon_high = finetuning_args.rl_epsilon
 
     warnings = inert_key_warnings(finetuning_args, explicit)
     values = {key: getattr(finetuning_args, key) for key in preset}
-    values.update({key: getattr(finetuning_args, key) for key in _REPORTED_KEYS if hasattr(finetuning_args, key)})
+    values.update({key: getattr(finetuning_args, key) for key in _REPORTED_KEYS})
     stage = getattr(finetuning_args, "agentic_stage", None) or getattr(finetuning_args, "stage", None)
     result = {"stage": stage, "preset": name, "values": values, "explicit": explicit, "from_preset": filled}
     if verbose:

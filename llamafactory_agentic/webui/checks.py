@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..hparams import AgenticArguments
+from ..hparams import AgenticArguments, agentic_default
 from .fields import RL_STAGES, SFT_STAGES
 from .rollouts import plural
 
@@ -88,28 +88,16 @@ def check_unknown_keys(args: dict[str, Any]) -> list[Finding]:
     return findings
 
 
-def _agentic_namespace(stage: str, args: dict[str, Any]) -> types.SimpleNamespace:
-    namespace = types.SimpleNamespace(**{f.name: f.default for f in dataclasses.fields(AgenticArguments)})
-    for key, value in args.items():
-        if hasattr(namespace, key):
-            setattr(namespace, key, value)
-    namespace.stage = namespace.agentic_stage = stage
-    namespace.finetuning_type = args.get("finetuning_type", "lora")
-    return namespace
-
-
 def check_values(stage: str, args: dict[str, Any], world_size: int = 1) -> list[Finding]:
     r"""The plugin's own argument validation, the batch geometry and the sampling of an RL stage, run now."""
-    from ..integration.patches import _validate_literal_fields, _validate_reward, _validate_rl_arguments
-    from ..train.presets import resolve_presets
+    from ..train.presets import agentic_namespace, resolve_presets
+    from ..validation import validate_arguments
 
     findings = []
-    namespace = _agentic_namespace(stage, args)
+    namespace = agentic_namespace(stage, args)
     try:
-        _validate_literal_fields(namespace)
+        validate_arguments(namespace, rl=stage in RL_STAGES)  # the parser's validator: same checks, same messages
         if stage in RL_STAGES:
-            _validate_rl_arguments(namespace)
-            _validate_reward(namespace)  # name, import, signature, tool bonus: what the parser checks
             for warning in resolve_presets(namespace, verbose=False)["warnings"]:  # keys set with no effect
                 findings.append(Finding("warning", "arguments", warning))
     except ValueError as err:
@@ -121,7 +109,8 @@ def check_values(stage: str, args: dict[str, Any], world_size: int = 1) -> list[
 
     from llamafactory.hparams import GeneratingArguments
 
-    from ..train.arpo.config import check_rl_sampling, derive_steps_per_generation
+    from ..train.arpo.config import derive_steps_per_generation
+    from ..validation import check_rl_sampling
 
     try:
         steps = derive_steps_per_generation(
@@ -397,14 +386,15 @@ def check_rows(
 
     findings = []
     max_samples = args.get("max_samples")
-    mask_results = args.get("agentic_sft_mask_results", True)
+    mask_results = args.get("agentic_sft_mask_results", agentic_default("agentic_sft_mask_results"))
     for name, attr in fitting:
         if attr.load_from != "file":
             findings.append(Finding("info", f"dataset `{name}`", f"comes from {attr.load_from}; its rows are checked "
                                     "when the run loads them"))  # fmt: skip
             continue
         if stage in SFT_STAGES and (
-            attr.formatting != SFT_FORMATTING or args.get("agentic_tool_protocol", "inline_tags") == "template"
+            attr.formatting != SFT_FORMATTING
+            or args.get("agentic_tool_protocol", agentic_default("agentic_tool_protocol")) == "template"
         ):
             continue
         try:
@@ -582,7 +572,7 @@ def check_tools(args: dict[str, Any]) -> list[Finding]:
             ]
         return []
 
-    if args.get("agentic_search_backend", "local") != "local":
+    if args.get("agentic_search_backend", agentic_default("agentic_search_backend")) != "local":
         return []
     location = args.get("agentic_search_index") or os.environ.get("AGENTIC_SEARCH_INDEX")
     location = location or os.path.join(os.path.expanduser("~"), ".cache", "llamafactory_agentic", "search_index")
@@ -666,7 +656,13 @@ def run_checks(
     names = list(dict.fromkeys(names))
     dataset_findings, fitting = check_datasets(stage, dataset_dir, names)
     findings += dataset_findings
-    findings += check_rows(stage, dataset_dir, fitting, args, bool(args.get("agentic_skip_bad_rows", False)))
+    findings += check_rows(
+        stage,
+        dataset_dir,
+        fitting,
+        args,
+        bool(args.get("agentic_skip_bad_rows", agentic_default("agentic_skip_bad_rows"))),
+    )
     findings += check_output_dir(stage, args, suggested_output_dir)
     findings += check_precision(args)
     if stage in RL_STAGES:

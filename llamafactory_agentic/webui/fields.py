@@ -31,9 +31,9 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..hparams import AgenticArguments
+from ..hparams import AgenticArguments, agentic_default
 from ..integration.stages import STAGES
-from ..train.presets import PRESETS, preset_name, resolve_presets
+from ..train.presets import PRESETS, agentic_namespace, preset_name, resolve_presets
 
 
 RL_STAGES: tuple[str, ...] = tuple(name for name, spec in STAGES.items() if spec.dataset_kind == "rl")
@@ -229,7 +229,7 @@ def stage_preset(stage: str | None, aepo_variant: str | None = None) -> dict[str
     r"""The preset values of `stage` (`{}` for a stage without presets, e.g. `agentic_sft` or `sft`)."""
     if stage not in RL_STAGES:
         return {}
-    args = types.SimpleNamespace(agentic_stage=stage, aepo_variant=aepo_variant or "released")
+    args = agentic_namespace(stage, {"aepo_variant": aepo_variant or agentic_default("aepo_variant")})
     return dict(PRESETS[preset_name(args)])
 
 

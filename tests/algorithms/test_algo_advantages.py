@@ -15,6 +15,7 @@
 """Advantages: GRPO normalisation, lineage sharing, soft and hard attribution (hand-computed values)."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -166,25 +167,26 @@ def test_estimator_registry_soft_and_hard_over_two_groups():
     mask = torch.ones(5, 4)
     parents = [None, None, 0, None, None]
     branch_pos = [None, None, 2, None, None]
-    soft, soft_mask = get_advantage_estimator("soft")(rewards, group_ids, mask)
+    settings, dedup = SimpleNamespace(hard_dedup=False), SimpleNamespace(hard_dedup=True)  # the config the run passes
+    soft, soft_mask = get_advantage_estimator("soft")(rewards, group_ids, mask, settings)
     a7 = (1 - 1 / 3) / (math.sqrt(1 / 3) + 1e-6)  # rewards 1, 0, 0: mean 1/3, unbiased std sqrt(1/3)
     b7 = (0 - 1 / 3) / (math.sqrt(1 / 3) + 1e-6)
     a9 = 0.5 / (math.sqrt(0.5) + 1e-6)
     torch.testing.assert_close(soft[:, 0], torch.tensor([a7, -a9, b7, b7, a9]))
     assert torch.equal(soft_mask, mask)
     hard, hard_mask = get_advantage_estimator("hard")(
-        rewards, group_ids, mask, parents=parents, branch_pos=branch_pos, lengths=[4] * 5
+        rewards, group_ids, mask, settings, parents=parents, branch_pos=branch_pos, lengths=[4] * 5
     )
     shared_mean = (a7 + b7) / 2
     torch.testing.assert_close(hard[0], torch.tensor([shared_mean, shared_mean, a7, a7]))
     torch.testing.assert_close(hard[2], torch.tensor([shared_mean, shared_mean, b7, b7]))
     torch.testing.assert_close(hard[[1, 3, 4]], soft[[1, 3, 4]])
     _, dedup_mask = get_advantage_estimator("hard")(
-        rewards, group_ids, mask, parents=parents, branch_pos=branch_pos, dedup=True
+        rewards, group_ids, mask, dedup, parents=parents, branch_pos=branch_pos
     )
     assert dedup_mask[2].tolist() == [0, 0, 1, 1] and dedup_mask.sum() == 18
     # no lineage: hard equals soft
-    plain, _ = get_advantage_estimator("hard")(rewards, group_ids, mask)
+    plain, _ = get_advantage_estimator("hard")(rewards, group_ids, mask, settings)
     torch.testing.assert_close(plain, soft)
 
 

@@ -15,6 +15,7 @@
 """Policy loss: PPO clip, dual clip, token-mean normaliser, AEPO balanced clip (values and autograd), KL."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -184,10 +185,19 @@ def test_all_aepo_switches_off_equals_plain_ppo_clip():
     assert torch.equal(grad_b[~changed], grad[~changed])
 
 
-def test_policy_loss_registry():
+def test_policy_loss_registry_passes_the_config_object():
     assert {"arpo", "aepo", "ppo_clip"} <= set(list_policy_losses())
-    assert get_policy_loss("arpo") is compute_policy_loss
-    assert get_policy_loss("aepo") is compute_aepo_policy_loss
+    assert get_policy_loss("arpo") is get_policy_loss("ppo_clip")
+    log_probs, old, adv, mask = _inputs()
+    config = SimpleNamespace(epsilon_low=0.1, epsilon_high=0.3, dual_clip=2.0, balanced_clip=True)
+    clip_mask = torch.zeros_like(mask, dtype=torch.bool)
+    for name, direct in (("ppo_clip", compute_policy_loss), ("aepo", compute_aepo_policy_loss)):
+        loss, metrics = get_policy_loss(name)(log_probs, old, adv, mask, config, balanced_clip_mask=clip_mask)
+        want, want_metrics = direct(
+            log_probs, old, adv, mask, epsilon_low=0.1, epsilon_high=0.3, dual_clip=2.0, balanced_clip=True,
+            balanced_clip_mask=clip_mask,
+        )  # fmt: skip
+        assert torch.equal(loss, want) and metrics == want_metrics
 
 
 def test_policy_loss_argument_checks():

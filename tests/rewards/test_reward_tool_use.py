@@ -18,8 +18,9 @@ from rollout.helpers import ScriptedEngine
 from llamafactory_agentic.evaluation.benchmarks import Sample
 from llamafactory_agentic.evaluation.runner import build_record
 from llamafactory_agentic.rewards import build_model_view, get_reward_function
-from llamafactory_agentic.rollout import AgenticRollout, RolloutConfig
+from llamafactory_agentic.rollout import AgenticRollout
 from llamafactory_agentic.rollout.agent_loop import extract_tool_call
+from llamafactory_agentic.train.arpo.config import default_rollout_config
 from llamafactory_agentic.train.arpo.trainer import ArpoTrainer
 
 
@@ -53,7 +54,7 @@ def _rollout(tokenizer, executor, rounds: list[str], tool_call_limits=None):
     def plan(r):
         return (rounds[r], "stop" if r < len(rounds) - 1 else "eos", 0.5)
 
-    config = RolloutConfig(
+    config = default_rollout_config(
         group_size=1,
         initial_rollouts=1,
         max_tool_calls=4,

@@ -16,7 +16,8 @@
 
 import pytest
 
-from llamafactory_agentic.rollout import AgenticRollout, RolloutConfig
+from llamafactory_agentic.rollout import AgenticRollout
+from llamafactory_agentic.train.arpo.config import default_rollout_config
 
 from .helpers import RecordingExecutor, ScriptedEngine
 
@@ -35,7 +36,7 @@ class BatchRecordingEngine(ScriptedEngine):
 
 def make(tokenizer, plan, **cfg):
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    config = RolloutConfig(eos_token_id=eos, **cfg)
+    config = default_rollout_config(eos_token_id=eos, **cfg)
     engine = BatchRecordingEngine(tokenizer, plan, eos)
     return AgenticRollout(engine, RecordingExecutor(), tokenizer, config), engine
 
@@ -133,4 +134,4 @@ def test_fills_branch_later_and_group_stays_m(tiny_tokenizer):
 
 def test_budget_fill_validation():
     with pytest.raises(ValueError, match="budget fill"):
-        RolloutConfig(budget_fill="sometimes")
+        default_rollout_config(budget_fill="sometimes")

@@ -12,9 +12,10 @@ from collections import Counter
 import pytest
 import torch
 
-from llamafactory_agentic.rollout import AgenticRollout, GenerationRequest, RolloutConfig, SamplingSettings
+from llamafactory_agentic.rollout import AgenticRollout, GenerationRequest, SamplingSettings
 from llamafactory_agentic.rollout.engine import RequestSource
 from llamafactory_agentic.rollout.hf_engine import HFEngine
+from llamafactory_agentic.train.arpo.config import default_rollout_config
 
 from .helpers import FakeResult, RecordingExecutor, ScriptedEngine
 from .test_hf_engine import prompt, sharpen
@@ -23,7 +24,7 @@ from .test_rollout_loop import binomial_ok, prompts, two_calls_then_answer
 
 def make(tokenizer, plan, schedule="continuous", executor=None, **cfg):
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    config = RolloutConfig(eos_token_id=eos, schedule=schedule, **cfg)
+    config = default_rollout_config(eos_token_id=eos, schedule=schedule, **cfg)
     engine = ScriptedEngine(tokenizer, plan, eos)
     executor = executor or RecordingExecutor()
     return AgenticRollout(engine, executor, tokenizer, config), engine, executor
@@ -149,7 +150,7 @@ def test_a_slow_tool_call_does_not_hold_back_the_other_trajectories(tiny_tokeniz
 
 def test_question_scope_is_refused():
     with pytest.raises(ValueError, match="question"):
-        RolloutConfig(schedule="continuous", branch_penalty=0.05, branch_penalty_scope="question")
+        default_rollout_config(schedule="continuous", branch_penalty=0.05, branch_penalty_scope="question")
 
 
 # ------------------------------------------------------------------------------------------------ hf engine

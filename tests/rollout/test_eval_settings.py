@@ -33,12 +33,12 @@ from llamafactory_agentic.rollout import (
     GenerationEngine,
     GenerationRequest,
     GenerationResult,
-    RolloutConfig,
     SamplingSettings,
     build_engine,
 )
 from llamafactory_agentic.rollout.agent_loop import limit_notice_text, repeat_notice_text
 from llamafactory_agentic.rollout.hf_engine import HFEngine
+from llamafactory_agentic.train.arpo.config import default_rollout_config
 
 from .helpers import RecordingExecutor
 from .test_hf_engine import prompt, sharpen
@@ -91,7 +91,7 @@ def ask(tok, question):
 def run_stream(tok, scripts, max_in_flight=8, executor=None, sleep_s=0.0, **cfg):
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     cfg.setdefault("max_tool_calls", 10**6)  # the evaluation counts per tool, not combined
-    config = RolloutConfig(eos_token_id=eos, stop_strings=EVAL_STOPS, max_response_length=512, **cfg)
+    config = default_rollout_config(eos_token_id=eos, stop_strings=EVAL_STOPS, max_response_length=512, **cfg)
     engine = PromptScriptedEngine(tok, scripts, eos, sleep_s=sleep_s)
     executor = executor or RecordingExecutor("Page 1: x")
     rollout = AgenticRollout(engine, executor, tok, config)
@@ -197,7 +197,9 @@ def test_stream_refills_and_reports_in_completion_order(tiny_tokenizer):
                for i in range(6)}  # fmt: skip
     order = []
     eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
-    config = RolloutConfig(eos_token_id=eos, stop_strings=EVAL_STOPS, max_response_length=512, max_tool_calls=99)
+    config = default_rollout_config(
+        eos_token_id=eos, stop_strings=EVAL_STOPS, max_response_length=512, max_tool_calls=99
+    )
     engine = PromptScriptedEngine(tiny_tokenizer, scripts, eos)
     rollout = AgenticRollout(engine, RecordingExecutor(), tiny_tokenizer, config)
     items = [(q, ask(tiny_tokenizer, q), 7 + i) for i, q in enumerate(scripts)]
@@ -213,7 +215,7 @@ def test_stream_refills_and_reports_in_completion_order(tiny_tokenizer):
 def test_training_rollout_sends_no_seed_and_unchanged_budgets(tiny_tokenizer):
     eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
     engine = PromptScriptedEngine(tiny_tokenizer, {"q": [("<answer> \\boxed{1} </answer>", "eos")]}, eos)
-    config = RolloutConfig(eos_token_id=eos, group_size=2, initial_rollouts=2, max_response_length=64)
+    config = default_rollout_config(eos_token_id=eos, group_size=2, initial_rollouts=2, max_response_length=64)
     AgenticRollout(engine, RecordingExecutor(), tiny_tokenizer, config).rollout([ask(tiny_tokenizer, "q")])
     assert all(r.seed is None and r.max_tokens == 64 for r in engine.requests)
 
@@ -244,7 +246,7 @@ def test_vllm_sampling_params_only_carry_evaluation_settings_when_set(monkeypatc
     module.SamplingParams, module.LLM = FakeSamplingParams, FakeLLM
     monkeypatch.setitem(sys.modules, "vllm", module)
     llm = FakeLLM(tiny_tokenizer, ["<answer> a </answer><|im_end|>"] * 2)
-    engine = build_engine("vllm", tiny_model, tiny_tokenizer, RolloutConfig(), llm=llm)
+    engine = build_engine("vllm", tiny_model, tiny_tokenizer, default_rollout_config(), llm=llm)
     p = prompt(tiny_tokenizer)
     engine.generate([GenerationRequest(0, p, [], 8)], SamplingSettings())
     engine.generate([GenerationRequest(1, p, [], 8, seed=11)], SamplingSettings(repetition_penalty=1.1))
@@ -255,8 +257,8 @@ def test_vllm_sampling_params_only_carry_evaluation_settings_when_set(monkeypatc
 
 def test_config_validation():
     with pytest.raises(ValueError, match="max_round_tokens"):
-        RolloutConfig(max_round_tokens=0)
+        default_rollout_config(max_round_tokens=0)
     with pytest.raises(ValueError, match="tool_call_limits"):
-        RolloutConfig(tool_call_limits={"python": -1})
+        default_rollout_config(tool_call_limits={"python": -1})
     with pytest.raises(ValueError, match="repetition_penalty"):
-        RolloutConfig(repetition_penalty=0.0)
+        default_rollout_config(repetition_penalty=0.0)

@@ -21,13 +21,13 @@ import torch
 from llamafactory_agentic.rollout import (
     AgenticRollout,
     GenerationRequest,
-    RolloutConfig,
     SamplingSettings,
     StopStringMatcher,
     build_engine,
 )
 from llamafactory_agentic.rollout.branching import full_entropy_terms
 from llamafactory_agentic.rollout.hf_engine import HFEngine
+from llamafactory_agentic.train.arpo.config import default_rollout_config
 
 
 def sharpen(model, std=0.15, seed=0):
@@ -264,7 +264,7 @@ def test_full_rollout_real_model_and_python_tool(tiny_model, tiny_tokenizer, sch
     obs = tiny_tokenizer.encode(" <result>\n3\n</result>", add_special_tokens=False)
     answer = tiny_tokenizer.encode(" <answer> \\boxed{3} </answer>", add_special_tokens=False) + [eos]
     target = call + obs + answer
-    config = RolloutConfig(
+    config = default_rollout_config(
         group_size=4,
         initial_rollouts=2,
         max_response_length=200,

@@ -22,18 +22,18 @@ import pytest
 
 from llamafactory_agentic.rollout import (
     AgenticRollout,
-    RolloutConfig,
     observation_string,
     premonitor_initial_rollouts,
     should_branch,
 )
+from llamafactory_agentic.train.arpo.config import default_rollout_config
 
 from .helpers import RecordingExecutor, ScriptedEngine
 
 
 def make(tokenizer, plan, **cfg):
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    config = RolloutConfig(eos_token_id=eos, **cfg)
+    config = default_rollout_config(eos_token_id=eos, **cfg)
     engine = ScriptedEngine(tokenizer, plan, eos)
     executor = RecordingExecutor()
     return AgenticRollout(engine, executor, tokenizer, config), engine, executor

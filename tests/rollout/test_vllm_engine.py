@@ -31,10 +31,10 @@ import pytest
 from llamafactory_agentic.rollout import (
     AgenticRollout,
     GenerationRequest,
-    RolloutConfig,
     SamplingSettings,
     build_engine,
 )
+from llamafactory_agentic.train.arpo.config import default_rollout_config
 
 from .helpers import RecordingExecutor
 
@@ -106,14 +106,14 @@ def fake_vllm(monkeypatch):
 def test_missing_vllm_message(monkeypatch, tiny_model, tiny_tokenizer):
     monkeypatch.setitem(sys.modules, "vllm", None)
     with pytest.raises(ImportError, match=r"pip install -c constraints.txt llamafactory-agentic\[vllm\]"):
-        build_engine("vllm", tiny_model, tiny_tokenizer, RolloutConfig())
+        build_engine("vllm", tiny_model, tiny_tokenizer, default_rollout_config())
 
 
 def test_vllm_engine_round_and_rollout(fake_vllm, tiny_model, tiny_tokenizer):
     eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
     scripts = ["<search> capital </search> tail", "<answer> Paris </answer><|im_end|>"]
     llm = FakeLLM(tiny_tokenizer, list(scripts))
-    config = RolloutConfig(group_size=1, initial_rollouts=1, eos_token_id=eos, max_response_length=64)
+    config = default_rollout_config(group_size=1, initial_rollouts=1, eos_token_id=eos, max_response_length=64)
     engine = build_engine("vllm", tiny_model, tiny_tokenizer, config, llm=llm)
     loaded = [pair for call in llm.loaded for pair in call]  # one load_weights call per module
     assert [n for n, _ in loaded] == [n for n, _ in tiny_model.named_parameters()]
@@ -171,7 +171,7 @@ def test_vllm_weight_sync_merges_peft_adapters(fake_vllm, tiny_model, tiny_token
     logits_before = peft_model(input_ids=ids).logits
 
     llm = FakeLLM(tiny_tokenizer, [])
-    engine = build_engine("vllm", peft_model, tiny_tokenizer, RolloutConfig(), llm=llm)
+    engine = build_engine("vllm", peft_model, tiny_tokenizer, default_rollout_config(), llm=llm)
     sent = [pair for call in llm.loaded for pair in call]
     names = [n for n, _ in sent]
     assert len(names) == len(set(names))
@@ -248,7 +248,7 @@ def test_vllm_entropy_is_that_of_the_sampling_distribution(fake_vllm, tiny_model
     fake_vllm.LLM = ContractLLM
     ContractLLM.built.clear()
     engine = build_engine(
-        "vllm", tiny_model, tiny_tokenizer, RolloutConfig(max_prompt_length=64, max_response_length=32)
+        "vllm", tiny_model, tiny_tokenizer, default_rollout_config(max_prompt_length=64, max_response_length=32)
     )
     (kwargs,) = ContractLLM.built
     assert kwargs["logprobs_mode"] == "processed_logprobs"
@@ -265,8 +265,8 @@ def test_vllm_entropy_is_that_of_the_sampling_distribution(fake_vllm, tiny_model
 def test_vllm_logprobs_mode_cannot_be_overridden(fake_vllm, tiny_model, tiny_tokenizer):
     fake_vllm.LLM = ContractLLM
     with pytest.raises(ValueError, match="logprobs_mode='processed_logprobs'"):
-        build_engine("vllm", tiny_model, tiny_tokenizer, RolloutConfig(), logprobs_mode="raw_logprobs")
+        build_engine("vllm", tiny_model, tiny_tokenizer, default_rollout_config(), logprobs_mode="raw_logprobs")
     llm = ContractLLM()
     llm.llm_engine.model_config = types.SimpleNamespace(logprobs_mode="raw_logprobs")  # an engine built elsewhere
     with pytest.raises(ValueError, match="was built with logprobs_mode='raw_logprobs'"):
-        build_engine("vllm", tiny_model, tiny_tokenizer, RolloutConfig(), llm=llm)
+        build_engine("vllm", tiny_model, tiny_tokenizer, default_rollout_config(), llm=llm)

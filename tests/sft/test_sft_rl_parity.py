@@ -27,7 +27,8 @@ import json
 
 import pytest
 
-from llamafactory_agentic.rollout import AgenticRollout, GenerationEngine, GenerationResult, RolloutConfig
+from llamafactory_agentic.rollout import AgenticRollout, GenerationEngine, GenerationResult
+from llamafactory_agentic.train.arpo.config import default_rollout_config
 
 
 IGNORE = -100
@@ -147,7 +148,7 @@ def _rl_ids(tokenizer_dir, template, enable_thinking, layout):
         [{"_prompt": [{"role": "user", "content": QUESTION}], "_system": SYSTEM, "_tools": ""}]
     )
     prompt_ids = encode_rl_prompts(prompts, template_obj, tokenizer, max_prompt_length=4096)[0]["prompt_ids"]
-    config = RolloutConfig(
+    config = default_rollout_config(
         group_size=1, initial_rollouts=1, eos_token_id=tokenizer.eos_token_id, max_response_length=4096
     )
     engine = ChunkEngine(tokenizer, tokenizer.eos_token_id, _chunks(layout))

@@ -362,13 +362,6 @@ def test_a_killed_trainer_leaves_no_sandbox_behind(sandbox, tmp_path):
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_the_recipe_default_is_the_documented_minimum():
-    from llamafactory_agentic.hparams import AgenticArguments
-    from llamafactory_agentic.tools.python_tool import DEFAULT_MIN_ISOLATION
-
-    assert AgenticArguments().agentic_python_min_isolation == DEFAULT_MIN_ISOLATION == "unprivileged"
-
-
 # ---------------------------------------------------------------- issue 24: per-call limits (items 2, 3, 4, 8, low)
 def _alive_named(argv0: str) -> list[int]:
     """Live processes whose argv[0] is `argv0` (zombies have an empty command line)."""

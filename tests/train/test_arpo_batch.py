@@ -12,6 +12,7 @@ pytest.importorskip("trl")
 
 from llamafactory_agentic.algorithms import compute_grpo_advantages  # noqa: E402
 from llamafactory_agentic.train.arpo import batch  # noqa: E402
+from llamafactory_agentic.train.arpo.config import default_loss_config  # noqa: E402
 from llamafactory_agentic.train.arpo.records import ScoredTrajectory  # noqa: E402
 
 
@@ -46,12 +47,12 @@ def test_micro_batch_layout_is_update_major_then_rank_then_accumulation_step():
 
 def test_token_advantages_soft_attribution_is_grpo_on_every_trained_token():
     records = [scored(0, 1.0, [5, 6, 7], [1, 0, 1]), scored(0, 0.0, [5], [1]), scored(1, 2.0, [], [])]
-    advs, masks = batch.token_advantages(records, "soft", hard_dedup=False)
+    advs, masks = batch.token_advantages(records, default_loss_config())
     expected = compute_grpo_advantages(torch.tensor([1.0, 0.0, 2.0]), torch.tensor([0, 0, 1]))
     assert [len(a) for a in advs] == [3, 1, 0] and masks == [[1, 0, 1], [1], []]
     assert advs[0][0] == advs[0][2] == pytest.approx(float(expected[0])) and advs[0][1] == 0.0
     assert advs[1] == [pytest.approx(float(expected[1]))]
-    assert batch.token_advantages([], "soft", False) == ([], [])
+    assert batch.token_advantages([], default_loss_config()) == ([], [])
 
 
 def test_collate_pads_prompts_left_and_responses_right():

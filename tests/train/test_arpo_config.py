@@ -14,7 +14,7 @@ pytest.importorskip("trl")
 
 from transformers import Seq2SeqTrainingArguments  # noqa: E402
 
-from llamafactory_agentic.rollout import STOP_STRINGS, RolloutConfig  # noqa: E402
+from llamafactory_agentic.rollout import STOP_STRINGS  # noqa: E402
 from llamafactory_agentic.tools import build_executor_from_args  # noqa: E402
 from llamafactory_agentic.train.arpo.config import (  # noqa: E402
     ArpoLossConfig,
@@ -61,11 +61,6 @@ def test_unresolved_arguments_are_refused_when_the_configs_are_built():
         tools_config_from_args(args)
     with pytest.raises(ValueError, match="balanced_clip"):
         ArpoLossConfig.from_args(args)
-
-
-def test_config_defaults_equal_hparams_plus_the_arpo_preset():
-    # RolloutConfig's field defaults serve code that builds one directly; they must be the resolved `arpo` stage
-    assert RolloutConfig() == rollout_config_from_args(resolved("arpo"), SAMPLING, eos_token_id=0, seed=0)
 
 
 def test_tools_config_carries_every_key_the_executor_reads():

@@ -13,6 +13,7 @@ import torch
 
 from llamafactory_agentic.rewards import RewardFunction, RewardResult, get_reward_function  # noqa: E402
 from llamafactory_agentic.train.arpo import batch  # noqa: E402
+from llamafactory_agentic.train.arpo.config import default_loss_config  # noqa: E402
 
 from ._helpers import agentic_args, record  # noqa: E402
 from .test_arpo_trainer import make_trainer, trl_generation_batch  # noqa: E402
@@ -43,8 +44,8 @@ def test_advantages_are_checked_in_float32():
     """The last line of defence in `batch.token_advantages`: old code returned NaN advantages without a word."""
     records = [record(0, 0, 1.0), record(0, 1, 1e308), record(0, 2, 0.0)]
     with pytest.raises(FloatingPointError, match=r"reward function mymod:fn: the reward of trajectory \(group 0, "):
-        batch.token_advantages(records, "soft", False, "mymod:fn")
-    advs, _ = batch.token_advantages([record(0, 0, 3e38), record(0, 1, -3e38)], "soft", False, "f1")
+        batch.token_advantages(records, default_loss_config(), "mymod:fn")
+    advs, _ = batch.token_advantages([record(0, 0, 3e38), record(0, 1, -3e38)], default_loss_config(), "f1")
     assert all(abs(a) < 10 for row in advs for a in row)  # large but float32-finite rewards normalise fine
 
 

@@ -23,8 +23,9 @@ pytest.importorskip("trl")
 from rollout.helpers import RecordingExecutor, ScriptedEngine  # noqa: E402
 
 from llamafactory_agentic.integration.log_callback import extend_log_callback  # noqa: E402
-from llamafactory_agentic.rollout import AgenticRollout, RolloutConfig  # noqa: E402
+from llamafactory_agentic.rollout import AgenticRollout  # noqa: E402
 from llamafactory_agentic.rollout.progress import ROLLOUT_PROGRESS_NAME  # noqa: E402
+from llamafactory_agentic.train.arpo.config import default_rollout_config  # noqa: E402
 from llamafactory_agentic.webui.rollouts import delta_h, render_group  # noqa: E402
 
 from ._helpers import agentic_args  # noqa: E402
@@ -56,7 +57,7 @@ class StatusReadingEngine(ScriptedEngine):
 
 def build(tmp_path, model_dir, tokenizer, **trainer_kwargs):
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    config = RolloutConfig(
+    config = default_rollout_config(
         eos_token_id=eos,
         group_size=M,
         initial_rollouts=2,

@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM  # noqa: E402
 
 from llamafactory_agentic.testing import real_size_config  # noqa: E402
 from llamafactory_agentic.train.arpo.batch import padded_tokens, token_micro_batches  # noqa: E402
+from llamafactory_agentic.train.arpo.config import default_loss_config  # noqa: E402
 from llamafactory_agentic.train.arpo.memory import (  # noqa: E402
     ModelShape,
     estimate_step_memory,
@@ -124,7 +125,7 @@ def test_every_rank_runs_the_same_number_of_micro_batches(tmp_path, tiny_model_d
     )
     rows = trl_generation_batch(tiny_tokenizer, 2)
     records, _, _ = trainer._rollout_groups([rows[0], rows[4]], training=True)  # 2 groups x M = 4 trajectories
-    for rec, adv, mask in zip(records, *trainer_module.token_advantages(records, "soft", False)):
+    for rec, adv, mask in zip(records, *trainer_module.token_advantages(records, default_loss_config())):
         rec.token_advantages, rec.loss_mask_train = adv, mask
     assert trainer.args.per_device_train_batch_size == 2  # b x A = 2 trajectories per rank and update
     monkeypatch.setattr(trainer.args, "steps_per_generation", 2)  # 2 ranks x 2 x 2 updates = 8 trajectories

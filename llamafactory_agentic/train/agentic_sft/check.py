@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...data.tags import CHECKED_TAGS, TrajectoryFormatError, wrap_observation
+from ...hparams import agentic_value
 from ...integration.log import get_logger
 
 
@@ -185,7 +186,7 @@ def _row_problems(dataset_attr: Any, raw_rows: Any, indices: list[int], data_arg
     for idx in indices:
         messages = raw_rows[idx][dataset_attr.messages] or []
         try:
-            rebuild_sft_messages(messages, dataset_attr, getattr(data_args, "agentic_sft_mask_results", True))
+            rebuild_sft_messages(messages, dataset_attr, agentic_value(data_args, "agentic_sft_mask_results"))
         except TrajectoryFormatError as err:
             problems.append((idx, f"tag {err.tag}: {err.problem}" if err.tag else err.problem, True))
             continue
@@ -351,6 +352,6 @@ def run_pre_run_check(
         )
 
     if training_args.should_log:
-        print(format_report(report, getattr(data_args, "agentic_sft_mask_results", True)))
+        print(format_report(report, agentic_value(data_args, "agentic_sft_mask_results")))
 
     return report

@@ -23,6 +23,7 @@ runs the pre-run check, then calls LLaMA-Factory's original `run_sft`.
 
 from typing import TYPE_CHECKING, Any
 
+from ...hparams import agentic_value
 from ...integration.log import get_logger
 
 
@@ -47,8 +48,8 @@ def prepare_agentic_sft(data_args: "DataArguments", finetuning_args: Any) -> Non
     from ...integration.data_registration import get_inline_template_name, register_data_extensions
 
     register_data_extensions()
-    protocol = getattr(finetuning_args, "agentic_tool_protocol", "inline_tags")
-    mask_results = bool(getattr(finetuning_args, "agentic_sft_mask_results", True))
+    protocol = agentic_value(finetuning_args, "agentic_tool_protocol")
+    mask_results = bool(agentic_value(finetuning_args, "agentic_sft_mask_results"))
     data_args.agentic_tool_protocol = protocol
     data_args.agentic_sft_mask_results = mask_results
     if protocol == "inline_tags":
@@ -115,7 +116,7 @@ def run_agentic_sft(
     from .check import run_pre_run_check
 
     prepare_agentic_sft(data_args, finetuning_args)
-    if getattr(finetuning_args, "agentic_sft_check", True):
+    if agentic_value(finetuning_args, "agentic_sft_check"):
         tokenizer = load_tokenizer(model_args)["tokenizer"]
         template = get_template_and_fix_tokenizer(tokenizer, data_args)
         run_pre_run_check(
@@ -124,7 +125,7 @@ def run_agentic_sft(
             model_args,
             data_args,
             training_args,
-            skip_bad_rows=bool(getattr(finetuning_args, "agentic_skip_bad_rows", False)),
+            skip_bad_rows=bool(agentic_value(finetuning_args, "agentic_skip_bad_rows")),
             inline_tags=data_args.agentic_tool_protocol == "inline_tags",
         )
 

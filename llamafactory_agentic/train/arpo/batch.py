@@ -46,7 +46,7 @@ def groups_of_rows(rows: list[dict[str, Any]], group_size: int) -> list[dict[str
 
 
 def token_advantages(
-    records: list[ScoredTrajectory], attribution: str, hard_dedup: bool, reward_name: str = "the reward function"
+    records: list[ScoredTrajectory], config: Any, reward_name: str = "the reward function"
 ) -> tuple[list[list[float]], list[list[int]]]:
     r"""Token advantages and training loss masks of every record (soft or hard attribution, docs/algorithms.md §4.2-§4.3).
 
@@ -55,8 +55,8 @@ def token_advantages(
 
     Args:
         records: The whole generation batch (every group, all ranks), in group order.
-        attribution: Advantage estimator name in the registry (`soft`, `hard`, ...).
-        hard_dedup: With hard attribution, keep each shared segment in one row only.
+        config: The run's `ArpoLossConfig`: `attribution` names the advantage estimator in the registry (`soft`,
+            `hard` or any registered name), which receives the whole config (e.g. `hard_dedup`).
         reward_name: The reward's name (`agentic_reward`) for the error message.
 
     Returns:
@@ -76,15 +76,15 @@ def token_advantages(
     for i, r in enumerate(records):
         if lengths[i]:
             mask[i, : lengths[i]] = torch.tensor(r.loss_mask, dtype=torch.long)
-    estimator = get_advantage_estimator(attribution)
+    estimator = get_advantage_estimator(config.attribution)
     token_adv, new_mask = estimator(
         rewards,
         torch.tensor([r.group for r in records], dtype=torch.long),
         mask,
+        config,
         parents=[r.parent for r in records],
         branch_pos=[r.branch_pos for r in records],
         lengths=lengths,
-        dedup=hard_dedup,
     )
     _check_finite(token_adv.to(torch.float32), records, reward_name, "advantage")
     advs = [token_adv[i, : lengths[i]].tolist() for i in range(len(records))]

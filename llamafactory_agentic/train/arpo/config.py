@@ -17,18 +17,23 @@ r"""From parsed arguments to the config objects of an `arpo`/`aepo` run: the one
 `build_run_config` is called once by `run_arpo`, after `resolve_presets`: defaults come only from
 `llamafactory_agentic/hparams.py` and the stage presets (`train/presets.py`), and every lower layer (rollout, tools,
 algorithms, rewards) receives a config object, never the arguments. Its parts: `build_grpo_config` (TRL's config and
-the batch geometry, `derive_steps_per_generation`; `check_rl_sampling` refuses greedy decoding), `ArpoLossConfig`
-(the trainer's optimisation keys), `rollout_config_from_args` (`RolloutConfig`) and `tools_config_from_args`
-(`ToolsConfig`, the executor's settings).
+the batch geometry, `derive_steps_per_generation`; `validation.check_rl_sampling` refuses greedy decoding),
+`ArpoLossConfig` (the trainer's optimisation keys, also the `config` argument of every registered policy loss and
+advantage estimator), `rollout_config_from_args` (`RolloutConfig`) and `tools_config_from_args` (`ToolsConfig`, the
+executor's settings). None of these classes declares a field default: code without a recipe builds them from the
+declared defaults with `default_rollout_config` and `default_loss_config`. Values are checked by
+`llamafactory_agentic.validation`, the parser's validator.
 """
 
 from dataclasses import dataclass, fields
+from types import SimpleNamespace
 from typing import Any
 
-from ...algorithms import list_policy_losses
 from ...integration.trl_compat import GRPOConfig
-from ...rewards.registry import TOOL_BONUS, check_tool_bonus
+from ...rewards.registry import check_tool_bonus
 from ...rollout.trajectory import STOP_STRINGS, RolloutConfig
+from ...validation import check_optimisation_ranges, check_rl_sampling, validate_loss_keys
+from ..presets import resolved_arguments
 
 
 def _unresolved(values: dict[str, Any], optional: tuple[str, ...] = ()) -> None:
@@ -57,69 +62,67 @@ class ArpoLossConfig:
     entropy_advantage_coef: float
     kl_coef: float
     entropy_coef: float
-    attribution: str  # advantage estimator name: "soft" or "hard"
+    attribution: str  # advantage estimator name in the registry (`algorithms.get_advantage_estimator`)
     hard_dedup: bool
     rollout_log_ratio: float  # share of groups written to rollouts.jsonl
     val_max_samples: int | None  # None: every validation prompt
-    logprob_chunk_size: int = 1024  # `rl_logprob_chunk_size`: 0 = materialise the full logits
-    micro_batch_tokens: int | None = None  # `rl_micro_batch_tokens` (0 there): None = micro-batches of b trajectories
-    dynamic_sampling: bool = False  # `rl_dynamic_sampling`: drop equal-reward groups and roll out more prompts
-    dynamic_sampling_max_batches: int = 3  # `rl_dynamic_sampling_max_batches`: generation batches per update, at most
+    logprob_chunk_size: int  # `rl_logprob_chunk_size`: 0 = materialise the full logits
+    micro_batch_tokens: int | None  # `rl_micro_batch_tokens` (0 there): None = micro-batches of b trajectories
+    dynamic_sampling: bool  # `rl_dynamic_sampling`: drop equal-reward groups and roll out more prompts
+    dynamic_sampling_max_batches: int  # `rl_dynamic_sampling_max_batches`: generation batches per update, at most
 
     @classmethod
     def from_args(cls, finetuning_args: Any) -> "ArpoLossConfig":
         r"""Read the resolved keys from `finetuning_args` (call `resolve_presets` first).
 
+        The policy loss and the advantage estimator may be any name registered before this call
+        (`algorithms.register_policy_loss`, `algorithms.register_advantage_estimator`); the ranges and names are
+        checked by `llamafactory_agentic.validation`, the parser's validator.
+
         Raises:
             ValueError: if a key is still `None` (presets not resolved) or has an unknown value.
         """
+        a = finetuning_args
         values = dict(
-            policy_loss=finetuning_args.rl_policy_loss,
-            epsilon_low=finetuning_args.rl_epsilon,
-            epsilon_high=(
-                finetuning_args.rl_epsilon_high
-                if finetuning_args.rl_epsilon_high is not None
-                else finetuning_args.rl_epsilon
-            ),
-            dual_clip=finetuning_args.rl_dual_clip,
-            balanced_clip=finetuning_args.aepo_balanced_clip,
-            balanced_clip_scope=finetuning_args.aepo_balanced_clip_scope,
-            high_entropy_z=finetuning_args.aepo_high_entropy_z,
-            entropy_advantage=finetuning_args.aepo_entropy_advantage,
-            entropy_advantage_coef=finetuning_args.aepo_entropy_advantage_coef,
-            kl_coef=finetuning_args.rl_kl_coef,
-            entropy_coef=finetuning_args.rl_entropy_coef,
-            attribution=finetuning_args.arpo_advantage_attribution,
-            hard_dedup=finetuning_args.arpo_hard_dedup,
-            rollout_log_ratio=finetuning_args.arpo_rollout_log_ratio,
-            val_max_samples=finetuning_args.arpo_val_max_samples,
-            logprob_chunk_size=finetuning_args.rl_logprob_chunk_size,
-            micro_batch_tokens=finetuning_args.rl_micro_batch_tokens or None,  # 0: cut by trajectories
-            dynamic_sampling=bool(finetuning_args.rl_dynamic_sampling),
-            dynamic_sampling_max_batches=int(finetuning_args.rl_dynamic_sampling_max_batches),
+            policy_loss=a.rl_policy_loss,
+            epsilon_low=a.rl_epsilon,
+            epsilon_high=a.rl_epsilon_high if a.rl_epsilon_high is not None else a.rl_epsilon,
+            dual_clip=a.rl_dual_clip,
+            balanced_clip=a.aepo_balanced_clip,
+            balanced_clip_scope=a.aepo_balanced_clip_scope,
+            high_entropy_z=a.aepo_high_entropy_z,
+            entropy_advantage=a.aepo_entropy_advantage,
+            entropy_advantage_coef=a.aepo_entropy_advantage_coef,
+            kl_coef=a.rl_kl_coef,
+            entropy_coef=a.rl_entropy_coef,
+            attribution=a.arpo_advantage_attribution,
+            hard_dedup=a.arpo_hard_dedup,
+            rollout_log_ratio=a.arpo_rollout_log_ratio,
+            val_max_samples=a.arpo_val_max_samples,
+            logprob_chunk_size=a.rl_logprob_chunk_size,
+            micro_batch_tokens=a.rl_micro_batch_tokens or None,  # 0: cut by trajectories
+            dynamic_sampling=bool(a.rl_dynamic_sampling),
+            dynamic_sampling_max_batches=int(a.rl_dynamic_sampling_max_batches),
         )
         _unresolved(values, optional=("dual_clip", "val_max_samples", "micro_batch_tokens"))
-        if int(values["logprob_chunk_size"]) < 0:
-            raise ValueError(
-                f"rl_logprob_chunk_size must be >= 0 (0: full logits), got {values['logprob_chunk_size']}."
-            )
-        if values["micro_batch_tokens"] is not None and int(values["micro_batch_tokens"]) < 0:
-            raise ValueError(f"rl_micro_batch_tokens must be >= 0 (0: off), got {values['micro_batch_tokens']}.")
-        if values["dynamic_sampling_max_batches"] < 1:
-            raise ValueError(
-                "rl_dynamic_sampling_max_batches must be >= 1 (generation batches per update, the first included), "
-                f"got {values['dynamic_sampling_max_batches']}."
-            )
-        if values["policy_loss"] not in list_policy_losses():
-            raise ValueError(
-                f"Unknown `rl_policy_loss` {values['policy_loss']!r}; registered: {list_policy_losses()}. Register "
-                "your own with `llamafactory_agentic.algorithms.register_policy_loss` before training starts."
-            )
-        if values["balanced_clip_scope"] not in ("all", "high_entropy"):
-            raise ValueError(f"Unknown `aepo_balanced_clip_scope` {values['balanced_clip_scope']!r}.")
-        if values["attribution"] not in ("soft", "hard"):
-            raise ValueError(f"Unknown `arpo_advantage_attribution` {values['attribution']!r}.")
+        check_optimisation_ranges(a.rl_logprob_chunk_size, a.rl_micro_batch_tokens, a.rl_dynamic_sampling_max_batches)
+        validate_loss_keys(values["policy_loss"], values["attribution"], values["balanced_clip_scope"])
         return cls(**values)
+
+
+def default_loss_config(preset: str = "arpo", **keys: Any) -> ArpoLossConfig:
+    r"""`ArpoLossConfig` of a run with every key at its declared default (hparams plus `preset`) and `keys` applied.
+
+    For code that computes advantages or losses without a recipe (tests, benchmarks).
+
+    Args:
+        preset: `arpo`, `grpo`, `aepo` or `aepo-paper`.
+        **keys: Plugin keys (e.g. `arpo_advantage_attribution="hard"`), set before the presets are resolved.
+
+    Raises:
+        ValueError: from `ArpoLossConfig.from_args`.
+    """
+    return ArpoLossConfig.from_args(resolved_arguments(preset, **keys))
 
 
 def derive_steps_per_generation(
@@ -166,44 +169,6 @@ def derive_steps_per_generation(
     return trajectories // per_step
 
 
-def check_rl_sampling(generating_args: Any) -> None:
-    r"""Refuse greedy decoding and out-of-range `top_p`/`top_k` for RL training (`arpo`/`aepo` stages).
-
-    GRPO needs M different trajectories per prompt, and the loss divides the logits by `generating_args.temperature`
-    (docs/algorithms.md §5.4), which must be the temperature the rollout sampled with. With `do_sample: false` or
-    `temperature <= 0` the rollout would be greedy while the loss assumes sampling.
-
-    `top_p` must lie in (0, 1] (1.0: no nucleus filter) and `top_k` be an integer >= 0 (0: no top-k filter). vLLM
-    writes "no top-k filter" as -1 (LLaMA-Factory's vLLM and SGLang chat engines turn its 0 into -1), transformers'
-    `generate` refuses -1; the rollout engines take LLaMA-Factory's 0 and convert it for vLLM themselves
-    (`rollout/vllm_engine.py`), so a recipe writes 0.
-
-    Raises:
-        ValueError: `do_sample` is false, `temperature` is not positive, `top_p` is outside (0, 1] or `top_k` is not
-            an integer >= 0; the message names the key, the value and the range.
-    """
-    do_sample = getattr(generating_args, "do_sample", True)
-    temperature = getattr(generating_args, "temperature", 1.0)
-    if not do_sample or temperature is None or not float(temperature) > 0:
-        raise ValueError(
-            f"RL training (stage arpo/aepo) needs sampled rollouts, got do_sample={do_sample}, "
-            f"temperature={temperature}: set do_sample: true and temperature > 0 (the recipes use temperature: 1.0, "
-            f"top_p: 1.0, top_k: 0). Validation is greedy on its own."
-        )
-    top_p = getattr(generating_args, "top_p", 1.0)
-    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
-        raise ValueError(
-            f"`top_p` must be a number in (0, 1] (1.0 keeps every token: no nucleus filter), got {top_p!r}; the "
-            "recipes use top_p: 1.0."
-        )
-    top_k = getattr(generating_args, "top_k", 0)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-        raise ValueError(
-            f"`top_k` must be an integer >= 0 (0 turns the top-k filter off), got {top_k!r}; vLLM's -1 for 'off' is "
-            "written 0 here (the rollout converts it for vLLM). The recipes use top_k: 0."
-        )
-
-
 def build_grpo_config(
     training_args: Any, finetuning_args: Any, generating_args: Any, world_size: int | None = None
 ) -> GRPOConfig:
@@ -232,7 +197,7 @@ def build_grpo_config(
 
     if world_size is None:
         world_size = training_args.world_size
-    if getattr(training_args, "do_train", False):
+    if training_args.do_train:
         check_rl_sampling(generating_args)
 
     shared = {f.name for f in dataclasses.fields(TrainingArguments) if f.init}
@@ -248,7 +213,7 @@ def build_grpo_config(
         training_args.gradient_accumulation_steps,
         world_size,
     )
-    top_k = getattr(generating_args, "top_k", 0)
+    top_k = generating_args.top_k
     eval_keys = ("eval_strategy", "eval_steps", "do_eval", "eval_on_start")
     kwargs.update(
         eval_strategy="no",
@@ -275,7 +240,7 @@ def build_grpo_config(
         log_completions=False,
         mask_truncated_completions=False,
     )
-    if getattr(finetuning_args, "rl_micro_batch_tokens", 0):
+    if finetuning_args.rl_micro_batch_tokens:
         # token-cut micro-batches: one Trainer micro-step is one optimiser update of b x A trajectories per rank, which
         # the trainer cuts into micro-batches by tokens itself (`ArpoTrainer.training_step`, `token_micro_batches`)
         accumulation = training_args.gradient_accumulation_steps
@@ -346,9 +311,43 @@ def rollout_config_from_args(
         top_k=int(g.top_k or 0),
         eos_token_id=int(eos_token_id),
         stop_strings=STOP_STRINGS,
+        seed=0,
+        **EVALUATION_SETTINGS_OFF,
     )
     values.update(overrides)
     return RolloutConfig(**values)
+
+
+# The fields of `RolloutConfig` that are no recipe key: the evaluation harness sets them from its protocol
+# (docs/algorithms.md §9, `evaluation.runner.rollout_config_for`); training runs with them off.
+EVALUATION_SETTINGS_OFF: dict[str, Any] = {
+    "max_round_tokens": None,  # no per-round cap: only the response budget R
+    "tool_call_limits": None,  # no per-tool limits: only `agentic_max_tool_calls`
+    "repeat_notice_tools": (),  # a repeated call is run again
+    "repetition_penalty": 1.0,  # no penalty
+    "self_result_retries": 3,  # acts only with `<result>` among the stop strings (evaluation)
+    "trajectory_timeout_s": None,  # no wall-clock limit per trajectory
+}
+
+# Sampling of a training rollout with the recipes' values (temperature 1.0, top_p 1.0, top_k 0).
+RECIPE_SAMPLING = SimpleNamespace(do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
+
+
+def default_rollout_config(stage: str = "arpo", **overrides: Any) -> RolloutConfig:
+    r"""`RolloutConfig` of a run with every key at its declared default (hparams plus the stage preset).
+
+    For code that builds a rollout without a recipe (the evaluation harness, the synthetic task's evaluation, tests,
+    benchmarks): its values come from the one declaration of each key, through `rollout_config_from_args`.
+
+    Args:
+        stage: `arpo` (its preset), `grpo` (`arpo` with `arpo_variant: grpo`), `aepo` or `aepo-paper`.
+        **overrides: `RolloutConfig` field values (not keys) that win, e.g. `group_size=4, eos_token_id=7`.
+
+    Raises:
+        ValueError: an unknown stage, or a field value `RolloutConfig` refuses.
+    """
+    args = resolved_arguments(stage)
+    return rollout_config_from_args(args, RECIPE_SAMPLING, overrides.pop("eos_token_id", 0), **overrides)
 
 
 @dataclass(frozen=True, slots=True)
@@ -434,7 +433,5 @@ def build_run_config(
         tools=tools if tools is not None else tools_config_from_args(finetuning_args),
         reward=finetuning_args.agentic_reward,
         reward_math=finetuning_args.agentic_reward_math,
-        reward_tool_bonus=check_tool_bonus(
-            finetuning_args.agentic_reward, getattr(finetuning_args, "agentic_reward_tool_bonus", TOOL_BONUS)
-        ),
+        reward_tool_bonus=check_tool_bonus(finetuning_args.agentic_reward, finetuning_args.agentic_reward_tool_bonus),
     )

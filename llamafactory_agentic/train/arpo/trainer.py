@@ -434,9 +434,7 @@ class ArpoTrainer(GRPOTrainer):
             )
 
         t_adv = time.perf_counter()
-        for rec, adv, mask in zip(
-            records, *token_advantages(records, cfg.attribution, cfg.hard_dedup, self.reward_fn.name)
-        ):
+        for rec, adv, mask in zip(records, *token_advantages(records, cfg, self.reward_fn.name)):
             rec.token_advantages, rec.loss_mask_train = adv, mask
         items, micro_batches = self._micro_batches(records)
         self._add_log_probs(micro_batches)
@@ -647,10 +645,7 @@ class ArpoTrainer(GRPOTrainer):
             old,
             advantages,
             mask,
-            epsilon_low=cfg.epsilon_low,
-            epsilon_high=cfg.epsilon_high,
-            dual_clip=cfg.dual_clip,
-            balanced_clip=cfg.balanced_clip,
+            cfg,
             balanced_clip_mask=clip_mask,
             num_tokens=normaliser,
         )

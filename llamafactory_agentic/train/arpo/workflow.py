@@ -198,7 +198,7 @@ def _train(
     check_tokenizer_tags(tokenizer)
     dataset_module = load_rl_dataset(model_args, data_args, training_args, finetuning_args)
     max_prompt = finetuning_args.arpo_max_prompt_length
-    overlong = getattr(finetuning_args, "arpo_overlong_prompt", "skip")
+    overlong = finetuning_args.arpo_overlong_prompt
     train_dataset = _encode(dataset_module.get("train_dataset"), template, tokenizer, max_prompt, overlong)
     eval_dataset = _encode(dataset_module.get("eval_dataset"), template, tokenizer, max_prompt, overlong)
 
