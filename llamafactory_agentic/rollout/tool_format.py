@@ -121,8 +121,13 @@ class NativeToolFormat:
             if after_call.startswith(end):
                 after_call = after_call[len(end) :]
                 break
+        self.turn_tail = after_call  # written after the end-of-turn token of a function turn (Qwen: "\n")
         self.prefix, self.suffix = observation.split("{{content}}", 1)
         self.prefix = after_call + self.prefix
+        # a reasoning template with `enable_thinking: false` ends every prompt part with the empty thought (masked), as
+        # LLaMA-Factory's SFT encoding (`ReasoningTemplate.encode_multiturn`) and the RL prompt do
+        thinking_off = getattr(template, "enable_thinking", None) is False and hasattr(template, "get_thought_word_ids")
+        self.thought_ids: list[int] = list(template.get_thought_word_ids(tokenizer)) if thinking_off else []
         added = {*tokenizer.all_special_tokens, *tokenizer.get_added_vocab()}
         wrapper_tokens = sorted((t for t in added if t and t in self.prefix + self.suffix), key=len, reverse=True)
         self._split = re.compile("(" + "|".join(map(re.escape, wrapper_tokens)) + ")") if wrapper_tokens else None
@@ -149,7 +154,8 @@ class NativeToolFormat:
 
         The template's own special tokens (`<|im_start|>`, `<|im_end|>`) are real special tokens; special-token text in
         the tool output is split into ordinary tokens (an observation never ends a turn). Text pieces are encoded
-        between the special tokens, as LLaMA-Factory's SFT encoding of the same string splits them.
+        between the special tokens, as LLaMA-Factory's SFT encoding of the same string splits them. A reasoning
+        template with `enable_thinking: false` (qwen3) appends its empty thought (`<think>\n\n</think>\n\n`).
         """
         pre = self._split.split(self.prefix) if self._split else [self.prefix]
         suf = self._split.split(self.suffix) if self._split else [self.suffix]
@@ -160,7 +166,7 @@ class NativeToolFormat:
                 ids.append(tokenizer.convert_tokens_to_ids(part))
             elif part:
                 ids.extend(tokenizer(part, add_special_tokens=False, split_special_tokens=True)["input_ids"])
-        return ids
+        return ids + self.thought_ids
 
 
 def _slot_text(formatter: Any, name: str) -> str:
