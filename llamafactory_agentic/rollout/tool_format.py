@@ -126,7 +126,9 @@ class NativeToolFormat:
         self.prefix = after_call + self.prefix
         # a reasoning template with `enable_thinking: false` ends every prompt part with the empty thought (masked), as
         # LLaMA-Factory's SFT encoding (`ReasoningTemplate.encode_multiturn`) and the RL prompt do
-        thinking_off = getattr(template, "enable_thinking", None) is False and hasattr(template, "get_thought_word_ids")
+        thinking_off = getattr(template, "enable_thinking", None) is False and hasattr(
+            template, "get_thought_word_ids"
+        )
         self.thought_ids: list[int] = list(template.get_thought_word_ids(tokenizer)) if thinking_off else []
         added = {*tokenizer.all_special_tokens, *tokenizer.get_added_vocab()}
         wrapper_tokens = sorted((t for t in added if t and t in self.prefix + self.suffix), key=len, reverse=True)

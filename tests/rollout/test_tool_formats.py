@@ -76,7 +76,9 @@ def test_configured_tool_tag_is_a_stop_string_and_is_called(calc_executor, tiny_
     texts = ["<think> add </think>\n<calc> 40 + 2 </calc> and more text", " <answer> \\boxed{42} </answer>"]
     engine = TextEngine(tiny_tokenizer, texts, eos)
     config = RolloutConfig(group_size=1, initial_rollouts=1, eos_token_id=eos, max_response_length=256)
-    prompt = tiny_tokenizer.encode("<|im_start|>user\nAdd.<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)
+    prompt = tiny_tokenizer.encode(
+        "<|im_start|>user\nAdd.<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False
+    )
     traj = AgenticRollout(engine, calc_executor, tiny_tokenizer, config).rollout([prompt], training=False).groups[0][0]
 
     assert "</calc>" in engine.stop_strings_seen and "</python>" in engine.stop_strings_seen
@@ -114,7 +116,9 @@ def test_native_qwen_tool_call_is_run_and_its_tool_message_masked(calc_executor,
     call = '<tool_call>\n{"name": "calc", "arguments": {"expression": "6 * 7"}}\n</tool_call>'
     engine = TextEngine(tokenizer, ["<think> multiply </think>\n" + call, "The answer is 42."], eos)
     config = RolloutConfig(group_size=1, initial_rollouts=1, eos_token_id=eos, max_response_length=256)
-    prompt = tokenizer.encode("<|im_start|>user\nMultiply.<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)
+    prompt = tokenizer.encode(
+        "<|im_start|>user\nMultiply.<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False
+    )
     rollout = AgenticRollout(engine, calc_executor, tokenizer, config, tool_format=fmt)
     traj = rollout.rollout([prompt], training=False).groups[0][0]
 
