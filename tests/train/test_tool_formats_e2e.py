@@ -7,15 +7,15 @@ tool config, `calc_tool:CalcTool` with tag `<calc>` (issue 28 item 1), and (2) Q
 `agentic_tool_protocol: template` (issue 28 item 3).
 
 As in test_arpo_e2e.py, the tiny random model is first fitted for a few seconds to answer every prompt with one call
-(so the rollout really calls the tool); the run itself is real: real rows, real executor and tool, the hf engine,
-the trainer, `rollouts.jsonl`. Before this change the `<calc>` run never stopped on `</calc>` (the rollout's stop
+(so the rollout really calls the tool; the rows are short `arpo_rl` rows written here, so that it is fitted on the
+whole prompt); the run itself is real: the recipe, the real executor and tool, the hf engine, the trainer,
+`rollouts.jsonl`. Before this change the `<calc>` run never stopped on `</calc>` (the rollout's stop
 strings were fixed to `</search>`, `</python>`), so no calc call was made, and a native run had no call at all
 (the `<|im_end|>` after `</tool_call>` ended the trajectory).
 """
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,19 +38,39 @@ NATIVE_OBSERVATION = "\n<|im_start|>user\n<tool_response>\n42\n</tool_response><
 NATIVE_SCRIPT = [(NATIVE_CALL, True), ("<EOS>", True), (NATIVE_OBSERVATION, False), (ANSWER, True)]
 
 
+SYSTEM = "Use <calc> </calc> to compute. Answer in \\boxed{}."
+QUESTIONS = ["What is 40 + 2?", "Compute 40 + 2.", "Add 40 and 2.", "What is the sum of 40 and 2?"]
+
+
+def _row(i: int, split: str) -> dict:
+    question = QUESTIONS[i % len(QUESTIONS)] + " " * (i // len(QUESTIONS))
+    return {
+        "data_source": "calc_unit",
+        "prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
+        "ability": "math",
+        "reward_model": {"ground_truth": "42", "style": "rule"},
+        "extra_info": {"index": i, "split": split},
+    }
+
+
 @pytest.fixture(scope="module")
-def env(tmp_path_factory, tiny_model_dir, shared_data):
+def env(tmp_path_factory, tiny_model_dir):
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    # short prompts of the ARPO RL format (`arpo_rl`): the policy is fitted on the whole prompt, so it writes its call
     root = tmp_path_factory.mktemp("tool-formats-e2e")
     datasets = root / "datasets"
     datasets.mkdir()
-    shutil.copy(REPO / "data" / "dataset_info.json", datasets / "dataset_info.json")
-    (datasets / "arpo").symlink_to(shared_data / "arpo", target_is_directory=True)
-    rows = pq.read_table(shared_data / "arpo" / "rl" / "train_10k.parquet").slice(0, 16).to_pylist()
+    rows = {"train": [_row(i, "train") for i in range(8)], "valid": [_row(i, "test") for i in range(2)]}
+    info = {}
+    for split, split_rows in rows.items():
+        pq.write_table(pa.Table.from_pylist(split_rows), datasets / f"calc_{split}.parquet")
+        info[f"calc_{split}"] = {"file_name": f"calc_{split}.parquet", "formatting": "arpo_rl"}
+    (datasets / "dataset_info.json").write_text(json.dumps(info))
     tools = root / "tools.yaml"
     tools.write_text("tools:\n  - name: python\n  - name: calc_tool:CalcTool\n    tag: calc\n    timeout: 5\n")
-    return {"root": root, "datasets": datasets, "rows": rows, "tools": tools, "model": tiny_model_dir}
+    return {"root": root, "datasets": datasets, "rows": rows["train"], "tools": tools, "model": tiny_model_dir}
 
 
 def _train(env, name, script, *extra_args):
@@ -58,7 +78,7 @@ def _train(env, name, script, *extra_args):
 
     out = env["root"] / name
     policy = env["root"] / f"{name}-policy"
-    fit_tool_policy(env["model"], policy, env["rows"], steps=120, context=48, script=script)
+    fit_tool_policy(env["model"], policy, env["rows"], steps=120, context=512, script=script)
     cmd = [
         str(BIN / "llamafactory-cli"),
         "train",
@@ -68,6 +88,8 @@ def _train(env, name, script, *extra_args):
         f"output_dir={out}",
         f"agentic_tool_config={env['tools']}",
         f"agentic_cache_path={out / 'tool_cache.sqlite'}",
+        "dataset=calc_train",
+        "eval_dataset=calc_valid",
         *extra_args,
     ]
     # the user's tool module lives outside the plugin: on the path, as a user's own package would be
