@@ -358,13 +358,19 @@ class AgenticRollout:
         self.tokenizer = tokenizer
         self.config = config
         if tool_format is None:
-            tags = executor_tool_tags(executor)
-            if tags is None:  # an executor that does not list its tools: the tool stops of the config
-                tags = [s[2:-1] for s in config.stop_strings if self._stop_kind(s) == "tool" and _CLOSING_TAG.match(s)]
-            tool_format = InlineTagFormat(tags)
+            configured = [
+                s[2:-1] for s in config.stop_strings if self._stop_kind(s) == "tool" and _CLOSING_TAG.match(s)
+            ]
+            tool_format = InlineTagFormat(executor_tool_tags(executor) or configured)
         self.tool_format = tool_format
+        tool_stops = (
+            tool_format.stop_strings
+        )  # in the config's order first (`</search>`, `</python>`), then the others
+        tool_stops = [s for s in config.stop_strings if s in tool_stops] + [
+            s for s in tool_stops if s not in config.stop_strings
+        ]
         others = tuple(s for s in config.stop_strings if not (self._stop_kind(s) == "tool" and _CLOSING_TAG.match(s)))
-        self.stop_strings: tuple[str, ...] = tuple(dict.fromkeys((*tool_format.stop_strings, *others)))
+        self.stop_strings: tuple[str, ...] = tuple(dict.fromkeys((*tool_stops, *others)))
         self.log_vocab = math.log(len(tokenizer.get_vocab()))
         self.rng = np.random.default_rng(config.seed)
         self.last_state: RolloutState | None = None
