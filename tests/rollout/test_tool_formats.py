@@ -132,6 +132,12 @@ def test_native_qwen_tool_call_is_run_and_its_tool_message_masked(calc_executor,
     assert traj.loss_mask[rec.pos : rec.pos + rec.obs_tokens] == [0] * rec.obs_tokens
     assert traj.finish_reason == "eos" and tokenizer.decode(traj.response_ids).endswith("The answer is 42.<|im_end|>")
 
+    # the reward's model view goes on past the end of the call's turn (before: it stopped at that EOS)
+    from llamafactory_agentic.rewards.model_view import build_model_view
+
+    view = build_model_view(tokenizer, traj.response_ids, traj.loss_mask, eos)
+    assert view.endswith("</tool_call><result></result>The answer is 42."), view
+
 
 def test_native_observation_cannot_inject_special_tokens(tiny_model_dir):
     tokenizer, fmt = _qwen_native(tiny_model_dir)

@@ -112,7 +112,8 @@ def _calc_calls(trajectories):
             if call["tool"] != "calc" or call["status"] != "ok":
                 continue
             # the observation starts where the call ended and is masked: one whole observation span
-            assert [call["pos"], call["pos"] + call["obs_tokens"]] in [list(s) for s in spans], (call, spans)
+            end = min(call["pos"] + call["obs_tokens"], len(traj["response_ids"]))  # R may cut the observation
+            assert [call["pos"], end] in [list(s) for s in spans], (call, spans)
             calls.append((traj, call))
     return calls
 
@@ -128,7 +129,9 @@ def test_third_tool_from_the_tool_config_is_called_in_two_arpo_steps(env):
 
 
 def test_native_qwen_tool_calls_train_two_arpo_steps(env):
-    records, trajectories = _train(env, "calc-native", NATIVE_SCRIPT, "agentic_tool_protocol=template")
+    records, trajectories = _train(
+        env, "calc-native", NATIVE_SCRIPT, "agentic_tool_protocol=template", "arpo_max_response_length=160"
+    )
     calls = _calc_calls(trajectories)
     assert calls, [t["response"][:300] for t in trajectories]
     traj, call = calls[0]
