@@ -78,7 +78,7 @@ def _train(env, name, script, *extra_args):
 
     out = env["root"] / name
     policy = env["root"] / f"{name}-policy"
-    fit_tool_policy(env["model"], policy, env["rows"], steps=120, context=512, script=script)
+    fit_tool_policy(env["model"], policy, env["rows"], steps=200, context=512, script=script)
     cmd = [
         str(BIN / "llamafactory-cli"),
         "train",
