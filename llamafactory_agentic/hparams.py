@@ -349,7 +349,12 @@ class AgenticArguments:
     )
     agentic_tool_protocol: Literal["inline_tags", "template"] = field(
         default="inline_tags",
-        metadata={"help": "`inline_tags` (ARPO's <search>/<python>/<result> tags) or the template's own tool calls."},
+        metadata={
+            "help": "Tool-call format of agentic SFT and of the RL rollout (training, validation, evaluation): "
+            "`inline_tags` (ARPO's <tag>...</tag> calls of every configured tool, <result> observations) or "
+            "`template` (the chat template's own JSON tool calls and tool messages, e.g. Qwen's <tool_call> / "
+            "<tool_response>, Llama 3.1's JSON calls; docs/algorithms.md §2.7)."
+        },
     )
     agentic_sft_mask_results: bool = field(
         default=True,

@@ -46,6 +46,8 @@ from ..validation import validate_tool_keys
 
 
 PRESETS = ("paper", "train_val")
+# the closing tags stand for the built-in tools: the agent loop stops on the closing tag of every tool of the run's tool
+# config instead (`rollout.tool_format`), and keeps `</answer>` (docs/tools.md)
 PAPER_STOP_STRINGS = ("</search>", "</python>", "</answer>")
 TRAIN_STOP_STRINGS = ("</search>", "</python>")
 OBSERVATION_FORMAT = wrap_observation("{output}")  # the training string (docs/algorithms.md section 2)

@@ -488,6 +488,7 @@ def _generate(
 
     from ..rewards import get_reward_function
     from ..rollout import AgenticRollout
+    from ..rollout.tool_format import build_tool_format
     from ..tools import build_executor_from_args
 
     a = setup.eval_args
@@ -504,7 +505,9 @@ def _generate(
     setting = system_prompt_setting(a)
     systems = {name: resolve_system_prompt(setting, prompt) for name, prompt in (prompts or {}).items()}
     default_system = resolve_system_prompt(setting)
-    rollout = AgenticRollout(engine, executor, tokenizer, config)
+    protocol_name = getattr(setup.finetuning_args, "agentic_tool_protocol", None)  # the tool-call format (RL = eval)
+    tool_format = build_tool_format(protocol_name, executor, template, tokenizer)
+    rollout = AgenticRollout(engine, executor, tokenizer, config, tool_format=tool_format)
     started: dict[str, tuple[float, int, bool]] = {}
     truncated = Counter()
 

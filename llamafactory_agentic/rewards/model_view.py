@@ -37,7 +37,8 @@ def build_model_view(
     The response is cut at its first model-written EOS token, i.e. the first EOS id whose loss mask is 1 (the EOS itself
     and everything after it are dropped). An EOS id inside an observation (loss mask 0, e.g. a tool output holding the
     literal text `<|im_end|>`, which the tokenizer maps to the special id) does not cut: the model wrote nothing there
-    (docs/algorithms.md §6.5). Every observation
+    (docs/algorithms.md §6.5), and neither does a model-written EOS that an observation follows (the end of a native
+    tool-call turn, `agentic_tool_protocol: template`, docs/algorithms.md §2.7). Every observation
     span, i.e. every maximal run of loss-mask-0 tokens (the inserted ` <result>\n...\n</result>` string), becomes the
     literal `<result></result>`; every run of loss-mask-1 tokens is decoded on its own with special tokens skipped.
     Tag-order checks thus still see the result tags, while answer extraction, the tool bonus and every tag count see
@@ -72,6 +73,8 @@ def build_model_view(
         eos_ids = {int(x) for x in eos_token_id}
     for position, (token, trained) in enumerate(zip(ids, mask)):
         if trained and token in eos_ids:
+            if position + 1 < len(mask) and mask[position + 1] == 0:
+                continue  # a native tool call's end of turn: the template's tool message follows (§2.7)
             ids, mask = ids[:position], mask[:position]
             break
 

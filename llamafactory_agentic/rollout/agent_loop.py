@@ -20,6 +20,7 @@ RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/workers/rollout/vllm_rollout/vllm_ro
 
 import itertools
 import math
+import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -31,10 +32,12 @@ import numpy as np
 from ..data.tags import empty_call_text, wrap_observation
 from .branching import premonitor_initial_rollouts, round_entropy, should_branch
 from .engine import GenerationEngine, GenerationRequest, RequestSource, SamplingSettings
+from .tool_format import InlineTagFormat, NativeToolFormat, executor_tool_tags
 from .trajectory import RolloutConfig, RolloutOutput, ToolCallRecord, Trajectory
 
 
 _CALL_COUNTER = itertools.count()
+_CLOSING_TAG = re.compile(r"</[A-Za-z_][A-Za-z0-9_\-]*>$")  # the stop string of an inline tool call
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,14 +332,45 @@ class AgenticRollout:
         executor: Tool executor with `execute(list[ToolCall]) -> list[ToolResult]` (never raises).
         tokenizer: The policy's tokenizer (observation encoding, call extraction, |V|).
         config: Resolved `RolloutConfig`.
+        tool_format: How calls are written and observations inserted (`rollout.tool_format.build_tool_format`,
+            `agentic_tool_protocol`). None: inline tags of the executor's tools (`executor.tools`, keyed by tag, as
+            `ToolExecutor` has them), or of the tool closing tags among `config.stop_strings` for an executor that
+            does not list its tools.
+
+    The stop strings sent to the engine (`stop_strings`) are the format's (one closing tag per configured tool for
+    inline tags, none for native calls, which end with the end-of-turn token) plus the stop strings of `config`
+    that do not close a tool call (`</answer>`, `<result>` of the evaluation protocol): a tool registered in the
+    tool config (built-in or `module:Class`) is called in training, validation, evaluation and the synthetic task
+    alike (docs/tools.md).
     """
 
-    def __init__(self, engine: GenerationEngine, executor: Any, tokenizer: Any, config: RolloutConfig) -> None:
+    def __init__(
+        self,
+        engine: GenerationEngine,
+        executor: Any,
+        tokenizer: Any,
+        config: RolloutConfig,
+        tool_format: InlineTagFormat | NativeToolFormat | None = None,
+    ) -> None:
         r"""Create the rollout (arguments in the class docstring)."""
         self.engine = engine
         self.executor = executor
         self.tokenizer = tokenizer
         self.config = config
+        if tool_format is None:
+            configured = [
+                s[2:-1] for s in config.stop_strings if self._stop_kind(s) == "tool" and _CLOSING_TAG.match(s)
+            ]
+            tool_format = InlineTagFormat(executor_tool_tags(executor) or configured)
+        self.tool_format = tool_format
+        tool_stops = (
+            tool_format.stop_strings
+        )  # in the config's order first (`</search>`, `</python>`), then the others
+        tool_stops = [s for s in config.stop_strings if s in tool_stops] + [
+            s for s in tool_stops if s not in config.stop_strings
+        ]
+        others = tuple(s for s in config.stop_strings if not (self._stop_kind(s) == "tool" and _CLOSING_TAG.match(s)))
+        self.stop_strings: tuple[str, ...] = tuple(dict.fromkeys((*tool_stops, *others)))
         self.log_vocab = math.log(len(tokenizer.get_vocab()))
         self.rng = np.random.default_rng(config.seed)
         self.last_state: RolloutState | None = None
@@ -348,7 +382,7 @@ class AgenticRollout:
             temperature=cfg.temperature if training else 0.0,
             top_p=cfg.top_p,
             top_k=cfg.top_k,
-            stop_strings=tuple(cfg.stop_strings),
+            stop_strings=self.stop_strings,
             eos_token_ids=(cfg.eos_token_id,),
             entropy_source=cfg.entropy_source,
             entropy_topk=cfg.entropy_topk,
@@ -402,14 +436,14 @@ class AgenticRollout:
         return (int(base) * 1_000_003 + len(traj.round_entropies)) % (2**31 - 1)
 
     def encode_observation(self, text: str) -> list[int]:
-        r"""Token ids of `observation_string(text)`, encoded alone with `add_special_tokens=False`.
+        r"""Token ids of the observation of a call that returned `text` (`tool_format.observation_ids`).
 
-        Special-token text inside tool output (e.g. a web page containing `<|im_end|>`) is split into ordinary
-        tokens (`split_special_tokens=True`): an observation never injects an end-of-turn or role token.
+        Inline tags: `observation_string(text)` encoded alone with `add_special_tokens=False`; native calls: the
+        template's tool message. Special-token text inside tool output (e.g. a web page containing `<|im_end|>`) is
+        split into ordinary tokens (`split_special_tokens=True`): an observation never injects an end-of-turn or role
+        token.
         """
-        return self.tokenizer(observation_string(text), add_special_tokens=False, split_special_tokens=True)[
-            "input_ids"
-        ]
+        return self.tool_format.observation_ids(self.tokenizer, text)
 
     def _new_global(self, state: RolloutState, group: int, prompt: list[int], is_fill: bool) -> Trajectory:
         members = state.groups[group]
@@ -538,6 +572,17 @@ class AgenticRollout:
                 tool, content = extract_call_after_last_observation(full, seg.stop_string)
             notice = self._notice(traj, tool, content) if cfg.tool_call_limits or cfg.repeat_notice_tools else None
             return traj, tool, content, len(traj.response_ids), notice
+        elif seg.finish_reason == "eos" and self.tool_format.calls_end_turn and (call := self._native_call(seg)):
+            # a native tool call ends the model's turn with the end-of-turn token (kept, mask 1)
+            if traj.num_tool_calls >= cfg.max_tool_calls:
+                traj.hit_call_limit = True
+                metrics["call_limit_hits"] += 1
+                self._finish(traj, "call_limit", state)
+                return None
+            traj.num_tool_calls += 1
+            tool, content = call
+            notice = self._notice(traj, tool, content) if cfg.tool_call_limits or cfg.repeat_notice_tools else None
+            return traj, tool, content, len(traj.response_ids), notice
         elif seg.finish_reason == "eos":
             self._finish(traj, "eos", state)
         elif len(traj.response_ids) >= budget:
@@ -546,6 +591,18 @@ class AgenticRollout:
             # a round without a tool call ends the loop (docs/algorithms.md §9.1)
             self._finish(traj, "round_length", state)
         return None
+
+    def _native_call(self, seg: Any) -> tuple[str, str] | None:
+        r"""`(tool, content)` of the first native call of a turn that ended with the end-of-turn token, or None.
+
+        One call per turn is run (the rollout inserts one tool message per round); further calls of the same turn are
+        not run.
+        """
+        ids = list(seg.token_ids)
+        if ids and ids[-1] == self.config.eos_token_id:
+            ids = ids[:-1]
+        calls = self.tool_format.extract(self.tokenizer.decode(ids, skip_special_tokens=False))
+        return calls[0] if calls else None
 
     def _execute_calls(self, pending: list) -> list:
         r"""Run the calls of `pending` that need the executor (content, no notice) in one concurrent batch."""

@@ -19,6 +19,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 
+# The closing tags of the built-in tools: the default of `RolloutConfig.stop_strings`. `AgenticRollout` replaces the tool
+# stops by the closing tags of the tools its executor runs (`rollout.tool_format`), so a tool of the tool config with
+# its own tag (built-in or `module:Class`) ends a round too (docs/tools.md).
 STOP_STRINGS = ("</search>", "</python>")
 
 
@@ -30,7 +33,7 @@ class ToolCallRecord:
     `ToolResult`; the loop keeps this record of the pair (branches inherit their source's records).
 
     Attributes:
-        tool: Tool name from the closing tag (`search`, `python`).
+        tool: Tool tag from the closing tag (`search`, `python`, a configured tool's tag) or a native call's `name`.
         content: Call text between the tags, whitespace-stripped; "" for an empty call (never executed).
         pos: `len(response_ids)` right after the closing tag (tokens).
         status: `ToolResult.status` (`ok`, `empty`, `error`, `timeout`, ...); `empty` for an empty call; with the
@@ -171,6 +174,8 @@ class RolloutConfig:
     Evaluation settings (docs/algorithms.md §9; their defaults leave training exactly as it was, the evaluation harness sets
     them):
 
+    * `stop_strings`: the closing tags in it stand for the default tools; `AgenticRollout` sends the engine the closing
+      tags of the tools its executor runs instead (none for native tool calls), plus the other stop strings here.
     * `stop_strings` may also hold `</answer>` (a round ending there ends the trajectory, finish reason `answer`) and
       `<result>` (a result the model writes itself is cut off with the rest of that round's text and the model
       continues from what is left, at most `self_result_retries` times in a row, then the trajectory ends with

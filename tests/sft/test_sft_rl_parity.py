@@ -193,3 +193,126 @@ def test_sft_ids_equal_rl_ids(tmp_path, tokenizer_dirs, tokenizer_layout, templa
     assert response_special == [rl_tokenizer.eos_token_id]
     thinking_off = enable_thinking is False and template == "qwen3"
     assert rl_tokenizer.decode(prompt_ids).endswith("<think>\n\n</think>\n\n" if thinking_off else "\n")
+
+
+# ------------------------------------------------------------------ native tool calls (issue 28 item 3)
+NATIVE_CALLS = [  # the function messages of the SFT rows: the template's JSON (thought first where it has one)
+    ("search", {"query": "Balliol College founded"}, "<think> I need the founding year. </think>\n"),
+    ("python", {"code": "print(2024 - 1263)"}, " <think> Now subtract. </think>\n"),
+]
+NATIVE_OBSERVATIONS = ["Page 1: Balliol College was founded in 1263.", "761"]
+NATIVE_ANSWER = " <think> Done. </think> <answer> The final answer is \\[ \\boxed{761} \\] </answer>"
+NATIVE_CASES = [  # (tokenizer layout, template, enable_thinking, thoughts in function turns, trailing text in SFT)
+    ("qwen", "qwen", True, True, "\n"),
+    ("qwen3", "qwen3", True, True, "\n"),
+    ("qwen3", "qwen3", False, False, "\n"),
+    ("llama3", "llama3", True, False, ""),
+]
+
+
+def _native_messages(thoughts):
+    messages = []
+    for (name, arguments, thought), observation in zip(NATIVE_CALLS, NATIVE_OBSERVATIONS):
+        call = json.dumps({"name": name, "arguments": arguments})
+        content = f"{thought}<tool_call>\n{call}\n</tool_call>" if thoughts else call
+        messages += [("function", content), ("observation", observation)]
+    return messages + [("assistant", NATIVE_ANSWER if thoughts else " <answer> \\boxed{761} </answer>")]
+
+
+def _native_sft_ids(tmp_path, tokenizer_dir, template, enable_thinking, messages):
+    from llamafactory.data import get_dataset, get_template_and_fix_tokenizer
+    from llamafactory.hparams import DataArguments, ModelArguments
+    from transformers import AutoTokenizer, Seq2SeqTrainingArguments
+
+    root = tmp_path / "sft"
+    root.mkdir()
+    info = {"traj": {"file_name": "traj.jsonl", "formatting": "arpo_sft", "columns": {"messages": "conversations"}}}
+    info["traj"]["columns"]["system"] = "system"
+    (root / "dataset_info.json").write_text(json.dumps(info))
+    turns = [{"from": ROLE_TAG[role], "value": text} for role, text in messages]
+    row = {"system": SYSTEM, "conversations": [{"from": "human", "value": QUESTION}] + turns}
+    (root / "traj.jsonl").write_text(json.dumps(row) + "\n")
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    data_args = DataArguments(
+        dataset="traj",
+        dataset_dir=str(root),
+        template=template,  # `agentic_tool_protocol: template`: the base template renders the JSON calls
+        enable_thinking=enable_thinking,
+        cutoff_len=4096,
+        overwrite_cache=True,
+    )
+    data_args.agentic_tool_protocol = "template"  # as run_agentic_sft sets it for the arpo_sft converter
+    model_args = ModelArguments(model_name_or_path=str(tokenizer_dir), cache_dir=str(tmp_path / "cache"))
+    training_args = Seq2SeqTrainingArguments(output_dir=str(tmp_path / "out"), report_to="none")
+    template_obj = get_template_and_fix_tokenizer(tokenizer, data_args)
+    module = get_dataset(template_obj, model_args, data_args, training_args, stage="sft", tokenizer=tokenizer)
+    row = module["train_dataset"][0]
+    return row["input_ids"], row["labels"]
+
+
+def _native_rl(tokenizer_dir, template, enable_thinking, messages):
+    from datasets import Dataset
+    from llamafactory.data import get_template_and_fix_tokenizer
+    from llamafactory.hparams import DataArguments
+    from transformers import AutoTokenizer
+
+    from llamafactory_agentic.data import encode_rl_prompts
+    from llamafactory_agentic.rollout.tool_format import build_tool_format
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    template_obj = get_template_and_fix_tokenizer(
+        tokenizer, DataArguments(template=template, enable_thinking=enable_thinking)
+    )
+    prompts = Dataset.from_list(
+        [{"_prompt": [{"role": "user", "content": QUESTION}], "_system": SYSTEM, "_tools": ""}]
+    )
+    prompt_ids = encode_rl_prompts(prompts, template_obj, tokenizer, max_prompt_length=4096)[0]["prompt_ids"]
+    # what the policy writes in a function turn: the template's rendering of the call, up to its end-of-turn token
+    chunks = []
+    for role, text in messages:
+        if role == "function":
+            rendered = "".join(
+                template_obj.format_function.apply(
+                    content=text,
+                    thought_words=template_obj.thought_words,
+                    tool_call_words=template_obj.tool_call_words,
+                )
+            )
+            text = rendered[: rendered.rindex(tokenizer.eos_token)]
+        chunks.append((role, text))
+    fmt = build_tool_format("template", None, template_obj, tokenizer)
+    config = RolloutConfig(
+        group_size=1, initial_rollouts=1, eos_token_id=tokenizer.eos_token_id, max_response_length=4096
+    )
+    engine = ChunkEngine(tokenizer, tokenizer.eos_token_id, chunks)
+    rollout = AgenticRollout(engine, Observations(chunks), tokenizer, config, tool_format=fmt)
+    trajectory = rollout.rollout([prompt_ids]).groups[0][0]
+    assert trajectory.finish_reason == "eos" and trajectory.num_tool_calls == 2
+    assert [c.tool for c in trajectory.tool_calls] == ["search", "python"]
+    assert [c.content for c in trajectory.tool_calls] == ["Balliol College founded", "print(2024 - 1263)"]
+    return prompt_ids, trajectory, tokenizer, fmt
+
+
+@pytest.mark.parametrize(("tokenizer_layout", "template", "enable_thinking", "thoughts", "tail"), NATIVE_CASES)
+def test_native_tool_calls_sft_ids_equal_rl_ids(
+    tmp_path, tokenizer_dirs, tokenizer_layout, template, enable_thinking, thoughts, tail
+):
+    tokenizer_dir = tokenizer_dirs[tokenizer_layout]
+    messages = _native_messages(thoughts)
+    sft_ids, sft_labels = _native_sft_ids(tmp_path, tokenizer_dir, template, enable_thinking, messages)
+    prompt_ids, trajectory, tokenizer, fmt = _native_rl(tokenizer_dir, template, enable_thinking, messages)
+
+    rl_ids = list(prompt_ids) + trajectory.response_ids
+    tail_ids = tokenizer.encode(tail, add_special_tokens=False)
+    assert sft_ids == rl_ids + tail_ids, (tokenizer.decode(sft_ids), tokenizer.decode(rl_ids))
+    # labels: the same, except what the template writes after the end-of-turn token of a function turn (qwen's
+    # newline), which SFT trains and the rollout inserts with the tool message (mask 0), as after the final turn
+    mask = list(trajectory.loss_mask)
+    turn_tail = len(tokenizer.encode(fmt.turn_tail, add_special_tokens=False)) if fmt.turn_tail else 0
+    for call in trajectory.tool_calls:
+        assert all(m == 0 for m in mask[call.pos : call.pos + call.obs_tokens])
+        mask[call.pos : call.pos + turn_tail] = [1] * turn_tail
+    rl_labels = [IGNORE] * len(prompt_ids) + [t if m else IGNORE for t, m in zip(trajectory.response_ids, mask)]
+    assert sft_labels == rl_labels + tail_ids
+    for call in trajectory.tool_calls:  # each call's turn ends with the model's own end-of-turn token (trained)
+        assert trajectory.response_ids[call.pos - 1] == tokenizer.eos_token_id and trajectory.loss_mask[call.pos - 1]

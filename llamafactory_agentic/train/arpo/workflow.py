@@ -184,6 +184,7 @@ def _train(
     from ...integration.log_callback import extend_log_callback
     from ...rewards import get_reward_function
     from ...rollout import AgenticRollout, build_engine
+    from ...rollout.tool_format import build_tool_format
     from ..agentic_sft.check import check_tokenizer_tags
     from .config import build_run_config
     from .trainer import ArpoTrainer
@@ -211,7 +212,8 @@ def _train(
         training_args, finetuning_args, generating_args, tokenizer.eos_token_id, tools=tools_config
     )
     engine = build_engine(run_config.rollout.backend, model, tokenizer, run_config.rollout)
-    rollout = AgenticRollout(engine, executor, tokenizer, run_config.rollout)
+    tool_format = build_tool_format(finetuning_args.agentic_tool_protocol, executor, template, tokenizer)
+    rollout = AgenticRollout(engine, executor, tokenizer, run_config.rollout, tool_format=tool_format)
     reward_fn = get_reward_function(run_config.reward, run_config.reward_math, run_config.reward_tool_bonus)
 
     # the reward-gaming monitor (docs/plan.md §2) goes first: LogCallback writes the record it annotates
