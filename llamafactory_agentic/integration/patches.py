@@ -227,12 +227,12 @@ def _validate_rl_arguments(args: Any) -> None:
 def _validate_reward(args: Any) -> None:
     r"""Build the reward once while parsing (`rewards.registry.check_reward_arguments`).
 
-    An unknown name, a module that does not import or a function with the wrong signature stops the run before any
-    model loads.
+    An unknown name, a module that does not import or a function with the wrong signature, in `agentic_reward` or any
+    entry of `agentic_reward_funcs` (`rewards.compound.reward_from_args`), stops the run before any model loads.
     """
-    from ..rewards.registry import check_reward_arguments
+    from ..rewards.compound import reward_from_args
 
-    check_reward_arguments(args.agentic_reward, args.agentic_reward_math, args.agentic_reward_tool_bonus)
+    reward_from_args(args, connect=False)
 
 
 def patch_parser(module: ModuleType) -> None:
