@@ -127,9 +127,10 @@ class RewardResult:
 def accepts_context(fn: Callable) -> bool:
     r"""Whether a reward callable takes the trajectory's `RewardContext` (docs/rewards.md).
 
-    A function receives the context when it has a parameter named `context`, or when it takes a fourth positional
-    argument: `fn(model_text, ground_truth, metadata, context)`. The old `fn(model_text, ground_truth, metadata)`
-    does not, and is called as before.
+    A function receives the context when it has a parameter named `context`, or a required (no default) fourth
+    positional parameter: `fn(model_text, ground_truth, metadata, context)`. The old `fn(model_text, ground_truth,
+    metadata)` does not, nor does one whose further parameters all have defaults or are `*args`: it is called with the
+    three arguments as before.
     """
     try:
         signature = inspect.signature(fn)
@@ -137,11 +138,12 @@ def accepts_context(fn: Callable) -> bool:
         return False
     if "context" in signature.parameters:
         return True
-    try:
-        signature.bind("model text", "ground truth", {}, None)
-    except TypeError:
-        return False
-    return True
+    positional = [
+        p
+        for p in signature.parameters.values()
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    return len(positional) >= 4 and positional[3].default is inspect.Parameter.empty
 
 
 def is_async_reward(fn: Callable) -> bool:
@@ -488,17 +490,19 @@ def check_reward_signature(reward: RewardFunction, where: str) -> None:
     except (TypeError, ValueError):  # a builtin or C function without an introspectable signature
         return
     args: tuple = ("model text", "ground truth", {})
+    context = accepts_context(fn)
     try:
         if "context" in signature.parameters:
             signature.bind(*args, context=None)
-        elif accepts_context(fn):
+        elif context:
             signature.bind(*args, None)
         else:
             signature.bind(*args)
     except TypeError as err:
         raise ValueError(
             f"{where}: the reward is called as fn(model_text, ground_truth, metadata), but "
-            f"{getattr(fn, '__qualname__', fn)}{signature} cannot take those arguments ({err}); give it that "
+            f"{getattr(fn, '__qualname__', fn)}{signature} cannot take those {'four' if context else 'three'} "
+            f"arguments ({err}); give it that "
             "signature, or fn(model_text, ground_truth, metadata, context) to receive the trajectory's RewardContext "
             "(docs/rewards.md)."
         ) from err
