@@ -268,3 +268,24 @@ def test_the_trainer_scores_a_rollout_in_one_batch_and_keeps_the_components(tiny
     assert (logged["reward/f1"], logged["reward/format"], logged["reward/tool_efficiency"]) == (0.0, 0.5, 1.0)
     assert logged["reward/mean"] == pytest.approx(0.2) and logged["reward/accuracy"] == 0.5
     assert validation_metrics(records, {}, {})["reward/format"] == 0.5
+
+
+def test_the_evaluation_record_scores_a_context_reward_with_the_trajectory(tiny_tokenizer):
+    """The evaluation harness's reward column passes the same context (old code: three arguments, no context)."""
+    from llamafactory_agentic.evaluation.benchmarks import Sample
+    from llamafactory_agentic.evaluation.runner import build_record
+    from llamafactory_agentic.rewards import CallableReward
+
+    seen = []
+
+    def calls(model_text, ground_truth, metadata, context):
+        seen.append((context.question, metadata["executed_tools"]))
+        return float(context.num_tool_calls)
+
+    t = trajectory()
+    t.response_ids = tiny_tokenizer.encode(answer("Paris"), add_special_tokens=False)
+    t.loss_mask = [1] * len(t.response_ids)
+    sample = Sample(benchmark="unit", sample_id="0", question="Capital of France?", answers=["Paris"])
+    record = build_record(sample, 0, t, tiny_tokenizer, CallableReward(calls, "calls"), 0.1, 10, False)
+    assert record["scores"]["reward"] == 3.0
+    assert seen == [("Capital of France?", ["search", "python"])]
