@@ -159,11 +159,12 @@ def render_qwen_prompt(row: dict) -> str:
 
 
 def fit_tool_policy(
-    model_dir, output_dir, rows: list[dict], steps: int = 150, seed: int = 0, context: int = 48
+    model_dir, output_dir, rows: list[dict], steps: int = 150, seed: int = 0, context: int = 48, script=None
 ) -> float:
     r"""A tiny "cold-started" policy: the random tiny model fitted for a few seconds to answer every prompt with SCRIPT
     (a search call, a python call, a boxed answer), so a CPU rollout really calls the tools. Observations are context
-    only (not fitted), as in agentic SFT. Only the last `context` prompt tokens are used while fitting (fast on CPU)."""
+    only (not fitted), as in agentic SFT. Only the last `context` prompt tokens are used while fitting (fast on CPU).
+    `script`: another list of `(text, trained)` pieces instead of SCRIPT."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -172,7 +173,7 @@ def fit_tool_policy(
     model = AutoModelForCausalLM.from_pretrained(str(model_dir))
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     response, labels_mask = [], []
-    for text, trained in SCRIPT:
+    for text, trained in script or SCRIPT:
         ids = tok.encode(text, add_special_tokens=False)
         response += ids
         labels_mask += [trained] * len(ids)

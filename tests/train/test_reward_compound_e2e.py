@@ -16,7 +16,8 @@ import sqlite3
 
 import pytest
 
-from .test_arpo_e2e import e2e_env, run_cli  # noqa: F401 (the module fixture is used by name)
+from ._helpers import SEARCH_QUERY, SEARCH_RESULT
+from .test_arpo_e2e import run_cli
 
 
 pytestmark = pytest.mark.slow
@@ -24,12 +25,48 @@ pytestmark = pytest.mark.slow
 COMPONENTS = {"f1": 1.0, "format": 0.2, "tool_efficiency": 0.1, "judge": 0.5, "compound_e2e_mod.calls": -0.05}
 
 
+ANSWER_SCRIPT = [
+    (f"<think> Let me search. </think>\n<search> {SEARCH_QUERY} </search>", True),
+    (f" <result>\n{SEARCH_RESULT}\n</result>", False),
+    (" <answer> The final answer is \\[ \\boxed{3} \\] </answer>", True),
+]
+
+
+@pytest.fixture(scope="module")
+def answering_env(tmp_path_factory, tiny_model_dir, shared_data):
+    """test_arpo_e2e's setup with the tiny policy fitted to one search call and a boxed answer (ANSWER_SCRIPT).
+
+    The policy of test_arpo_e2e (two calls, then the answer) rarely gets to its answer within the tiny budget, and
+    without a boxed answer the judge has nothing to judge.
+    """
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from llamafactory_agentic.tools.index import build_corpus_from_cache_json
+
+    from ._helpers import fit_tool_policy
+    from .test_arpo_e2e import REPO
+
+    root = tmp_path_factory.mktemp("compound-e2e")
+    datasets = root / "datasets"
+    datasets.mkdir()
+    shutil.copy(REPO / "data" / "dataset_info.json", datasets / "dataset_info.json")
+    (datasets / "arpo").symlink_to(shared_data / "arpo", target_is_directory=True)
+    rows = pq.read_table(shared_data / "arpo" / "rl" / "train_10k.parquet").slice(0, 16).to_pylist()
+    policy = root / "policy"
+    fit_tool_policy(tiny_model_dir, policy, rows, steps=150, context=48, script=ANSWER_SCRIPT)
+    search_index = root / "search_index"
+    build_corpus_from_cache_json(shared_data / "arpo" / "search_cache.json", search_index)
+    return {"root": root, "datasets": datasets, "policy": policy, "search_index": search_index}
+
+
 def _verdict(prompt: str) -> str:
     question = prompt.split("Question:")[1].split("Golden Answer:")[0]
     return "Correct" if len(question.strip()) % 2 == 0 else "Incorrect"
 
 
-def test_compound_reward_with_a_judge_trains_two_steps_and_logs_each_component(e2e_env, tmp_path):  # noqa: F811
+def test_compound_reward_with_a_judge_trains_two_steps_and_logs_each_component(answering_env, tmp_path):
     from llamafactory_agentic.testing import FakeJudgeServer
 
     module_dir = tmp_path / "mods"
@@ -42,7 +79,7 @@ def test_compound_reward_with_a_judge_trains_two_steps_and_logs_each_component(e
     funcs = ",".join(f"{name.replace('.', ':')}:{weight}" for name, weight in COMPONENTS.items())
     with FakeJudgeServer(_verdict) as judge:
         out = run_cli(
-            e2e_env,
+            answering_env,
             "recipes/tiny/arpo_compound_reward.yaml",
             "compound",
             extra_env={"PYTHONPATH": f"{module_dir}:{__import__('os').environ.get('PYTHONPATH', '')}"},
@@ -50,6 +87,7 @@ def test_compound_reward_with_a_judge_trains_two_steps_and_logs_each_component(e
                 f"agentic_reward_funcs={funcs}",
                 f"agentic_reward_judge_url={judge.url}",
                 "agentic_reward_judge_model=fake-judge",
+                "temperature=0.3",  # sampled (RL refuses greedy), close to the fitted script: answers get written
             ),
         )
     records = [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
@@ -72,6 +110,8 @@ def test_compound_reward_with_a_judge_trains_two_steps_and_logs_each_component(e
         assert traj["reward"] == pytest.approx(sum(w * components[n] for n, w in COMPONENTS.items()), abs=1e-6)
         assert components["compound_e2e_mod.calls"] == traj["num_tool_calls"]
     # the judge was asked over HTTP and its verdicts kept in the run's cache (the evaluation's verdict table)
+    answered = [t for t in trajectories if t["reward_components"]["format"] == 1.0]
+    assert answered, [(t["finish_reason"], t["response"][-120:]) for t in trajectories]
     assert judge.prompts, "the policy wrote boxed answers, so the judge must have been called"
     with sqlite3.connect(out / "judge_cache.sqlite") as db:
         assert db.execute("select count(*) from verdicts").fetchone()[0] == len(set(judge.prompts))
