@@ -36,8 +36,8 @@ ANSWER_SCRIPT = [
 def answering_env(tmp_path_factory, tiny_model_dir, shared_data):
     """test_arpo_e2e's setup with the tiny policy fitted to one search call and a boxed answer (ANSWER_SCRIPT).
 
-    The policy of test_arpo_e2e (two calls, then the answer) rarely gets to its answer within the tiny budget, and
-    without a boxed answer the judge has nothing to judge.
+    Fitted on the whole prompt (test_arpo_e2e fits on its last 48 tokens, fast but it rarely reaches its answer),
+    so the rollout writes boxed answers: without one the judge has nothing to judge.
     """
     import shutil
 
@@ -55,7 +55,7 @@ def answering_env(tmp_path_factory, tiny_model_dir, shared_data):
     (datasets / "arpo").symlink_to(shared_data / "arpo", target_is_directory=True)
     rows = pq.read_table(shared_data / "arpo" / "rl" / "train_10k.parquet").slice(0, 16).to_pylist()
     policy = root / "policy"
-    fit_tool_policy(tiny_model_dir, policy, rows, steps=150, context=48, script=ANSWER_SCRIPT)
+    fit_tool_policy(tiny_model_dir, policy, rows, steps=150, context=4096, script=ANSWER_SCRIPT)
     search_index = root / "search_index"
     build_corpus_from_cache_json(shared_data / "arpo" / "search_cache.json", search_index)
     return {"root": root, "datasets": datasets, "policy": policy, "search_index": search_index}
