@@ -386,6 +386,31 @@ class AgenticArguments:
             "useless calls, see docs/algorithms.md §6.4)."
         },
     )
+    agentic_reward_funcs: str | None = field(
+        default=None,
+        metadata={
+            "help": "Several weighted rewards instead of `agentic_reward` (docs/rewards.md): comma-separated "
+            "`name[:weight]` entries (weight 1.0 by default), each a registered reward (`f1`, `em`, `math`, `format`, "
+            "`tool_efficiency`, `judge`) or `module:function`, e.g. `f1:1.0,format:0.2,tool_efficiency:0.1,"
+            "my_mod:fn:0.5`. The score is the weighted sum; each component is logged as `reward/<name>`; the first "
+            "gives `reward/accuracy`. Checked before the model loads."
+        },
+    )
+    agentic_reward_judge_url: str | None = field(
+        default=None,
+        metadata={"help": "The `judge` reward's OpenAI-compatible endpoint, e.g. `http://127.0.0.1:8000/v1`."},
+    )
+    agentic_reward_judge_model: str | None = field(default=None, metadata={"help": "The `judge` reward's model."})
+    agentic_reward_judge_cache: str | None = field(
+        default=None,
+        metadata={
+            "help": "SQLite verdict cache of the `judge` reward (default: judge_cache.sqlite in output_dir); the "
+            "evaluation's `eval_judge_cache` format, so both can share it."
+        },
+    )
+    agentic_reward_judge_api_key_env: str | None = field(
+        default=None, metadata={"help": "Environment variable holding the `judge` reward's API key."}
+    )
 
     # ---------------------------------------------------------------- optimisation (docs/algorithms.md §4)
     rl_policy_loss: str = field(

@@ -343,3 +343,75 @@ if __name__ == "__main__":
         print(build_real_size_model(sys.argv[1], sys.argv[2]))
     else:
         print(build_tiny_model(sys.argv[1] if len(sys.argv) > 1 else "saves/tiny-qwen2"))
+
+
+class FakeJudgeServer:
+    r"""A local OpenAI-compatible chat endpoint (`POST /v1/chat/completions`) standing in for an LLM judge.
+
+    A hosted judge model cannot run here (no model hub, no web API), so tests of the `judge` reward start this stdlib
+    `ThreadingHTTPServer` on 127.0.0.1 (real HTTP, one thread per request). It answers every chat request with
+    `verdict(prompt)` (the last message's text; a str reply, or an `(http_status, body)` tuple), after `delay_s`
+    seconds, and records the prompts and the most requests it served at the same time.
+
+    Use as a context manager; `url` is the base URL (`http://127.0.0.1:<port>/v1`).
+    """
+
+    def __init__(self, verdict: Any = None, delay_s: float = 0.0, port: int = 0) -> None:
+        r"""Bind the server (it serves once entered)."""
+        import threading
+        import time
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.verdict = verdict or (lambda prompt: "Correct")
+        self.delay_s = delay_s
+        self.prompts: list[str] = []
+        self.max_concurrent = 0
+        self._active = 0
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server._lock:
+                    server._active += 1
+                    server.max_concurrent = max(server.max_concurrent, server._active)
+                try:
+                    if server.delay_s:
+                        time.sleep(server.delay_s)
+                    prompt = body["messages"][-1]["content"]
+                    with server._lock:
+                        server.prompts.append(prompt)
+                    reply = server.verdict(prompt)
+                finally:
+                    with server._lock:
+                        server._active -= 1
+                if isinstance(reply, tuple):
+                    status, payload = reply
+                else:
+                    message = {"role": "assistant", "content": reply}
+                    status, payload = 200, {"object": "chat.completion", "choices": [{"index": 0, "message": message}]}
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FakeJudgeServer":
+        r"""Start serving in a daemon thread."""
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        r"""Stop serving and close the socket."""
+        self.httpd.shutdown()
+        self.httpd.server_close()

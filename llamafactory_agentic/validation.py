@@ -208,14 +208,15 @@ def check_optimisation_ranges(
 
 
 def validate_reward(args: Any) -> None:
-    r"""Build the reward once (`rewards.registry.check_reward_arguments`): name, import, signature, tool bonus.
+    r"""Build the reward once (`rewards.compound.reward_from_args`, no judge call): name, import, signature, bonus.
 
-    An unknown name, a module that does not import or a function with the wrong signature stops the run before any
-    model loads (docs/algorithms.md §6.4, §6.6).
+    An unknown name, a module that does not import or a function with the wrong signature, in `agentic_reward` or any
+    entry of `agentic_reward_funcs`, stops the run before any model loads (docs/algorithms.md §6.4, §6.6,
+    docs/rewards.md).
     """
-    from .rewards.registry import check_reward_arguments
+    from .rewards.compound import reward_from_args
 
-    check_reward_arguments(args.agentic_reward, args.agentic_reward_math, args.agentic_reward_tool_bonus)
+    reward_from_args(args, connect=False)
 
 
 def validate_arguments(args: Any, rl: bool) -> None:

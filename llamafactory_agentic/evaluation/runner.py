@@ -306,19 +306,18 @@ def build_record(
         status, cache hit, latency), counts, tokens, latency and `scores` (`em`, `f1`, `math_equiv`, `reward`,
         `reward_correctness`, `format_ok`).
     """
-    from ..rewards import EXECUTED_TOOLS_KEY, build_model_view, executed_tools
+    from ..rewards import build_item, build_model_view, score_batch
 
     ids, mask = list(traj.response_ids), list(traj.loss_mask)
     view = build_model_view(tokenizer, ids, mask, tokenizer.eos_token_id)
     prediction = extract_prediction(view)
     scores: dict[str, Any] = rule_scores(prediction, sample.answers, sample.task)
     ability = "math" if sample.task == "math" else sample.task
-    metadata = {
-        "ability": ability,
-        "data_source": sample.benchmark,
-        EXECUTED_TOOLS_KEY: executed_tools(traj.tool_calls),
-    }
-    reward = reward_fn.compute(view, sample.answers, metadata)
+    # the training reward with the same metadata (`executed_tools` included) and trajectory context as in training
+    # (`rewards.build_item`, docs/rewards.md)
+    row = {"_ground_truth": sample.answers, "_data_source": sample.benchmark, "_ability": ability}
+    row["_prompt"] = [{"role": "user", "content": sample.question}]
+    reward = score_batch(reward_fn, [build_item(traj, row, view)])[0]
     scores.update(reward=reward.score, reward_correctness=reward.correctness, format_ok=bool(reward.format_ok))
     calls, seen = [], set()
     duplicates = 0

@@ -16,9 +16,27 @@ r"""Rewards over the model-written text of agentic trajectories (docs/algorithms
 
 `build_model_view` turns a response into model-written text; `get_reward_function(name, math_mode)` returns a
 `RewardFunction` callable as `reward(model_text, ground_truth, metadata) -> float`; `metadata["executed_tools"]`
-(`executed_tools(trajectory.tool_calls)`) tells the built-in rewards which tool calls ran.
+(`executed_tools(trajectory.tool_calls)`) tells the built-in rewards which tool calls ran. The reward API for agents
+(`compound.py`, docs/rewards.md): a reward may also take the trajectory's `RewardContext`; `agentic_reward_funcs`
+combines weighted rewards (`build_reward`, `CompoundReward`); `score_batch` scores a generation batch with slow
+rewards (the LLM `JudgeReward`, `async def` functions) running concurrently.
 """
 
+from .compound import (
+    CompoundReward,
+    FormatReward,
+    JudgeReward,
+    JudgeSettings,
+    RewardContext,
+    RewardItem,
+    ToolEfficiencyReward,
+    build_item,
+    build_reward,
+    parse_reward_funcs,
+    reward_from_args,
+    score_batch,
+    score_trajectories,
+)
 from .deep_research import (
     answered_tool_calls,
     exact_match_score,
@@ -48,6 +66,19 @@ from .registry import (
 
 
 __all__ = [
+    "CompoundReward",
+    "FormatReward",
+    "JudgeReward",
+    "JudgeSettings",
+    "RewardContext",
+    "RewardItem",
+    "ToolEfficiencyReward",
+    "build_item",
+    "build_reward",
+    "parse_reward_funcs",
+    "reward_from_args",
+    "score_batch",
+    "score_trajectories",
     "EXECUTED_TOOLS_KEY",
     "RESULT_PLACEHOLDER",
     "CallableReward",

@@ -17,12 +17,13 @@ r"""Reward functions by name: `f1` (reference), `em`, `math`, or a user function
 Documented in docs/algorithms.md §6; config keys `agentic_reward` and `agentic_reward_math`.
 """
 
+import asyncio
 import importlib
 import inspect
 import math
 import numbers
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..hparams import REWARD_TOOL_BONUS
@@ -112,6 +113,8 @@ class RewardResult:
         answer: The extracted boxed answer, or None.
         reason: Short human-readable reason (format failure, "correct", "wrong answer", ...).
         format_ok: Whether the format gate and the extraction passed.
+        components: Unweighted score of every component of a compound reward (`agentic_reward_funcs`), by name;
+            empty for a single reward.
     """
 
     score: float
@@ -119,6 +122,34 @@ class RewardResult:
     answer: str | None = None
     reason: str = ""
     format_ok: bool = False
+    components: dict[str, float] = field(default_factory=dict)
+
+
+def accepts_context(fn: Callable) -> bool:
+    r"""Whether a reward callable takes the trajectory's `RewardContext` (docs/rewards.md).
+
+    A function receives the context when it has a parameter named `context`, or a required (no default) fourth
+    positional parameter: `fn(model_text, ground_truth, metadata, context)`. The old `fn(model_text, ground_truth,
+    metadata)` does not, nor does one whose further parameters all have defaults or are `*args`: it is called with the
+    three arguments as before.
+    """
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without an introspectable signature: the old three arguments
+        return False
+    if "context" in signature.parameters:
+        return True
+    positional = [
+        p
+        for p in signature.parameters.values()
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    return len(positional) >= 4 and positional[3].default is inspect.Parameter.empty
+
+
+def is_async_reward(fn: Callable) -> bool:
+    r"""Whether calling `fn` returns a coroutine (`async def`, also as `__call__` of an object)."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
 
 class RewardFunction:
@@ -216,26 +247,53 @@ def _used_search_and_python(model_text: str, metadata: dict) -> bool:
 class CallableReward(RewardFunction):
     r"""A user reward function as a `RewardFunction`.
 
-    The function is called as `fn(model_text, ground_truth, metadata)` and returns a number, a dict with `score`, or a
-    `RewardResult`. A `RewardResult` is used as returned. For a number or a dict the other fields are derived from the
-    score on the reference scale (docs/algorithms.md §6: -1 = bad format, 1 = fully correct): `format_ok = score > -1`
-    and `correctness = clip(score, 0, 1)`, so `reward/format_ok_rate` and `reward/accuracy` (`correctness == 1`,
-    i.e. score >= 1) are meaningful for user rewards too.
+    The function is called as `fn(model_text, ground_truth, metadata)`, or with the trajectory's `RewardContext` as
+    well when its signature takes one (`accepts_context`: a parameter named `context` or a fourth positional one), and
+    returns a number, a dict with `score`, or a `RewardResult`; an `async def` function is awaited (`score_batch` runs
+    the calls of a whole batch concurrently). A `RewardResult` is used as returned. For a number or a dict the other
+    fields are derived from the score on the reference scale (docs/algorithms.md §6: -1 = bad format, 1 = fully
+    correct): `format_ok = score > -1` and `correctness = clip(score, 0, 1)`, so `reward/format_ok_rate` and
+    `reward/accuracy` (`correctness == 1`, i.e. score >= 1) are meaningful for user rewards too.
     """
 
     def __init__(self, fn: Callable, name: str) -> None:
         r"""Wrap `fn` under `name`."""
         self.fn = fn
         self.name = name
+        self.wants_context = accepts_context(fn)
+        self.is_async = is_async_reward(fn)
 
-    def compute(self, model_text: str, ground_truth: Any, metadata: dict | None = None) -> RewardResult:
-        r"""Call the user function and check its result.
+    def _call(self, model_text: str, ground_truth: Any, metadata: dict | None, context: Any) -> Any:
+        if not self.wants_context:
+            return self.fn(model_text, ground_truth, metadata or {})
+        if "context" in inspect.signature(self.fn).parameters:
+            return self.fn(model_text, ground_truth, metadata or {}, context=context)
+        return self.fn(model_text, ground_truth, metadata or {}, context)
+
+    async def compute_async(
+        self, model_text: str, ground_truth: Any, metadata: dict | None = None, context: Any = None
+    ) -> RewardResult:
+        r"""`compute` for an `async def` function (a sync function is called directly)."""
+        value = self._call(model_text, ground_truth, metadata, context)
+        if inspect.isawaitable(value):
+            value = await value
+        return self.result(value)
+
+    def compute(
+        self, model_text: str, ground_truth: Any, metadata: dict | None = None, context: Any = None
+    ) -> RewardResult:
+        r"""Call the user function and check its result (an `async def` one runs in its own event loop).
 
         Raises:
             TypeError: the function returned something that is not a finite number (or a dict/RewardResult with one).
             ValueError: a score that is finite but overflows float32 (|score| > 3.4e38), see `check_score`.
         """
-        value = self.fn(model_text, ground_truth, metadata or {})
+        if self.is_async:
+            return asyncio.run(self.compute_async(model_text, ground_truth, metadata, context))
+        return self.result(self._call(model_text, ground_truth, metadata, context))
+
+    def result(self, value: Any) -> RewardResult:
+        r"""The checked `RewardResult` of what the user function returned (see the class docstring)."""
         if isinstance(value, RewardResult):
             result = value
         elif isinstance(value, dict):
@@ -372,42 +430,80 @@ def get_reward_function(name: str, math_mode: str = "f1", tool_bonus: float = TO
     return _REWARD_FACTORIES[name](math_mode, tool_bonus)
 
 
-def check_reward_arguments(name: str, math_mode: str = "f1", tool_bonus: float = TOOL_BONUS) -> RewardFunction:
-    r"""Build the reward of `agentic_reward` and check that it can be called; run when the arguments are parsed.
+def check_reward_arguments(
+    name: str,
+    math_mode: str = "f1",
+    tool_bonus: float = TOOL_BONUS,
+    reward_funcs: str | None = None,
+    judge: dict[str, Any] | None = None,
+) -> RewardFunction:
+    r"""Build the reward of `agentic_reward` (or `agentic_reward_funcs`) and check that it can be called.
 
-    Everything `get_reward_function` checks (known name, importable `module:function`, math mode, tool bonus) plus the
-    signature of a user function: it must accept `(model_text, ground_truth, metadata)` as three positional
-    arguments. Nothing is scored, so a user function is never called here.
+    Run when the arguments are parsed, before any model loads. Everything `get_reward_function` checks (known name,
+    importable `module:function`, math mode, tool bonus) plus the signature of every user function: it must accept
+    `(model_text, ground_truth, metadata)` as three positional arguments, or those and the `RewardContext` (a fourth
+    positional argument or one named `context`). With `reward_funcs`, every entry is checked the same way, its weight
+    too, and the judge settings when an entry is `judge` (`rewards.compound.build_reward`; no judge call is made).
+    Nothing is scored, so a user function is never called here.
 
     Args:
         name: `agentic_reward`.
         math_mode: `agentic_reward_math`.
         tool_bonus: `agentic_reward_tool_bonus`.
+        reward_funcs: `agentic_reward_funcs` (None: the single reward `name`).
+        judge: The judge settings (`JudgeSettings` fields: `base_url`, `model`, `cache`, `api_key_env`).
 
     Returns:
         The reward (the run builds its own again after the model loads).
 
     Raises:
-        ValueError: naming `agentic_reward` (or the bonus key) and the fix: an unknown name, a module that cannot be
-            imported, a missing attribute, or a function that cannot take the three arguments.
+        ValueError: naming `agentic_reward` / `agentic_reward_funcs` (or the bonus or judge key) and the fix: an
+            unknown name, a module that cannot be imported, a missing attribute, a function that cannot take the
+            arguments, a bad weight or entry, or a judge entry without `agentic_reward_judge_url`/`_model`.
     """
+    if reward_funcs:
+        from .compound import build_reward
+
+        return build_reward(name, math_mode, tool_bonus, reward_funcs, judge, connect=False)
     try:
         reward = get_reward_function(name, math_mode, tool_bonus)
     except ValueError as err:
         if "agentic_reward_tool_bonus" in str(err):  # names its key already
             raise
         raise ValueError(f"`agentic_reward: {name}`: {err}") from err
+    check_reward_signature(reward, f"`agentic_reward: {name}`")
+    return reward
+
+
+def check_reward_signature(reward: RewardFunction, where: str) -> None:
+    r"""Check that the reward's function can take `(model_text, ground_truth, metadata[, context])`.
+
+    Args:
+        reward: A built reward (`CallableReward` checks its `fn`, any other its `compute`).
+        where: The key and value for the message, e.g. "`agentic_reward: mod:fn`".
+
+    Raises:
+        ValueError: naming `where`, the signature found and the fix.
+    """
     fn = reward.fn if isinstance(reward, CallableReward) else reward.compute
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):  # a builtin or C function without an introspectable signature
-        return reward
+        return
+    args: tuple = ("model text", "ground truth", {})
+    context = accepts_context(fn)
     try:
-        signature.bind("model text", "ground truth", {})
+        if "context" in signature.parameters:
+            signature.bind(*args, context=None)
+        elif context:
+            signature.bind(*args, None)
+        else:
+            signature.bind(*args)
     except TypeError as err:
         raise ValueError(
-            f"`agentic_reward: {name}`: the reward is called as fn(model_text, ground_truth, metadata), but "
-            f"{getattr(fn, '__qualname__', fn)}{signature} cannot take those three arguments ({err}); give it "
-            "that signature (docs/algorithms.md §6.6)."
+            f"{where}: the reward is called as fn(model_text, ground_truth, metadata), but "
+            f"{getattr(fn, '__qualname__', fn)}{signature} cannot take those {'four' if context else 'three'} "
+            f"arguments ({err}); give it that "
+            "signature, or fn(model_text, ground_truth, metadata, context) to receive the trajectory's RewardContext "
+            "(docs/rewards.md)."
         ) from err
-    return reward

@@ -135,7 +135,7 @@ def evaluate_policy(
     from llamafactory.hparams import DataArguments
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ..rewards import EXECUTED_TOOLS_KEY, build_model_view, executed_tools, get_reward_function
+    from ..rewards import build_item, build_model_view, get_reward_function, score_batch
     from ..rollout import AgenticRollout, build_engine
     from ..tools import build_executor_from_args
     from ..train.arpo.config import default_rollout_config
@@ -187,8 +187,9 @@ def evaluate_policy(
                 for row, group in zip(rows[begin : begin + batch_size], output.groups):
                     traj = group[0]
                     text = build_model_view(tokenizer, list(traj.response_ids), list(traj.loss_mask), eos)
-                    metadata = {"ability": row.ability, EXECUTED_TOOLS_KEY: executed_tools(traj.tool_calls)}
-                    result = reward_fn.compute(text, row.ground_truth, metadata)
+                    # as in training: metadata with `executed_tools` and the trajectory context (docs/rewards.md)
+                    lf_row = {"_ground_truth": row.ground_truth, "_ability": row.ability, "_prompt": row.messages}
+                    result = score_batch(reward_fn, [build_item(traj, lf_row, text)])[0]
                     ok = float(result.correctness >= 1.0)
                     rewards.append(float(result.score))
                     formats.append(float(result.format_ok))

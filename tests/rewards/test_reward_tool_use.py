@@ -69,15 +69,15 @@ def _rollout(tokenizer, executor, rounds: list[str], tool_call_limits=None):
 
 
 def _training_reward(tokenizer, trajectory, reward_name="f1"):
-    """What `ArpoTrainer._score` pays for the trajectory (the trainer's own method on a minimal trainer state)."""
+    """What the trainer pays for the trajectory (`ArpoTrainer._records_from_output` on a minimal trainer state)."""
     trainer = SimpleNamespace(
         processing_class=tokenizer,
         _eos_ids=tokenizer.convert_tokens_to_ids("<|im_end|>"),
         reward_fn=get_reward_function(reward_name),
-        _metadata=ArpoTrainer._metadata,
     )
     row = {"_ground_truth": "Paris", "_data_source": "unit", "_ability": "qa"}
-    return ArpoTrainer._score(trainer, trajectory, row)[0]
+    output = SimpleNamespace(groups=[[trajectory]])
+    return ArpoTrainer._records_from_output(trainer, output, [row], [0])[0].reward
 
 
 def _evaluation_reward(tokenizer, trajectory):

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from llamafactory_agentic.rollout import AgenticRollout, GenerationEngine, GenerationResult, RolloutConfig
+from llamafactory_agentic.rollout import AgenticRollout, GenerationEngine, GenerationResult
+from llamafactory_agentic.train.arpo.config import default_rollout_config
 
 
 HERE = Path(__file__).resolve().parent
@@ -75,7 +76,7 @@ def test_configured_tool_tag_is_a_stop_string_and_is_called(calc_executor, tiny_
     eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
     texts = ["<think> add </think>\n<calc> 40 + 2 </calc> and more text", " <answer> \\boxed{42} </answer>"]
     engine = TextEngine(tiny_tokenizer, texts, eos)
-    config = RolloutConfig(group_size=1, initial_rollouts=1, eos_token_id=eos, max_response_length=256)
+    config = default_rollout_config(group_size=1, initial_rollouts=1, eos_token_id=eos, max_response_length=256)
     prompt = tiny_tokenizer.encode(
         "<|im_start|>user\nAdd.<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False
     )
@@ -93,7 +94,7 @@ def test_configured_tool_tag_is_a_stop_string_and_is_called(calc_executor, tiny_
 
 def test_eval_protocol_keeps_its_answer_stop_and_takes_the_tools_from_the_executor(calc_executor, tiny_tokenizer):
     eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
-    config = RolloutConfig(eos_token_id=eos, stop_strings=("</search>", "</python>", "</answer>", "<result>"))
+    config = default_rollout_config(eos_token_id=eos, stop_strings=("</search>", "</python>", "</answer>", "<result>"))
     rollout = AgenticRollout(TextEngine(tiny_tokenizer, [], eos), calc_executor, tiny_tokenizer, config)
     assert rollout.stop_strings == ("</python>", "</calc>", "</answer>", "<result>")
 
@@ -115,7 +116,7 @@ def test_native_qwen_tool_call_is_run_and_its_tool_message_masked(calc_executor,
     eos = tokenizer.eos_token_id
     call = '<tool_call>\n{"name": "calc", "arguments": {"expression": "6 * 7"}}\n</tool_call>'
     engine = TextEngine(tokenizer, ["<think> multiply </think>\n" + call, "The answer is 42."], eos)
-    config = RolloutConfig(group_size=1, initial_rollouts=1, eos_token_id=eos, max_response_length=256)
+    config = default_rollout_config(group_size=1, initial_rollouts=1, eos_token_id=eos, max_response_length=256)
     prompt = tokenizer.encode(
         "<|im_start|>user\nMultiply.<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False
     )

@@ -281,7 +281,7 @@ def _native_rl(tokenizer_dir, template, enable_thinking, messages):
             text = rendered[: rendered.rindex(tokenizer.eos_token)]
         chunks.append((role, text))
     fmt = build_tool_format("template", None, template_obj, tokenizer)
-    config = RolloutConfig(
+    config = default_rollout_config(
         group_size=1, initial_rollouts=1, eos_token_id=tokenizer.eos_token_id, max_response_length=4096
     )
     engine = ChunkEngine(tokenizer, tokenizer.eos_token_id, chunks)

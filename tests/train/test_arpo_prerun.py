@@ -151,3 +151,45 @@ def test_reward_import_and_signature_are_checked_before_the_policy_loads(
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ValueError, match=message):
         _run(tmp_path, tiny_model_dir, monkeypatch, "arpo", agentic_reward=reward)
+
+
+@pytest.mark.parametrize(
+    ("funcs", "extra", "message"),
+    [
+        ("f1:1.0,nosuchmod:fn:0.5", {}, r"`agentic_reward_funcs` entry 'nosuchmod:fn'.*cannot import reward module"),
+        ("f1,prerun_reward_mod:two_args", {}, r"'prerun_reward_mod:two_args'.*called as fn\(model_text, ground"),
+        ("f1:1.0,format:x", {}, r"`agentic_reward_funcs`: entry 'format:x': the weight 'x' is not a number"),
+        ("f1,nosuch", {}, r"entry 'nosuch': unknown reward 'nosuch'.*Fix the entry"),
+        ("f1,judge:0.5", {}, r"entry 'judge' needs the judge: set agentic_reward_judge_url"),
+        ("f1,mean", {}, r"`reward/mean` is already a metric"),
+        ("f1,f1:0.5", {}, r"reward 'f1' is listed twice"),
+        ("format", {"agentic_reward": "em"}, r"`agentic_reward: em` and `agentic_reward_funcs: format` both name"),
+    ],
+)
+def test_every_reward_of_agentic_reward_funcs_is_checked_before_the_policy_loads(
+    tmp_path, tiny_model_dir, monkeypatch, funcs, extra, message
+):
+    """Issue 28 item 2: each weighted reward's import, signature and settings fail at parse time, naming key and fix."""
+    (tmp_path / "prerun_reward_mod.py").write_text("def two_args(model_text, ground_truth):\n    return 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match=message):
+        _run(tmp_path, tiny_model_dir, monkeypatch, "arpo", agentic_reward_funcs=funcs, **extra)
+
+
+def test_a_valid_compound_reward_passes_the_checks_without_calling_the_judge(tmp_path, tiny_model_dir, monkeypatch):
+    """The checks build every component (the judge only checked, nothing opened) and the run reaches the policy."""
+    (tmp_path / "prerun_context_mod.py").write_text(
+        "def with_context(model_text, ground_truth, metadata, context):\n    return 0.0\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModelLoaded):
+        _run(
+            tmp_path,
+            tiny_model_dir,
+            monkeypatch,
+            "arpo",
+            agentic_reward_funcs="f1:1.0,format:0.2,tool_efficiency:0.1,judge:0.5,prerun_context_mod:with_context:0.5",
+            agentic_reward_judge_url="http://127.0.0.1:9/v1",  # nothing listens there: no call is made at parse time
+            agentic_reward_judge_model="judge",
+        )
+    assert not (tmp_path / "out" / "judge_cache.sqlite").exists()

@@ -18,6 +18,8 @@ def test_presets_cover_every_none_default_key():
     none_keys = {k for k, v in vars(AgenticArguments()).items() if v is None} - {"rl_epsilon_high"}
     # optional paths / limits, not preset values
     none_keys -= {"agentic_tool_config", "agentic_cache_path", "agentic_search_index", "arpo_val_max_samples"}
+    # optional reward settings (docs/rewards.md): unset = the single `agentic_reward`, no judge
+    none_keys -= {k for k in none_keys if k == "agentic_reward_funcs" or k.startswith("agentic_reward_judge_")}
     for name, preset in PRESETS.items():
         assert none_keys <= set(preset), (name, none_keys - set(preset))
 

@@ -30,7 +30,7 @@ def parse():
 
 @pytest.mark.parametrize(
     "path",
-    GPU_RECIPES + [RECIPES / "tiny" / "arpo_cpu.yaml", RECIPES / "tiny" / "aepo_cpu.yaml"],
+    GPU_RECIPES + [RECIPES / "tiny" / n for n in ("arpo_cpu.yaml", "aepo_cpu.yaml", "arpo_compound_reward.yaml")],
     ids=lambda p: p.name,
 )
 def test_recipe_parses_and_resolves(parse, path, tmp_path):

@@ -194,6 +194,15 @@ def repeated_call_rate(records: Iterable[ScoredTrajectory]) -> float:
     return repeated / total if total else 0.0
 
 
+def component_means(records: list[ScoredTrajectory]) -> dict[str, float]:
+    r"""`reward/<name>`: the mean unweighted score of each compound-reward component (docs/rewards.md); {} otherwise."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        for name, score in r.components.items():
+            values[name].append(score)
+    return {f"reward/{name}": sum(v) / len(v) for name, v in values.items()}
+
+
 def rollout_log_values(
     records: list[ScoredTrajectory],
     metrics: dict[str, float],
@@ -226,6 +235,7 @@ def rollout_log_values(
     out["reward/accuracy"] = sum(r.accuracy for r in records) / n
     out["reward/format_ok_rate"] = sum(r.format_ok for r in records) / n
     out["reward/identical_groups"] = sum(not has_reward_signal(g) for g in groups.values()) / num_groups
+    out.update(component_means(records))
     trained = sum(sum(r.loss_mask) for r in records)
     total = sum(len(r.response_ids) for r in records)
     out["rollout/tool_calls_per_traj"] = sum(r.num_tool_calls for r in records) / n
@@ -323,6 +333,7 @@ def rollout_log_entries(
                 "observation_spans": _zero_spans(r.loss_mask),
                 "reward": r.reward,
                 "accuracy": r.accuracy,
+                "reward_components": r.components,
                 "advantage": _trained_mean(r.token_advantages, r.loss_mask_train),
                 "num_tool_calls": r.num_tool_calls,
                 "tool_calls": [asdict(c) for c in r.tool_calls],
@@ -410,6 +421,8 @@ def validation_metrics(
     for rec in records:
         values["reward/mean"].append(rec.reward)
         values["reward/accuracy"].append(rec.accuracy)
+        for name, score in rec.components.items():
+            values[f"reward/{name}"].append(score)
         values["rollout/tool_calls_per_traj"].append(rec.num_tool_calls)
         values["rollout/response_tokens"].append(len(rec.response_ids))
         values["rollout/call_limit_hit_rate"].append(float(rec.hit_call_limit))

@@ -51,12 +51,20 @@ class ScoredTrajectory:
     token_advantages: list[float] = field(default_factory=list)  # [len_response], 0 where loss_mask_train is 0
     loss_mask_train: list[int] = field(default_factory=list)  # [len_response] loss mask after attribution (hard dedup)
     eval_index: int | None = None  # validation: dataset row (`_eval_index`), None without the column
+    components: dict[str, float] = field(default_factory=dict)  # compound reward: unweighted score per component
 
     @classmethod
     def from_trajectory(
-        cls, trajectory: Trajectory, group: int, member: int, reward: float, accuracy: float, format_ok: bool
+        cls,
+        trajectory: Trajectory,
+        group: int,
+        member: int,
+        reward: float,
+        accuracy: float,
+        format_ok: bool,
+        components: dict[str, float] | None = None,
     ) -> "ScoredTrajectory":
-        r"""The record of a rollout `Trajectory` (token lists copied) with its score."""
+        r"""The record of a rollout `Trajectory` (token lists copied) with its score (and component scores)."""
         return cls(
             group=group,
             member=member,
@@ -77,6 +85,7 @@ class ScoredTrajectory:
             format_ok=format_ok,
             round_entropies=[float(h) for h in trajectory.round_entropies],
             entropy_base=None if trajectory.entropy_base is None else float(trajectory.entropy_base),
+            components=dict(components or {}),
         )
 
 

@@ -82,7 +82,8 @@ from ...integration.trl_compat import (
     unwrap_model_for_generation,
 )
 from ...rewards import build_model_view
-from ...rewards.registry import EXECUTED_TOOLS_KEY, CallableReward, RewardFunction, check_score, executed_tools
+from ...rewards.compound import score_trajectories
+from ...rewards.registry import CallableReward, RewardFunction
 from ...rollout.generation_weights import GenerationWeights
 from ...rollout.hf_engine import decode_metrics
 from ...rollout.progress import ROLLOUT_PROGRESS_NAME, RolloutProgress
@@ -312,33 +313,35 @@ class ArpoTrainer(GRPOTrainer):
             self._last_synced_step = step
         return self.rollout.rollout(prompts, training=training) if prompts else None
 
-    def _score(self, trajectory: Any, row: dict[str, Any]) -> tuple[float, float, bool]:
-        r"""(reward, accuracy, format ok) of one trajectory on its model view (docs/algorithms.md §6.5).
-
-        Accuracy is `correctness == 1` of the reward's `RewardResult` (exact answer after normalisation, or math
-        equivalence; for a user function `score >= 1`, see `CallableReward`). The metadata carries the trajectory's
-        executed tool calls (`executed_tools`, the tool bonus of §6.4).
-
-        Raises:
-            TypeError, ValueError: the score is not a number that is finite in float32 (`rewards.check_score`),
-                naming the reward function; the run stops before the score reaches the advantages.
-        """
-        text = build_model_view(
-            self.processing_class, list(trajectory.response_ids), list(trajectory.loss_mask), self._eos_ids
-        )
-        metadata = {**self._metadata(row), EXECUTED_TOOLS_KEY: executed_tools(trajectory.tool_calls)}
-        result = self.reward_fn.compute(text, row.get("_ground_truth"), metadata)
-        score = check_score(getattr(self.reward_fn, "name", type(self.reward_fn).__name__), result.score)
-        return score, float(result.correctness >= 1.0), bool(result.format_ok)
-
     def _records_from_output(
         self, output: Any, rows: list[dict[str, Any]], group_ids: list[int]
     ) -> list[ScoredTrajectory]:
-        r"""Score every trajectory of a rollout output: one record per (group, member), in rollout order."""
-        return [
-            ScoredTrajectory.from_trajectory(traj, gid, member, *self._score(traj, row))
+        r"""Score every trajectory of a rollout output in one batch: one record per (group, member), in rollout order.
+
+        The reward sees each trajectory's model view (docs/algorithms.md §6.5) and its `RewardContext` (tool calls,
+        finish reason, turns, lengths); `rewards.score_trajectories` scores the batch with slow components (a judge)
+        running concurrently (docs/rewards.md). Accuracy is `correctness == 1` of the (first component's)
+        `RewardResult`; a compound reward's unweighted component scores go to the record (`reward/<name>` metrics).
+
+        Raises:
+            TypeError, ValueError: a score is not a number that is finite in float32 (`rewards.check_score`),
+                naming the reward function; the run stops before the score reaches the advantages.
+        """
+        pairs = [
+            (traj, row, gid, member)
             for group, row, gid in zip(output.groups, rows, group_ids)
             for member, traj in enumerate(group)
+        ]
+        texts = [
+            build_model_view(self.processing_class, list(t.response_ids), list(t.loss_mask), self._eos_ids)
+            for t, *_ in pairs
+        ]
+        results = score_trajectories(self.reward_fn, [p[0] for p in pairs], [p[1] for p in pairs], texts)
+        return [
+            ScoredTrajectory.from_trajectory(
+                traj, gid, member, res.score, float(res.correctness >= 1.0), bool(res.format_ok), res.components
+            )
+            for (traj, _, gid, member), res in zip(pairs, results)
         ]
 
     def _rollout_groups(
@@ -898,7 +901,7 @@ class _MemoryCallback(TrainerCallback):
 
 
 def _reward_name_holder(*args, **kwargs):
-    r"""Placeholder for TRL's `reward_funcs` argument; rewards are computed by `ArpoTrainer._score`."""
+    r"""Placeholder for TRL's `reward_funcs` argument; rewards are computed by `ArpoTrainer._records_from_output`."""
     raise RuntimeError("ArpoTrainer computes rewards itself; TRL's reward path must not be used.")
 
 

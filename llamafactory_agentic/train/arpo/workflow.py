@@ -182,7 +182,7 @@ def _train(
     from ...data import load_rl_dataset
     from ...guards.gaming import GamingMonitorCallback
     from ...integration.log_callback import extend_log_callback
-    from ...rewards import get_reward_function
+    from ...rewards.compound import reward_from_args
     from ...rollout import AgenticRollout, build_engine
     from ...rollout.tool_format import build_tool_format
     from ..agentic_sft.check import check_tokenizer_tags
@@ -214,7 +214,7 @@ def _train(
     engine = build_engine(run_config.rollout.backend, model, tokenizer, run_config.rollout)
     tool_format = build_tool_format(finetuning_args.agentic_tool_protocol, executor, template, tokenizer)
     rollout = AgenticRollout(engine, executor, tokenizer, run_config.rollout, tool_format=tool_format)
-    reward_fn = get_reward_function(run_config.reward, run_config.reward_math, run_config.reward_tool_bonus)
+    reward_fn = reward_from_args(finetuning_args, training_args.output_dir)  # agentic_reward(_funcs), judge
 
     # the reward-gaming monitor (docs/plan.md §2) goes first: LogCallback writes the record it annotates
     callbacks = [GamingMonitorCallback(tool_bonus=run_config.reward_tool_bonus), *(callbacks or [])]
