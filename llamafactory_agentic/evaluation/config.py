@@ -611,6 +611,12 @@ def resolve_protocol(eval_args: EvalArguments, finetuning_args: Any, model_args:
                 )
             },
             "tool_config_sha256": _file_sha(tool_config),
+            # only when it changes observations, so that the fingerprints of earlier runs stay valid
+            **(
+                {"contamination_mode": finetuning_args.agentic_contamination_mode}
+                if getattr(finetuning_args, "agentic_contamination_mode", "log") != "log"
+                else {}
+            ),
         },
     )
     _check_protocol(protocol)

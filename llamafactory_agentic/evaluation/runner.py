@@ -303,9 +303,11 @@ def build_record(
 
     Returns:
         A dict: identity, question and answers, prediction, finish reason, response segments, tool calls (with
-        status, cache hit, latency), counts, tokens, latency and `scores` (`em`, `f1`, `math_equiv`, `reward`,
-        `reward_correctness`, `format_ok`).
+        status, cache hit, latency), counts, tokens, latency, `answer_leak` (an observation holds a reference
+        answer, normalised as the reward does: `guards.contamination.answer_leaks`) and `scores` (`em`, `f1`,
+        `math_equiv`, `reward`, `reward_correctness`, `format_ok`).
     """
+    from ..guards.contamination import answer_leaks
     from ..rewards import EXECUTED_TOOLS_KEY, build_model_view, executed_tools
 
     ids, mask = list(traj.response_ids), list(traj.loss_mask)
@@ -339,6 +341,7 @@ def build_record(
             }
         )
     statuses = Counter(c["status"] for c in calls)
+    segments = _segments(tokenizer, ids, mask)
     return {
         "key": record_key(sample.benchmark, sample.sample_id, run),
         "benchmark": sample.benchmark,
@@ -350,7 +353,8 @@ def build_record(
         "prediction": prediction,
         "finish_reason": traj.finish_reason,
         "error": getattr(traj, "error", ""),
-        "segments": _segments(tokenizer, ids, mask),
+        "segments": segments,
+        "answer_leak": any(kind == "obs" and answer_leaks(text, sample.answers) for kind, text in segments),
         "tool_calls": calls,
         "tool_counts": dict(Counter(c["tool"] for c in calls)),
         "notices": {"limit": statuses.get("limit", 0), "repeat": statuses.get("repeat", 0)},
@@ -442,8 +446,14 @@ def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any) -> tupl
     raise EvalConfigError(f"infer_backend {backend!r} is not supported by the evaluation (huggingface, vllm)")
 
 
-def rollout_config_for(protocol: Protocol, eos_token_id: int, backend: str, batch_size: int, seed: int) -> Any:
-    r"""The `RolloutConfig` that makes the training agent loop follow `protocol`."""
+def rollout_config_for(
+    protocol: Protocol, eos_token_id: int, backend: str, batch_size: int, seed: int, contamination_mode: str = "log"
+) -> Any:
+    r"""The `RolloutConfig` that makes the training agent loop follow `protocol`.
+
+    `contamination_mode`: `agentic_contamination_mode` (search results holding the sample's answer: `log`, `mask`,
+    `drop`; docs/plan.md §3).
+    """
     from ..rollout import RolloutConfig
 
     stops = tuple(protocol.stop_strings) + ((SELF_RESULT_STOP,) if protocol.drop_self_results else ())
@@ -466,6 +476,7 @@ def rollout_config_for(protocol: Protocol, eos_token_id: int, backend: str, batc
         repeat_notice_tools=("search",) if protocol.repeat_notice else (),
         repetition_penalty=protocol.repetition_penalty,
         trajectory_timeout_s=protocol.sample_timeout_s,
+        contamination_mode=contamination_mode,
     )
 
 
@@ -494,7 +505,8 @@ def _generate(
     tokenizer = load_tokenizer(setup.model_args)["tokenizer"]
     template = get_template_and_fix_tokenizer(tokenizer, setup.data_args)
     backend = _backend(setup, engine)
-    config = rollout_config_for(protocol, tokenizer.eos_token_id, backend, a.eval_batch_size, a.eval_seed)
+    guard = getattr(setup.finetuning_args, "agentic_contamination_mode", "log")
+    config = rollout_config_for(protocol, tokenizer.eos_token_id, backend, a.eval_batch_size, a.eval_seed, guard)
     closer = None
     if engine is None:
         engine, closer = _build_engine(setup, tokenizer, config)
@@ -521,7 +533,7 @@ def _generate(
                 messages = list(sample.messages or [{"role": "user", "content": sample.question}])
                 engine.register_prompt(ids, messages, sample.system or system)
             started[key] = (time.perf_counter(), len(ids), cut)
-            yield (sample, run), ids, _item_seed(protocol.seed, key)
+            yield (sample, run), ids, _item_seed(protocol.seed, key), (sample.answers if guard != "log" else None)
 
     from tqdm.auto import tqdm
 

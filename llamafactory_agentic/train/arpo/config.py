@@ -335,6 +335,7 @@ def rollout_config_from_args(
         schedule=a.arpo_rollout_schedule,
         vllm_gpu_memory_utilization=a.arpo_vllm_gpu_memory_utilization,
         vllm_enable_sleep_mode=a.arpo_vllm_enable_sleep_mode,
+        contamination_mode=getattr(a, "agentic_contamination_mode", "log"),
     )
     _unresolved(values)
     types = {f.name: f.type for f in fields(RolloutConfig)}  # YAML may give 0 for a float key: cast to the field type
