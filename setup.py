@@ -81,7 +81,8 @@ extra_require = {
     # (LLaMA-Factory 0.9.5's cap) refuses; 0.27 and later pin torch 2.13 or newer. See README "Optional parts".
     "vllm": ["vllm>=0.22.1,<=0.23.0"],
     "deepspeed": ["deepspeed>=0.10.0,<=0.16.9"],  # LLaMA-Factory 0.9.5's range
-    "dev": ["pytest", "ruff", "playwright"],  # playwright: the browser tests drive the system's chromium
+    "browse": ["beautifulsoup4>=4.12"],  # HTML to text for the `browse` search mode (tools/browse.py)
+    "dev": ["pytest", "ruff", "playwright", "beautifulsoup4>=4.12"],  # playwright: the browser tests drive chromium
 }
 
 

@@ -446,6 +446,33 @@ def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any) -> tupl
     raise EvalConfigError(f"infer_backend {backend!r} is not supported by the evaluation (huggingface, vllm)")
 
 
+def _use_browse(executor: Any, a: EvalArguments) -> dict[str, Any]:
+    r"""Put a `BrowseSearchTool` in place of every search tool of `executor`; returns the replaced tools by tag.
+
+    The summariser is the `eval_browse_*` chat endpoint (`judge.ChatClient`); fetches, summaries and result lists
+    are cached in the executor's tool cache.
+    """
+    from ..tools.browse import Browser, BrowseSearchTool
+    from .judge import ChatClient
+
+    api_key = os.environ.get(a.eval_browse_api_key_env) if a.eval_browse_api_key_env else None
+    if a.eval_browse_api_key_env and api_key is None:
+        raise EvalConfigError(f"eval_browse_api_key_env names {a.eval_browse_api_key_env}, which is not set")
+    replaced = {}
+    for tag, tool in list(executor.tools.items()):
+        if tool.name != "search":
+            continue
+        summariser = ChatClient(a.eval_browse_base_url, a.eval_browse_model, api_key=api_key,
+                                timeout_s=a.eval_judge_timeout, retries=a.eval_judge_retries,
+                                retry_wait_s=a.eval_retry_wait)  # fmt: skip
+        browser = Browser(summariser, cache=executor.cache, pages=a.eval_browse_pages,
+                          page_chars=a.eval_browse_page_chars, summary_chars=a.eval_browse_summary_chars,
+                          fetch_timeout_s=a.eval_browse_fetch_timeout)  # fmt: skip
+        replaced[tag] = tool
+        executor.tools[tag] = BrowseSearchTool(tool, browser)
+    return replaced
+
+
 def rollout_config_for(
     protocol: Protocol, eos_token_id: int, backend: str, batch_size: int, seed: int, contamination_mode: str = "log"
 ) -> Any:
@@ -489,10 +516,12 @@ def _generate(
     engine: Any = None,
     executor: Any = None,
     prompts: dict[str, str] | None = None,
+    browse: bool = False,
 ) -> dict[str, float]:
     r"""Generate and append the records of `todo`; returns the loop's counters and timing.
 
     `prompts` maps a benchmark to its reference prompt type (`BenchmarkSpec.prompt`) for `eval_system_prompt: reference`.
+    `browse`: the search tool runs in the `browse` mode (`tools/browse.py`, the `eval_browse_*` summariser).
     """
     from llamafactory.data import get_template_and_fix_tokenizer
     from llamafactory.model import load_tokenizer
@@ -512,6 +541,7 @@ def _generate(
         engine, closer = _build_engine(setup, tokenizer, config)
     own_executor = executor is None
     executor = executor or build_executor_from_args(setup.finetuning_args)
+    snippet_tools = _use_browse(executor, a) if browse else {}
     reward_fn = get_reward_function(protocol.reward["agentic_reward"], protocol.reward["agentic_reward_math"])
     setting = system_prompt_setting(a)
     systems = {name: resolve_system_prompt(setting, prompt) for name, prompt in (prompts or {}).items()}
@@ -553,6 +583,9 @@ def _generate(
     finally:
         writer.close()
         bar.close()
+        for tag, tool in snippet_tools.items():  # the caller's executor gets its own tools back
+            executor.tools[tag].browser.close()
+            executor.tools[tag] = tool
         if own_executor:
             executor.close()
         if closer is not None:
@@ -865,8 +898,12 @@ def evaluate(
     shard, num_shards = parse_shard(a.eval_shard)
     warnings = [w for b in benchmarks for w in b.warnings]
     browse = [b.spec.name for b in benchmarks if b.spec.search_mode == "browse"]
-    if browse:
-        warnings.append(f"{', '.join(browse)}: the paper browsed pages with a summariser; this run used snippets")
+    if browse and a.eval_search_mode != "browse":
+        warnings.append(
+            f"{', '.join(browse)}: the paper browsed pages with a summariser; this run used snippets "
+            "(eval_search_mode: browse runs that protocol)"
+        )
+    browsing = set(browse) if a.eval_search_mode == "browse" else set()
     for warning in warnings:
         logger.warning(f"{LOG_PREFIX} {warning}")
     for b in benchmarks:
@@ -875,7 +912,8 @@ def evaluate(
         )
         logger.info(
             f"{LOG_PREFIX} {b.spec.name}: {b.path} ({len(b.samples)} rows, {b.spec.format}), {entry}; headline "
-            f"{a.eval_headline_metric or b.spec.metric}, task {b.spec.task}, search {b.spec.search_mode}"
+            f"{a.eval_headline_metric or b.spec.metric}, task {b.spec.task}, "
+            f"search {'browse' if b.spec.name in browsing else 'snippets'}"
         )
     m = setup.model_args
     meta = {
@@ -897,7 +935,7 @@ def evaluate(
                 "samples": len(b.samples),
                 "metric": b.spec.metric,
                 "task": b.spec.task,
-                "search_mode": b.spec.search_mode,
+                "search_mode": "browse" if b.spec.name in browsing else "snippets",
                 "registry_entry": b.spec.registry_entry,
                 "prompt": b.spec.prompt,
                 "format": b.spec.format,
@@ -939,7 +977,13 @@ def evaluate(
         + (f" ({retried} of them generation errors of an earlier pass, retried)" if retried else "")
     )
     prompts = {b.spec.name: b.spec.prompt for b in benchmarks}
-    counters = _generate(setup, protocol, todo, out, (shard, num_shards), engine, executor, prompts) if todo else {}
+    counters: dict[str, float] = {}
+    for browse_part in (False, True):  # the browsing sets get their own pass with the search tool in browse mode
+        part = [(s, r) for s, r in todo if (s.benchmark in browsing) is browse_part]
+        if part:
+            got = _generate(setup, protocol, part, out, (shard, num_shards), engine, executor, prompts, browse_part)
+            for key, value in got.items():
+                counters[key] = counters.get(key, 0.0) + value
     with _file_lock(out / ".finalize.lock", blocking=True):
         metrics = finalize(out, {**meta["scoring"]})
     if counters and metrics.get("complete"):
