@@ -296,7 +296,9 @@ class HFEngine(GenerationEngine):
         cuda_graphs: Capture the decode step as CUDA graphs (default: True on CUDA, never on CPU).
         sync_every: Decode steps between host syncs (default 8 with CUDA graphs, else 1).
         length_bucket: Granularity (tokens) of the attention length, so graphs are reused.
-        seed: Seed of the sampling generator (CPU/eager; CUDA graphs use the default CUDA generator).
+        seed: Seed of the sampling generator (CPU/eager; CUDA graphs use the default CUDA generator) for requests
+            without their own seed; a request with `GenerationRequest.seed` samples with `seeded_exponential_noise`
+            of that seed and the token position instead, whatever shares the batch.
         grouped_attention: With `sdpa` models, use `grouped_sdpa_attention` during generation (no repeated KV heads).
         cudnn_attention: Let PyTorch pick its cuDNN SDPA backend during generation (default False: building a cuDNN
             plan per new prefill shape made generation 2.7x slower on an H200, see `cudnn_attention_disabled`).
