@@ -83,9 +83,10 @@ extra_require = {
     "deepspeed": ["deepspeed>=0.10.0,<=0.16.9"],  # LLaMA-Factory 0.9.5's range
     # MCP client tool (tools/mcp_tool.py): the mcp 2.x client API (`mcp.Client`, `streamable_http_client`)
     "mcp": ["mcp>=2.3.0,<3"],
+    "browse": ["beautifulsoup4>=4.12"],  # HTML to text for the `browse` search mode (tools/browse.py)
     # playwright: the browser tests drive the system's chromium; pytest-xdist: `make test` runs the suite on every
-    # core; mcp: the MCP tool tests start a real MCP server
-    "dev": ["pytest", "pytest-xdist", "ruff", "playwright", "mcp>=2.3.0,<3"],
+    # core; mcp: the MCP tool tests start a real MCP server; beautifulsoup4: the browse tests
+    "dev": ["pytest", "pytest-xdist", "ruff", "playwright", "mcp>=2.3.0,<3", "beautifulsoup4>=4.12"],
 }
 
 

@@ -322,6 +322,14 @@ class AgenticArguments:
         default=SEARCH_SNIPPET_CHARS,
         metadata={"help": "Characters kept per snippet."},
     )
+    agentic_contamination_mode: Literal["log", "mask", "drop"] = field(
+        default="log",
+        metadata={
+            "help": "Search results that hold the row's ground truth (contamination guard, docs/plan.md §3): `log` "
+            "only counts them (`tools/answer_leak_rate`), `mask` replaces the answer by `[masked]`, `drop` withholds "
+            "the whole result. Applies to training, validation and `llamafactory-agentic eval`."
+        },
+    )
     agentic_cache_path: str | None = field(
         default=None,
         metadata={"help": "Persistent tool cache: a SQLite file path or a `redis://` URL."},

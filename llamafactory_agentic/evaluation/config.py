@@ -245,6 +245,30 @@ class EvalArguments:
         default=None,
         metadata=_help("Override every benchmark's headline: f1, em, judge, math_equiv, reward or accuracy."),
     )
+    eval_search_mode: str = field(
+        default="snippets",
+        metadata=_help(
+            "`snippets`: every set searches with snippets, as in RL. `browse`: the sets whose registry entry (or "
+            "eval_benchmarks entry) says `search_mode: browse` (GAIA, HLE, xbench, WebWalker) fetch the top pages and "
+            "summarise them with the eval_browse_* summariser (the papers' protocol, docs/algorithms.md 9.2)."
+        ),
+    )
+    eval_browse_base_url: str | None = field(
+        default=None, metadata=_help("OpenAI-compatible chat endpoint of the browse summariser.")
+    )
+    eval_browse_model: str | None = field(default=None, metadata=_help("Browse summariser model name."))
+    eval_browse_api_key_env: str | None = field(
+        default=None, metadata=_help("Environment variable holding the browse summariser's API key.")
+    )
+    eval_browse_pages: int = field(default=10, metadata=_help("Result pages browsed per search (the paper: 10)."))
+    eval_browse_page_chars: int = field(
+        default=8000,
+        metadata=_help("Characters of page text around the best-matching passage sent to the summariser."),
+    )
+    eval_browse_summary_chars: int = field(
+        default=3000, metadata=_help("Characters kept per page summary in the observation.")
+    )
+    eval_browse_fetch_timeout: float = field(default=20.0, metadata=_help("Seconds per page download."))
     eval_report: bool = field(default=True, metadata=_help("Write report.html."))
     eval_report_max_trajectories: int = field(
         default=5000, metadata=_help("Trajectories embedded in report.html (the report says when it shows fewer).")
@@ -272,6 +296,13 @@ class EvalArguments:
             raise EvalConfigError(f"eval_api must be completions or chat, got {self.eval_api!r}")
         if self.eval_judge_base_url and not self.eval_judge_model:
             raise EvalConfigError("eval_judge_base_url is set but eval_judge_model is not: name the judge model")
+        if self.eval_search_mode not in ("snippets", "browse"):
+            raise EvalConfigError(f"eval_search_mode must be snippets or browse, got {self.eval_search_mode!r}")
+        if self.eval_search_mode == "browse" and not (self.eval_browse_base_url and self.eval_browse_model):
+            raise EvalConfigError(
+                "eval_search_mode: browse needs a summariser: set eval_browse_base_url (an OpenAI-compatible chat "
+                "endpoint) and eval_browse_model"
+            )
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -618,6 +649,23 @@ def resolve_protocol(eval_args: EvalArguments, finetuning_args: Any, model_args:
                 )
             },
             "tool_config_sha256": _file_sha(tool_config),
+            # only when they change observations, so that the fingerprints of earlier runs stay valid
+            **(
+                {
+                    "search_mode": "browse",
+                    "browse_model": a.eval_browse_model,
+                    "browse_pages": a.eval_browse_pages,
+                    "browse_page_chars": a.eval_browse_page_chars,
+                    "browse_summary_chars": a.eval_browse_summary_chars,
+                }
+                if a.eval_search_mode == "browse"
+                else {}
+            ),
+            **(
+                {"contamination_mode": finetuning_args.agentic_contamination_mode}
+                if getattr(finetuning_args, "agentic_contamination_mode", "log") != "log"
+                else {}
+            ),
         },
     )
     _check_protocol(protocol)
@@ -676,4 +724,7 @@ _NO_PRESET = {
     "eval_judge_api_key_env",
     "eval_judge_cache",
     "eval_headline_metric",
+    "eval_browse_base_url",
+    "eval_browse_model",
+    "eval_browse_api_key_env",
 }

@@ -155,7 +155,89 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, (httpx.TransportError, httpx.TimeoutException))
 
 
-class LLMJudge:
+class ChatClient:
+    r"""One OpenAI-compatible chat endpoint (`POST {base_url}/chat/completions`) at temperature 0, with retries.
+
+    Shared by the judge (`LLMJudge`) and the summariser of the `browse` search mode (`tools/browse.py`).
+
+    Args:
+        base_url: e.g. `http://127.0.0.1:8000/v1`.
+        model: Model name sent with every request.
+        api_key: Bearer token (None: no Authorization header).
+        timeout_s: Seconds per request.
+        retries: Attempts per request (HTTP 5xx, 429, network errors, timeouts; exponential backoff).
+        retry_wait_s: First backoff wait in seconds (doubles, at most 30 s).
+        max_tokens: Most tokens per reply (None: the server's default).
+
+    Attributes:
+        calls: HTTP requests sent (retries included).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        retries: int = 3,
+        retry_wait_s: float = 1.0,
+        max_tokens: int | None = None,
+    ) -> None:
+        r"""Create the client (arguments in the class docstring)."""
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.max_tokens = max_tokens
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(timeout=timeout_s, headers=headers)
+        self._retries = max(1, int(retries))
+        self._wait = float(retry_wait_s)
+        self._count_lock = threading.Lock()
+        self.calls = 0
+
+    def _post(self, prompt: str) -> str:
+        with self._count_lock:
+            self.calls += 1
+        body = {"model": self.model, "messages": [{"role": "user", "content": prompt}], "temperature": 0.0}
+        if self.max_tokens:
+            body["max_tokens"] = int(self.max_tokens)
+        response = self._client.post(self.url, json=body)
+        response.raise_for_status()
+        try:
+            content = response.json()["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError) as err:
+            raise JudgeError(f"not a chat completion: {response.text[:200]!r}") from err
+        if not isinstance(content, str):
+            raise JudgeError(f"reply content is {type(content).__name__}, not text")
+        return content
+
+    def _ask(self, prompt: str) -> str:
+        call = retry(
+            retry=retry_if_exception(_retryable),
+            stop=stop_after_attempt(self._retries),
+            wait=wait_exponential(multiplier=self._wait, max=30),
+            reraise=False,
+        )(self._post)
+        try:
+            return call(prompt)
+        except RetryError as err:
+            raise JudgeError(f"{err.last_attempt.exception()}") from None
+        except (httpx.HTTPError, JudgeError) as err:
+            raise JudgeError(str(err)) from None
+
+    def ask(self, prompt: str) -> str:
+        r"""The reply text to one user message.
+
+        Raises:
+            JudgeError: the call failed after its retries, or the reply is not a chat completion with text.
+        """
+        return self._ask(prompt)
+
+    def close(self) -> None:
+        r"""Close the HTTP client."""
+        self._client.close()
+
+
+class LLMJudge(ChatClient):
     r"""Judge records through an OpenAI-compatible chat endpoint.
 
     Args:
@@ -185,45 +267,11 @@ class LLMJudge:
         retry_wait_s: float = 1.0,
     ) -> None:
         r"""Create the judge (arguments in the class docstring)."""
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model = model
+        super().__init__(base_url, model, api_key=api_key, timeout_s=timeout_s, retries=retries,
+                         retry_wait_s=retry_wait_s)  # fmt: skip
         self.cache = cache
         self.workers = max(1, int(workers))
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=timeout_s, headers=headers)
-        self._retries = max(1, int(retries))
-        self._wait = float(retry_wait_s)
-        self._count_lock = threading.Lock()
-        self.calls = 0
         self.errors = 0
-
-    def _post(self, prompt: str) -> str:
-        with self._count_lock:
-            self.calls += 1
-        body = {"model": self.model, "messages": [{"role": "user", "content": prompt}], "temperature": 0.0}
-        response = self._client.post(self.url, json=body)
-        response.raise_for_status()
-        try:
-            content = response.json()["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError) as err:
-            raise JudgeError(f"not a chat completion: {response.text[:200]!r}") from err
-        if not isinstance(content, str):
-            raise JudgeError(f"reply content is {type(content).__name__}, not text")
-        return content
-
-    def _ask(self, prompt: str) -> str:
-        call = retry(
-            retry=retry_if_exception(_retryable),
-            stop=stop_after_attempt(self._retries),
-            wait=wait_exponential(multiplier=self._wait, max=30),
-            reraise=False,
-        )(self._post)
-        try:
-            return call(prompt)
-        except RetryError as err:
-            raise JudgeError(f"{err.last_attempt.exception()}") from None
-        except (httpx.HTTPError, JudgeError) as err:
-            raise JudgeError(str(err)) from None
 
     def judge_one(self, question: str, answers: list[str], prediction: str | None, equivalent: bool) -> Verdict:
         r"""Verdict for one record (see the module docstring for the rule); never raises."""
@@ -267,7 +315,3 @@ class LLMJudge:
             )
         by_ident = {ident(it): v for it, v in zip(unique, verdicts)}
         return [by_ident[ident(it)] for it in items]
-
-    def close(self) -> None:
-        r"""Close the HTTP client."""
-        self._client.close()

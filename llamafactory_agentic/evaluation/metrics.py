@@ -105,7 +105,8 @@ def aggregate_benchmark(records: list[dict[str, Any]], runs: int) -> dict[str, A
         value), `errors` (`generation`: records whose generation failed after its retries; `judge`: records whose
         judge call failed), `headline_metric`, `headline_source`, `pass@1` (`mean`, `std`,
         `per_run`), `pass@k`, `metrics` (mean of every per-sample score), tool-call, token, latency, cache and judge
-        statistics.
+        statistics, and `answer_leak_rate` (`tools/answer_leak_rate`: the share of answered records with an
+        observation that holds a reference answer, docs/plan.md §3; None when no record carries the check).
     """
     scores: dict[str, list[float]] = defaultdict(list)
     ref_scores: dict[str, list[float]] = defaultdict(list)
@@ -118,6 +119,7 @@ def aggregate_benchmark(records: list[dict[str, Any]], runs: int) -> dict[str, A
     tokens: dict[str, list[int]] = defaultdict(list)
     latency = []
     generation_errors = judge_errors = 0
+    leaks: list[bool] = []
     for r in records:
         sources[r["headline"]["source"]] += 1
         if r.get("finish_reason") == "error":  # never scored: no answer, no tool calls, no tokens to count
@@ -150,6 +152,8 @@ def aggregate_benchmark(records: list[dict[str, Any]], runs: int) -> dict[str, A
         for name, count in r["tokens"].items():
             tokens[name].append(int(count))
         latency.append(float(r.get("latency_s") or 0.0))
+        if r.get("answer_leak") is not None:  # records written before the leak check have no value
+            leaks.append(bool(r["answer_leak"]))
     answered = len(records) - generation_errors
     metric = records[0]["headline"]["metric"] if records else None
     current, reference = pass_stats(records, runs), pass_stats(records, runs, "reference")
@@ -175,6 +179,7 @@ def aggregate_benchmark(records: list[dict[str, Any]], runs: int) -> dict[str, A
         "tool_calls_per_correct": total_calls / correct_total if correct_total else None,
         "duplicate_queries": duplicates,
         "limit_hits": limit_hits,
+        "answer_leak_rate": float(np.mean(leaks)) if leaks else None,
         "finish_reasons": dict(finish),
         "tokens_mean": {name: float(np.mean(values)) for name, values in sorted(tokens.items())},
         "cache": {tool: {"hits": c["hits"], "misses": c["misses"]} for tool, c in sorted(cache.items())},
@@ -247,6 +252,7 @@ def summary_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
                 "reward": b["metrics"].get("reward"),
                 "tool_calls_per_sample": b["tool_calls_per_sample"],
                 "tool_calls_per_correct": b["tool_calls_per_correct"],
+                "answer_leak_rate": b.get("answer_leak_rate"),
                 "note": note_of(b),
             }
         )
@@ -309,7 +315,7 @@ def write_summary_md(metrics: dict[str, Any], info: dict[str, Any]) -> str:
     ks = [str(k) for k in range(2, runs + 1)]
     head = ["benchmark", "n", "metric", f"pass@1 current (mean ± std over {runs} runs)"] + [f"pass@{k}" for k in ks]
     head += ["pass@1 reference", "EM", "F1", "F1 reference", "errors (gen/judge)", "tools/sample", "tools/correct",
-             "notes"]  # fmt: skip
+             "answer leak", "notes"]  # fmt: skip
     banner = error_banner(metrics)
     lines = [
         f"# Evaluation of {info['model_label']}",
@@ -332,6 +338,7 @@ def write_summary_md(metrics: dict[str, Any], info: dict[str, Any]) -> str:
         cells.append(f"{b['errors']['generation']}/{b['errors']['judge']}")
         per_correct = b["tool_calls_per_correct"]
         cells += [f"{b['tool_calls_per_sample']:.2f}", "n/a" if per_correct is None else f"{per_correct:.2f}"]
+        cells.append(_pct(b.get("answer_leak_rate")))
         cells.append(note_of(b))
         lines.append("| " + " | ".join(cells) + " |")
     if metrics["groups"]:

@@ -37,6 +37,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
+from ..hparams import agentic_value
 from ..integration.log import get_logger
 from .benchmarks import Benchmark, Sample, load_benchmark, load_registry, resolve_benchmarks
 from .config import (
@@ -303,9 +304,11 @@ def build_record(
 
     Returns:
         A dict: identity, question and answers, prediction, finish reason, response segments, tool calls (with
-        status, cache hit, latency), counts, tokens, latency and `scores` (`em`, `f1`, `math_equiv`, `reward`,
-        `reward_correctness`, `format_ok`).
+        status, cache hit, latency), counts, tokens, latency, `answer_leak` (an observation holds a reference
+        answer, normalised as the reward does: `guards.contamination.answer_leaks`) and `scores` (`em`, `f1`,
+        `math_equiv`, `reward`, `reward_correctness`, `format_ok`).
     """
+    from ..guards.contamination import answer_leaks
     from ..rewards import build_item, build_model_view, score_batch
 
     ids, mask = list(traj.response_ids), list(traj.loss_mask)
@@ -338,6 +341,7 @@ def build_record(
             }
         )
     statuses = Counter(c["status"] for c in calls)
+    segments = _segments(tokenizer, ids, mask)
     return {
         "key": record_key(sample.benchmark, sample.sample_id, run),
         "benchmark": sample.benchmark,
@@ -349,7 +353,8 @@ def build_record(
         "prediction": prediction,
         "finish_reason": traj.finish_reason,
         "error": getattr(traj, "error", ""),
-        "segments": _segments(tokenizer, ids, mask),
+        "segments": segments,
+        "answer_leak": any(kind == "obs" and answer_leaks(text, sample.answers) for kind, text in segments),
         "tool_calls": calls,
         "tool_counts": dict(Counter(c["tool"] for c in calls)),
         "notices": {"limit": statuses.get("limit", 0), "repeat": statuses.get("repeat", 0)},
@@ -441,8 +446,41 @@ def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any) -> tupl
     raise EvalConfigError(f"infer_backend {backend!r} is not supported by the evaluation (huggingface, vllm)")
 
 
-def rollout_config_for(protocol: Protocol, eos_token_id: int, backend: str, batch_size: int, seed: int) -> Any:
-    r"""The `RolloutConfig` that makes the training agent loop follow `protocol`."""
+def _use_browse(executor: Any, a: EvalArguments) -> dict[str, Any]:
+    r"""Put a `BrowseSearchTool` in place of every search tool of `executor`; returns the replaced tools by tag.
+
+    The summariser is the `eval_browse_*` chat endpoint (`judge.ChatClient`); fetches, summaries and result lists
+    are cached in the executor's tool cache.
+    """
+    from ..tools.browse import Browser, BrowseSearchTool
+    from .judge import ChatClient
+
+    api_key = os.environ.get(a.eval_browse_api_key_env) if a.eval_browse_api_key_env else None
+    if a.eval_browse_api_key_env and api_key is None:
+        raise EvalConfigError(f"eval_browse_api_key_env names {a.eval_browse_api_key_env}, which is not set")
+    replaced = {}
+    for tag, tool in list(executor.tools.items()):
+        if tool.name != "search":
+            continue
+        summariser = ChatClient(a.eval_browse_base_url, a.eval_browse_model, api_key=api_key,
+                                timeout_s=a.eval_judge_timeout, retries=a.eval_judge_retries,
+                                retry_wait_s=a.eval_retry_wait)  # fmt: skip
+        browser = Browser(summariser, cache=executor.cache, pages=a.eval_browse_pages,
+                          page_chars=a.eval_browse_page_chars, summary_chars=a.eval_browse_summary_chars,
+                          fetch_timeout_s=a.eval_browse_fetch_timeout)  # fmt: skip
+        replaced[tag] = tool
+        executor.tools[tag] = BrowseSearchTool(tool, browser)
+    return replaced
+
+
+def rollout_config_for(
+    protocol: Protocol, eos_token_id: int, backend: str, batch_size: int, seed: int, contamination_mode: str = "log"
+) -> Any:
+    r"""The `RolloutConfig` that makes the training agent loop follow `protocol`.
+
+    `contamination_mode`: `agentic_contamination_mode` (search results holding the sample's answer: `log`, `mask`,
+    `drop`; docs/plan.md §3).
+    """
     from ..train.arpo.config import default_rollout_config
 
     stops = tuple(protocol.stop_strings) + ((SELF_RESULT_STOP,) if protocol.drop_self_results else ())
@@ -465,6 +503,7 @@ def rollout_config_for(protocol: Protocol, eos_token_id: int, backend: str, batc
         repeat_notice_tools=("search",) if protocol.repeat_notice else (),
         repetition_penalty=protocol.repetition_penalty,
         trajectory_timeout_s=protocol.sample_timeout_s,
+        contamination_mode=contamination_mode,
     )
 
 
@@ -477,10 +516,12 @@ def _generate(
     engine: Any = None,
     executor: Any = None,
     prompts: dict[str, str] | None = None,
+    browse: bool = False,
 ) -> dict[str, float]:
     r"""Generate and append the records of `todo`; returns the loop's counters and timing.
 
     `prompts` maps a benchmark to its reference prompt type (`BenchmarkSpec.prompt`) for `eval_system_prompt: reference`.
+    `browse`: the search tool runs in the `browse` mode (`tools/browse.py`, the `eval_browse_*` summariser).
     """
     from llamafactory.data import get_template_and_fix_tokenizer
     from llamafactory.model import load_tokenizer
@@ -494,12 +535,14 @@ def _generate(
     tokenizer = load_tokenizer(setup.model_args)["tokenizer"]
     template = get_template_and_fix_tokenizer(tokenizer, setup.data_args)
     backend = _backend(setup, engine)
-    config = rollout_config_for(protocol, tokenizer.eos_token_id, backend, a.eval_batch_size, a.eval_seed)
+    guard = agentic_value(setup.finetuning_args, "agentic_contamination_mode")
+    config = rollout_config_for(protocol, tokenizer.eos_token_id, backend, a.eval_batch_size, a.eval_seed, guard)
     closer = None
     if engine is None:
         engine, closer = _build_engine(setup, tokenizer, config)
     own_executor = executor is None
     executor = executor or build_executor_from_args(setup.finetuning_args)
+    snippet_tools = _use_browse(executor, a) if browse else {}
     reward_fn = get_reward_function(protocol.reward["agentic_reward"], protocol.reward["agentic_reward_math"])
     setting = system_prompt_setting(a)
     systems = {name: resolve_system_prompt(setting, prompt) for name, prompt in (prompts or {}).items()}
@@ -523,7 +566,7 @@ def _generate(
                 messages = list(sample.messages or [{"role": "user", "content": sample.question}])
                 engine.register_prompt(ids, messages, sample.system or system)
             started[key] = (time.perf_counter(), len(ids), cut)
-            yield (sample, run), ids, _item_seed(protocol.seed, key)
+            yield (sample, run), ids, _item_seed(protocol.seed, key), (sample.answers if guard != "log" else None)
 
     from tqdm.auto import tqdm
 
@@ -543,6 +586,9 @@ def _generate(
     finally:
         writer.close()
         bar.close()
+        for tag, tool in snippet_tools.items():  # the caller's executor gets its own tools back
+            executor.tools[tag].browser.close()
+            executor.tools[tag] = tool
         if own_executor:
             executor.close()
         if closer is not None:
@@ -855,8 +901,12 @@ def evaluate(
     shard, num_shards = parse_shard(a.eval_shard)
     warnings = [w for b in benchmarks for w in b.warnings]
     browse = [b.spec.name for b in benchmarks if b.spec.search_mode == "browse"]
-    if browse:
-        warnings.append(f"{', '.join(browse)}: the paper browsed pages with a summariser; this run used snippets")
+    if browse and a.eval_search_mode != "browse":
+        warnings.append(
+            f"{', '.join(browse)}: the paper browsed pages with a summariser; this run used snippets "
+            "(eval_search_mode: browse runs that protocol)"
+        )
+    browsing = set(browse) if a.eval_search_mode == "browse" else set()
     for warning in warnings:
         logger.warning(f"{LOG_PREFIX} {warning}")
     for b in benchmarks:
@@ -865,7 +915,8 @@ def evaluate(
         )
         logger.info(
             f"{LOG_PREFIX} {b.spec.name}: {b.path} ({len(b.samples)} rows, {b.spec.format}), {entry}; headline "
-            f"{a.eval_headline_metric or b.spec.metric}, task {b.spec.task}, search {b.spec.search_mode}"
+            f"{a.eval_headline_metric or b.spec.metric}, task {b.spec.task}, "
+            f"search {'browse' if b.spec.name in browsing else 'snippets'}"
         )
     m = setup.model_args
     meta = {
@@ -887,7 +938,7 @@ def evaluate(
                 "samples": len(b.samples),
                 "metric": b.spec.metric,
                 "task": b.spec.task,
-                "search_mode": b.spec.search_mode,
+                "search_mode": "browse" if b.spec.name in browsing else "snippets",
                 "registry_entry": b.spec.registry_entry,
                 "prompt": b.spec.prompt,
                 "format": b.spec.format,
@@ -929,7 +980,13 @@ def evaluate(
         + (f" ({retried} of them generation errors of an earlier pass, retried)" if retried else "")
     )
     prompts = {b.spec.name: b.spec.prompt for b in benchmarks}
-    counters = _generate(setup, protocol, todo, out, (shard, num_shards), engine, executor, prompts) if todo else {}
+    counters: dict[str, float] = {}
+    for browse_part in (False, True):  # the browsing sets get their own pass with the search tool in browse mode
+        part = [(s, r) for s, r in todo if (s.benchmark in browsing) is browse_part]
+        if part:
+            got = _generate(setup, protocol, part, out, (shard, num_shards), engine, executor, prompts, browse_part)
+            for key, value in got.items():
+                counters[key] = counters.get(key, 0.0) + value
     with _file_lock(out / ".finalize.lock", blocking=True):
         metrics = finalize(out, {**meta["scoring"]})
     if counters and metrics.get("complete"):

@@ -23,7 +23,7 @@ import math
 import re
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +76,7 @@ class RolloutState:
     created_log: list[list[int]] = field(default_factory=list)  # per round: [num_prompts] trajectories created
     seeds: dict[int, int] = field(default_factory=dict)  # engine key -> base seed of a seeded trajectory (`stream`)
     self_result_streak: dict[int, int] = field(default_factory=dict)  # engine key -> own `<result>`s in a row
+    ground_truths: dict[int, Any] = field(default_factory=dict)  # group index -> ground truth (contamination guard)
 
     @classmethod
     def new(cls, n_prompts: int) -> "RolloutState":
@@ -631,6 +632,13 @@ class AgenticRollout:
             else:
                 text, status, latency_s, cached = empty_call_text(tool), "empty", 0.0, False
                 metrics["empty_calls"] += 1
+            if self.config.contamination_mode != "log" and tool in self.config.contamination_tools and content:
+                truth = state.ground_truths.get(traj.group_index)
+                if truth is not None:
+                    from ..guards.contamination import guard_observation
+
+                    text, leaked = guard_observation(text, truth, self.config.contamination_mode)
+                    metrics["contamination_guarded"] += int(leaked)
             obs = self.encode_observation(text)
             traj.tool_calls.append(ToolCallRecord(tool, content, pos, status, latency_s, cached, len(obs)))
             traj.response_ids.extend(obs)
@@ -806,7 +814,9 @@ class AgenticRollout:
         info = {"h_root": h_root, "h_bar": h_bars, "probe_tool_calls": state.metrics}
         return ms, info
 
-    def rollout(self, prompts: list[list[int]], training: bool = True) -> RolloutOutput:
+    def rollout(
+        self, prompts: list[list[int]], training: bool = True, ground_truths: Sequence[Any] | None = None
+    ) -> RolloutOutput:
         r"""Generate the trajectories of one rollout call (docs/algorithms.md §3.4).
 
         Args:
@@ -814,6 +824,8 @@ class AgenticRollout:
                 header).
             training: True: groups of exactly M with branching (and pre-monitoring if enabled). False
                 (validation): greedy, one trajectory per prompt, no branching, no pre-monitoring.
+            ground_truths: The ground truth of each prompt (or None), for `RolloutConfig.contamination_mode` `mask`
+                and `drop`; unused under `log`.
 
         Returns:
             `RolloutOutput` with `groups[g]` in creation order (index = position; `parent` points into the group).
@@ -843,6 +855,8 @@ class AgenticRollout:
             initial = [1] * len(prompts)
 
         state = RolloutState.new(len(prompts))
+        if ground_truths is not None:
+            state.ground_truths = {g: t for g, t in enumerate(ground_truths) if t is not None}
         self.last_state = state  # decision and creation logs of the latest call (inspection and tests)
         gen_s, tool_s = self._run(prompts, initial, state, sampling, branching=training)
         timing["time/generation"] += gen_s
@@ -883,9 +897,10 @@ class AgenticRollout:
         penalty, `trajectory_timeout_s`).
 
         Args:
-            items: `(item_id, prompt_ids, seed)` triples, consumed lazily; `seed` (or None) seeds every round of the
-                item in engines that seed per request (`GenerationRequest.seed`), so a sample draws the same tokens
-                whatever else is in flight.
+            items: `(item_id, prompt_ids, seed)` triples, or `(item_id, prompt_ids, seed, ground_truth)` for
+                `RolloutConfig.contamination_mode` `mask`/`drop`, consumed lazily; `seed` (or None) seeds every round
+                of the item in engines that seed per request (`GenerationRequest.seed`), so a sample draws the same
+                tokens whatever else is in flight.
             on_finished: Called as `on_finished(item_id, trajectory)` once per item, in completion order, from this
                 thread. The response is already cut to `max_response_length`.
             max_in_flight: Most trajectories generating at once (>= 1).
@@ -916,8 +931,10 @@ class AgenticRollout:
                 if item is None:
                     exhausted = True
                     break
-                item_id, prompt, seed = item
+                item_id, prompt, seed = item[:3]
                 state.groups.append([])
+                if len(item) > 3 and item[3] is not None:
+                    state.ground_truths[len(state.groups) - 1] = item[3]
                 traj = self._new_global(state, len(state.groups) - 1, list(prompt), is_fill=False)
                 item_of[traj.engine_key] = item_id
                 started[traj.engine_key] = time.perf_counter()
@@ -976,6 +993,7 @@ class AgenticRollout:
             "rollout/call_limit_hits": float(sum(t.hit_call_limit for t in trajs)),
             "rollout/truncations": float(sum(t.truncated for t in trajs)),
             "rollout/empty_calls": m["empty_calls"],
+            "rollout/contamination_guarded": m["contamination_guarded"],  # observations masked or dropped
             "rollout/generated_tokens": m["generated_tokens"],
             "rollout/masked_tokens": m["masked_tokens"],
             "rollout/response_length": sum(len(t.response_ids) for t in trajs) / n,

@@ -68,9 +68,9 @@ class GenerationRequest:
         response_ids: Response token ids so far (context = prompt + response).
         max_tokens: Most tokens to generate this round (R - len(response), docs/algorithms.md §12).
         parent_key: Key of the source trajectory when this trajectory is a fresh branch (hint for KV reuse).
-        seed: Sampling seed of this request for engines that seed per request (`vllm`, the evaluation's endpoint
-            engine), so that a trajectory samples the same tokens whatever else is in the batch; None (default): the
-            engine's own generator. The `hf` engine ignores it.
+        seed: Sampling seed of this request for engines that seed per request (`hf`, `vllm`, the evaluation's
+            endpoint engine), so that a trajectory samples the same tokens whatever else is in the batch; None (default): the
+            engine's own generator (the `hf` engine: `hf_engine.seeded_exponential_noise`).
     """
 
     key: int

@@ -210,6 +210,42 @@ def _lcp(a: np.ndarray, b: np.ndarray) -> int:
     return int(diff[0]) if len(diff) else n
 
 
+_MASK32 = 0xFFFFFFFF
+
+
+def _mix32(x: torch.Tensor) -> torch.Tensor:
+    r"""A 32-bit integer finaliser (xor-shift-multiply rounds) on int64 tensors holding values below 2**32."""
+    x = (x ^ (x >> 16)) * 0x45D9F3B & _MASK32
+    x = (x ^ (x >> 16)) * 0x45D9F3B & _MASK32
+    return x ^ (x >> 16)
+
+
+def seeded_exponential_noise(seeds: torch.Tensor, positions: torch.Tensor, vocab: int) -> torch.Tensor:
+    r"""Exponential(1) noise `[batch, vocab]` that is a pure function of (seed, position, token id).
+
+    Sampling `argmax(probs / noise)` with this noise draws from `probs` (the exponential race, as with the engine's
+    generator), but the draw of a row depends only on its own request seed and the position of the token being
+    sampled: the same trajectory gets the same tokens whatever else shares the batch, in which order requests arrive
+    or whether the run was interrupted and resumed (the evaluation's per-sample seeds, docs/algorithms.md §9.3). Pure
+    tensor operations (counter-based hashing, no generator state), so CUDA graphs capture it.
+
+    Args:
+        seeds: `[batch]` int64 seeds (any non-negative value; rows with negative seeds get noise too, unused).
+        positions: `[batch]` int64 positions of the tokens being sampled.
+        vocab: Vocabulary size (logit columns).
+
+    Returns:
+        `[batch, vocab]` float32 noise, strictly positive and finite.
+    """
+    seeds = seeds.long()
+    row = _mix32((seeds & _MASK32) ^ _mix32((seeds >> 32) & _MASK32))
+    row = _mix32(row ^ _mix32((positions.long() * 0x27D4EB2F + 0x165667B1) & _MASK32))
+    cols = torch.arange(vocab, device=seeds.device, dtype=torch.long)
+    bits = _mix32((row.unsqueeze(-1) + cols * 0x9E3779B1) & _MASK32)
+    uniform = ((bits >> 8).float() + 0.5) * (1.0 / (1 << 24))  # in (0, 1): 24 bits, exact in float32
+    return -torch.log(uniform)
+
+
 def decode_metrics(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     r"""Log values of the engine work between two snapshots of `HFEngine.stats` (empty without decode steps).
 
@@ -260,7 +296,9 @@ class HFEngine(GenerationEngine):
         cuda_graphs: Capture the decode step as CUDA graphs (default: True on CUDA, never on CPU).
         sync_every: Decode steps between host syncs (default 8 with CUDA graphs, else 1).
         length_bucket: Granularity (tokens) of the attention length, so graphs are reused.
-        seed: Seed of the sampling generator (CPU/eager; CUDA graphs use the default CUDA generator).
+        seed: Seed of the sampling generator (CPU/eager; CUDA graphs use the default CUDA generator) for requests
+            without their own seed; a request with `GenerationRequest.seed` samples with `seeded_exponential_noise`
+            of that seed and the token position instead, whatever shares the batch.
         grouped_attention: With `sdpa` models, use `grouped_sdpa_attention` during generation (no repeated KV heads).
         cudnn_attention: Let PyTorch pick its cuDNN SDPA backend during generation (default False: building a cuDNN
             plan per new prefill shape made generation 2.7x slower on an H200, see `cudnn_attention_disabled`).
@@ -426,6 +464,8 @@ class HFEngine(GenerationEngine):
         self._out_ent = torch.zeros(n, dtype=torch.float32, device=self.device)
         self._presence = None  # [slots, vocab] bool, allocated by the first wave with a repetition penalty
         self._row_index = torch.arange(n, device=self.device)
+        self._row_seed = torch.full((n,), -1, dtype=torch.long, device=self.device)  # per-request seed, -1: none
+        self._seeded_slots: set[int] = set()  # slots whose row was admitted with a seed
         self._true = torch.ones((), dtype=torch.bool, device=self.device)
 
     def _ensure_presence(self, vocab: int) -> torch.Tensor:
@@ -467,7 +507,12 @@ class HFEngine(GenerationEngine):
         return out.logits[:, -1, :]
 
     def _sample(
-        self, logits: torch.Tensor, sampling: SamplingSettings, presence: torch.Tensor | None = None
+        self,
+        logits: torch.Tensor,
+        sampling: SamplingSettings,
+        presence: torch.Tensor | None = None,
+        seeds: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         r"""Sample `[batch]` tokens and their entropy terms from `[batch, vocab]` logits (no host sync).
 
@@ -475,6 +520,9 @@ class HFEngine(GenerationEngine):
         top-k / top-p applied (greedy: the raw logits), matching the vLLM engine's `processed_logprobs`.
         `presence` (`[batch, vocab]` bool, only with `sampling.repetition_penalty != 1`): tokens already in each row's
         context, whose logits are divided (positive) or multiplied (negative) by the penalty first.
+        `seeds`, `positions` (`[batch]` int64): a row with a seed >= 0 (`GenerationRequest.seed`) samples with
+        `seeded_exponential_noise(seed, position)` instead of the engine's generator, so its tokens depend only on its
+        own seed and context, never on which rows share the batch or in which order requests arrived.
         """
         logits = logits.float()
         if presence is not None:
@@ -497,6 +545,9 @@ class HFEngine(GenerationEngine):
                 filtered = torch.full_like(filtered, float("-inf")).scatter(-1, sorted_idx, sorted_logits)
             probs = torch.softmax(filtered, dim=-1)
             noise = torch.empty_like(probs).exponential_(generator=self._sampling_generator(probs.device))
+            if seeds is not None:
+                seeded = seeded_exponential_noise(seeds, positions, probs.shape[-1])
+                noise = torch.where((seeds >= 0).unsqueeze(-1), seeded, noise)
             tokens = (probs / noise).argmax(dim=-1)
             # entropy of the distribution sampled from (temperature, top-k, top-p applied), as vLLM's
             # logprobs_mode="processed_logprobs" returns it (docs/algorithms.md §3.2)
@@ -515,7 +566,8 @@ class HFEngine(GenerationEngine):
         rope = torch.where(live, pos, torch.zeros_like(pos)).unsqueeze(1)
         logits = self._forward(ids.unsqueeze(1), rope, write, rope, None, kv_len)
         presence = self._presence[:batch] if sampling.repetition_penalty != 1.0 else None
-        tokens, terms = self._sample(logits, sampling, presence)
+        seeds = self._row_seed[:batch] if self._seeded_slots else None  # training rows have no seed: no extra work
+        tokens, terms = self._sample(logits, sampling, presence, seeds, pos + 1)
         if presence is not None:
             presence.index_put_((self._row_index[:batch], tokens), self._true)
         ids.copy_(tokens)
@@ -535,6 +587,7 @@ class HFEngine(GenerationEngine):
             sampling.entropy_source,
             sampling.entropy_topk,
             sampling.repetition_penalty,
+            bool(self._seeded_slots),
         )
         graph = self._graphs.get(key)
         if graph is None:
@@ -764,11 +817,15 @@ class HFEngine(GenerationEngine):
             for row in rows:
                 table[row["slot"], torch.as_tensor(contexts[row["req"]], device=self.device)] = True
             presence = table[slot_t]
-        tokens, terms = self._sample(logits, sampling, presence)
+        row_seeds = [-1 if requests[row["req"]].seed is None else int(requests[row["req"]].seed) for row in rows]
+        seeds_t = torch.as_tensor(row_seeds, dtype=torch.long, device=self.device)
+        positions_t = torch.as_tensor([len(contexts[row["req"]]) for row in rows], device=self.device)
+        seeded = any(seed >= 0 for seed in row_seeds)
+        tokens, terms = self._sample(logits, sampling, presence, seeds_t if seeded else None, positions_t)
         if presence is not None:
             table[slot_t, tokens] = True
         first_tok, first_ent = tokens.tolist(), terms.tolist()
-        started = []
+        started, started_rows = [], []
         for j, row in enumerate(rows):
             req, ctx = requests[row["req"]], contexts[row["req"]]
             state = {"req": req, "ctx": ctx, "slot": row["slot"], "pos": len(ctx), "gen": [], "ent": []}
@@ -779,11 +836,16 @@ class HFEngine(GenerationEngine):
             else:
                 live[row["slot"]] = state
                 started.append((row["slot"], first_tok[j], len(ctx)))
+                started_rows.append(j)
         if started:
             slot_t = torch.as_tensor([s for s, _, _ in started], device=self.device)
             self._ids[slot_t] = torch.as_tensor([t for _, t, _ in started], device=self.device)
             self._pos[slot_t] = torch.as_tensor([p for _, _, p in started], device=self.device)
             self._live[slot_t] = True
+            self._row_seed[slot_t] = seeds_t[torch.as_tensor(started_rows, device=self.device)]
+            for slot, _, _ in started:
+                self._seeded_slots.discard(slot)
+            self._seeded_slots.update(rows[j]["slot"] for j in started_rows if row_seeds[j] >= 0)
         self.stats["prefill_s"] += time.perf_counter() - t0
         return still
 

@@ -189,6 +189,10 @@ class RolloutConfig:
     * `repetition_penalty`: passed to the engine (`SamplingSettings.repetition_penalty`).
     * `trajectory_timeout_s`: wall-clock limit per trajectory in `AgenticRollout.stream`, checked between rounds
       (finish reason `timeout`).
+    * `contamination_mode` (`agentic_contamination_mode`): what happens to an observation of a
+      `contamination_tools` tool that holds the trajectory's ground truth (`guards/contamination.py`, docs/plan.md
+      §3): `log` keeps it (the leak is only counted), `mask` replaces the answer by `[masked]`, `drop` withholds the
+      observation. Needs the ground truths (`AgenticRollout.rollout(ground_truths=...)`, or `stream` items with one).
     """
 
     group_size: int
@@ -230,6 +234,8 @@ class RolloutConfig:
     repetition_penalty: float
     self_result_retries: int
     trajectory_timeout_s: float | None
+    contamination_mode: Literal["log", "mask", "drop"]
+    contamination_tools: tuple[str, ...]
 
     def __post_init__(self) -> None:
         r"""Validate the choices."""
@@ -253,6 +259,11 @@ class RolloutConfig:
             raise ValueError(
                 "arpo_rollout_schedule: continuous has no global rounds, which the `question` branch-penalty scope "
                 "counts; use aepo_branch_penalty_scope: lineage (every preset) or arpo_rollout_schedule: rounds."
+            )
+        if self.contamination_mode not in ("log", "mask", "drop"):
+            raise ValueError(
+                f"Unknown contamination mode {self.contamination_mode!r} (agentic_contamination_mode); expected "
+                "'log', 'mask' or 'drop'."
             )
         if self.premonitor_rounds not in ("all", "post_tool"):
             raise ValueError(f"Unknown premonitor rounds {self.premonitor_rounds!r}.")

@@ -114,16 +114,15 @@ class BM25Index:
             self.index_dir = location / INDEX_DIR
         self._retriever = None
         self._texts: list[str] = []
+        self._rows: list[dict] = []
         self._lock = threading.Lock()
 
-    def _load_texts(self) -> list[str]:
-        texts = []
+    def _load_rows(self) -> list[dict]:
         with open(self.corpus_path, encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    row = json.loads(line)
-                    texts.append(str(row.get("text") or row.get("contents") or ""))
-        return texts
+            return [json.loads(line) for line in f if line.strip()]
+
+    def _load_texts(self) -> list[str]:
+        return [str(row.get("text") or row.get("contents") or "") for row in self._load_rows()]
 
     def _fresh(self) -> bool:
         marker = self.index_dir / "params.index.json"
@@ -164,10 +163,18 @@ class BM25Index:
         bm25s = _import_bm25s()
         self.ensure_built()
         self._retriever = bm25s.BM25.load(str(self.index_dir), show_progress=False, verbosity=0)
-        self._texts = self._load_texts()
+        self._rows = self._load_rows()
+        self._texts = [str(row.get("text") or row.get("contents") or "") for row in self._rows]
 
     def search(self, query: str, topk: int) -> list[str]:
         r"""Texts of the `topk` best-scoring documents with a positive score (best first)."""
+        return [self._texts[i] for i in self._best(query, topk)]
+
+    def search_results(self, query: str, topk: int) -> list[dict]:
+        r"""The corpus rows (`text`, and `url`, `title` where the corpus has them) of `search`'s documents."""
+        return [dict(self._rows[i]) for i in self._best(query, topk)]
+
+    def _best(self, query: str, topk: int) -> list[int]:
         bm25s = _import_bm25s()
 
         with self._lock:
@@ -185,4 +192,4 @@ class BM25Index:
             docs, scores = self._retriever.retrieve(
                 query_tokens, k=k, show_progress=False, n_threads=0, backend_selection="numpy"
             )
-        return [self._texts[int(d)] for d, s in zip(docs[0], scores[0]) if s > 0]
+        return [int(d) for d, s in zip(docs[0], scores[0]) if s > 0]

@@ -173,6 +173,10 @@ class LocalBackend(SearchBackend):
         r"""See the base class."""
         return self.index.search(query, topk)
 
+    def search_results(self, query: str, topk: int) -> list[dict]:
+        r"""The corpus rows of the `topk` documents (`url`, `title`, `text`), for the `browse` mode."""
+        return self.index.search_results(query, topk)
+
 
 class ReplayBackend(SearchBackend):
     r"""Answers from a tool cache only (raises `CacheMiss` on a miss)."""
@@ -198,6 +202,10 @@ class ReplayBackend(SearchBackend):
     def search(self, query: str, topk: int) -> list[str]:
         r"""See the base class."""
         raise CacheMiss("the replay backend only answers through lookup()")
+
+    def search_results(self, query: str, topk: int) -> list[dict]:
+        r"""No results: in the `browse` mode a replayed query is answered from the browse caches alone."""
+        return []
 
 
 class HTTPBackend(SearchBackend):
@@ -303,6 +311,11 @@ class WebBackend(HTTPBackend):
 
     def search(self, query: str, topk: int) -> list[str]:
         r"""See the base class."""
+        keys = ("description", "snippet") if self.provider == "brightdata" else ("snippet",)
+        return [str(next((r[k] for k in keys if r.get(k)), "")) for r in self.search_results(query, topk)]
+
+    def search_results(self, query: str, topk: int) -> list[dict]:
+        r"""The API's result objects (with `link`/`url`, title and snippet), blocklisted ones dropped."""
         market = market_for(query)
         if self.provider == "serper":
             gl, hl = ("cn", "zh-cn") if market == "zh-CN" else ("us", "en")
@@ -310,13 +323,13 @@ class WebBackend(HTTPBackend):
                 "POST", self.endpoint, json={"q": query, "num": topk, "gl": gl, "hl": hl},
                 headers={"X-API-KEY": self._api_key},
             )  # fmt: skip
-            return [str(r.get("snippet") or "") for r in self._unblocked(_get(data, "organic"))]
+            return [r for r in self._unblocked(_get(data, "organic")) if isinstance(r, dict)]
         if self.provider == "bing":
             data = self._request(
                 "GET", self.endpoint, params={"q": query, "mkt": market, "count": topk},
                 headers={"Ocp-Apim-Subscription-Key": self._api_key},
             )  # fmt: skip
-            return [str(r.get("snippet") or "") for r in self._unblocked(_get(_get(data, "webPages"), "value"))]
+            return [r for r in self._unblocked(_get(_get(data, "webPages"), "value")) if isinstance(r, dict)]
         from urllib.parse import quote_plus
 
         bing_url = f"https://www.bing.com/search?q={quote_plus(query)}&mkt={market}&count={topk}&brd_json=1"
@@ -331,7 +344,7 @@ class WebBackend(HTTPBackend):
                 data = json.loads(data["body"])
             except ValueError as exc:
                 raise TransientToolError("malformed JSON body from the brightdata search API") from exc
-        return [str(r.get("description") or r.get("snippet") or "") for r in self._unblocked(_get(data, "organic"))]
+        return [r for r in self._unblocked(_get(data, "organic")) if isinstance(r, dict)]
 
     def _unblocked(self, results: Any) -> list:
         kept, dropped = self.blocklist.filter(_as_list(results))

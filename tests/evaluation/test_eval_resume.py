@@ -113,3 +113,61 @@ def test_killed_run_resumes_without_duplicates_and_same_metrics(tmp_path, tiny_m
     sent = {(tuple(b["prompt"]), b["seed"]) for b in reference_bodies}
     assert resumed_bodies and all((tuple(b["prompt"]), b["seed"]) in sent for b in resumed_bodies)
     assert len({b["seed"] for b in reference_bodies}) == len(reference_bodies)  # one seed per sample, run and round
+
+
+@pytest.mark.slow
+def test_sampled_hf_run_killed_and_resumed_regenerates_the_same_trajectories(tmp_path, tiny_model_dir):
+    """Sampling (temperature 1.0, not greedy) with the tiny model in-process (`hf` engine): a run killed with SIGKILL
+    mid-way and resumed writes exactly the trajectories of an uninterrupted run. Each sample is seeded by (eval_seed,
+    benchmark, sample id, run index) and its round; before the fix the `hf` engine drew from one shared generator, so
+    the samples regenerated after the restart differed (issue 27: 125 of 200 identical)."""
+    data = write_jsonl(
+        tmp_path / "q.jsonl", [{"question": f"Name the number {i}.", "answer": str(i)} for i in range(24)]
+    )
+
+    def cfg(out):
+        return {
+            "model_name_or_path": str(tiny_model_dir),
+            "template": "qwen",
+            "agentic_search_backend": "replay",
+            "agentic_cache_path": str(tmp_path / "cache.sqlite"),
+            "eval_preset": "paper",
+            "eval_benchmarks": [{"name": "nums", "path": str(data), "task": "qa", "metric": "f1"}],
+            "eval_runs": 2,
+            "eval_batch_size": 3,
+            "eval_temperature": 1.0,
+            "eval_max_new_tokens": 24,
+            "eval_max_response_length": 48,
+            "eval_progress": False,
+            "eval_output_dir": str(out),
+        }
+
+    out = tmp_path / "resumed"
+    path = tmp_path / "eval.yaml"
+    path.write_text(yaml.safe_dump(cfg(out)), encoding="utf-8")
+    records = out / "records.jsonl"
+    proc = subprocess.Popen([console_script(), "eval", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))  # fmt: skip
+    deadline = time.time() + 240
+    while count_lines(records) < 3 and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be killed:\n" + proc.stdout.read().decode()[-3000:]
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    proc.stdout.close()
+    killed_at = count_lines(records)
+    assert 3 <= killed_at < 40, killed_at
+    done = subprocess.run([console_script(), "eval", str(path)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    reference = evaluate(cfg(tmp_path / "uninterrupted"))
+    assert reference["complete"]
+
+    def trajectories(folder):
+        rows = [json.loads(line) for line in (folder / "records.jsonl").read_text(encoding="utf-8").splitlines()]
+        return {r["key"]: (r["segments"], r["finish_reason"], r["prediction"]) for r in rows}
+
+    resumed, uninterrupted = trajectories(out), trajectories(tmp_path / "uninterrupted")
+    assert len(resumed) == len(uninterrupted) == 48
+    differ = [k for k in uninterrupted if resumed[k] != uninterrupted[k]]
+    assert not differ, f"{len(differ)} of 48 trajectories differ after kill and resume: {differ[:5]}"
+    assert len({str(v[0]) for v in uninterrupted.values()}) > 40  # sampled: the trajectories really differ

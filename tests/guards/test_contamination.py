@@ -128,3 +128,133 @@ def test_trainer_logs_answer_leak_rate(tmp_path, tiny_model_dir, tiny_tokenizer)
     rows[0]["_ground_truth"], rows[1]["_ground_truth"] = "42", "3"
     _, metrics, _ = trainer._rollout_groups(rows, training=True)
     assert metrics["tools/answer_leak_rate"] == pytest.approx(0.5)
+
+
+def _leaky_replay_cache(path):
+    """A replay search cache with a planted leak: `query 0` returns a page holding the answer 3, `query 1` does not."""
+    from llamafactory_agentic.tools import normalize_search_query, open_cache
+
+    cache = open_cache(str(path))
+    cache.put("search", normalize_search_query("query 0"), "Page 1: The sum of one and two is 3, as the key says.")
+    cache.put("search", normalize_search_query("query 1"), "Page 1: Addition is a basic arithmetic operation.")
+    cache.close()
+    return str(path)
+
+
+@pytest.mark.parametrize("mode", ["log", "mask", "drop"])
+def test_two_step_arpo_run_with_planted_leaks(tmp_path, tiny_model_dir, tiny_tokenizer, mode):
+    """A 2-step CPU ARPO run (real trainer, real tool executor, replay search over a SQLite cache with a planted
+    answer; the policy's text is scripted: the tiny random model never writes a search call). `log` shows the leak in
+    `tools/answer_leak_rate`; `mask` and `drop` (agentic_contamination_mode) keep the answer from the model, so
+    the rate falls to 0 and `rollout/contamination_guarded` counts the guarded observations."""
+    from train._helpers import agentic_args
+    from train.test_arpo_observability import StatusReadingEngine
+    from train.test_arpo_trainer import M, make_trainer
+
+    from llamafactory_agentic.rollout import AgenticRollout, RolloutConfig
+    from llamafactory_agentic.tools import ToolExecutor, open_cache
+    from llamafactory_agentic.tools.search import SearchTool
+    from llamafactory_agentic.train.arpo.config import rollout_config_from_args
+
+    cache_path = _leaky_replay_cache(tmp_path / "replay.sqlite")
+    eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    args = agentic_args("arpo", agentic_contamination_mode=mode)
+    config = RolloutConfig(eos_token_id=eos, group_size=M, initial_rollouts=2, beam_size=2, branch_rule="deterministic",
+                           branch_alpha=0.5, branch_tau=0.1, max_tool_calls=3, max_response_length=256,
+                           contamination_mode=args.agentic_contamination_mode)  # fmt: skip
+    cache = open_cache(cache_path, mode="read_only")
+    executor = ToolExecutor([SearchTool(backend="replay", cache=cache)], cache=None)
+    engine = StatusReadingEngine(tiny_tokenizer, str(tmp_path / "progress.json"))
+    rollout = AgenticRollout(engine, executor, tiny_tokenizer, config)
+    trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, args, rollout=rollout, batch=2, accum=2,
+                           max_steps=2)  # fmt: skip
+    trainer.train()
+    executor.close()
+    cache.close()
+    logged = [r for r in trainer.state.log_history if "tools/answer_leak_rate" in r]
+    assert logged, trainer.state.log_history
+    leak_rate = logged[0]["tools/answer_leak_rate"]
+    observations = [
+        tiny_tokenizer.decode([t for t, m in zip(traj.response_ids, traj.loss_mask) if m == 0])
+        for group in rollout.last_state.groups
+        for traj in group
+    ]
+    assert any("Addition is a basic arithmetic operation." in o for o in observations)  # the clean page stays
+    if mode == "log":
+        assert leak_rate == pytest.approx(1.0) and all("is 3, as the key says" in o for o in observations)
+    else:
+        assert leak_rate == 0.0 and not any("is 3" in o for o in observations)
+        assert logged[0]["rollout/contamination_guarded"] > 0
+        marker = "[masked]" if mode == "mask" else "[result withheld"
+        assert all(marker in o for o in observations)
+    # the key reaches the trainer's own rollout config
+    built = rollout_config_from_args(args, _sampling(), eos)
+    assert built.contamination_mode == mode
+
+
+def _sampling():
+    from types import SimpleNamespace
+
+    return SimpleNamespace(do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
+
+
+def test_unknown_contamination_mode_is_refused():
+    from llamafactory_agentic.rollout import RolloutConfig
+
+    with pytest.raises(ValueError, match="agentic_contamination_mode"):
+        RolloutConfig(contamination_mode="hide")
+
+
+@pytest.mark.parametrize("mode", ["log", "mask"])
+def test_eval_run_shows_answer_leak_rate_and_masks(tmp_path, tiny_model_dir, tiny_tokenizer, mode):
+    """`llamafactory-agentic eval` (in-process; the policy is the local fake OpenAI-compatible server of the
+    evaluation tests, real HTTP) with replay search over a cache with a planted answer: one of two questions reads a
+    page holding its answer. The leak rate is in metrics.json, summary.md, summary.csv and the HTML report; with
+    `agentic_contamination_mode: mask` the model never sees the answer and the rate is 0."""
+    import json
+
+    from evaluation.fake_openai import FakeOpenAIServer
+    from evaluation.helpers import scripted_policy, write_jsonl
+
+    from llamafactory_agentic.evaluation import evaluate
+    from llamafactory_agentic.evaluation.records import load_all_records
+
+    scripts = {
+        "What is one plus two?": ["<think> s </think> <search> query 0 </search>", "<answer> \\boxed{3} </answer>"],
+        "What is two plus two?": ["<think> s </think> <search> query 1 </search>", "<answer> \\boxed{4} </answer>"],
+    }
+    data = write_jsonl(tmp_path / "qa.jsonl", [{"question": q, "answer": a} for q, a in
+                                              zip(scripts, ["3", "4"])])  # fmt: skip
+    with FakeOpenAIServer(tiny_tokenizer, scripted_policy(scripts)) as server:
+        metrics = evaluate(
+            {
+                "model_name_or_path": str(tiny_model_dir),
+                "template": "qwen",
+                "agentic_search_backend": "replay",
+                "agentic_cache_path": _leaky_replay_cache(tmp_path / "replay.sqlite"),
+                "agentic_cache_mode": "read_only",
+                "agentic_contamination_mode": mode,
+                "eval_preset": "paper",
+                "eval_benchmarks": [{"name": "sums", "path": str(data), "task": "qa", "metric": "em"}],
+                "eval_runs": 1,
+                "eval_progress": False,
+                "eval_base_url": server.url,
+                "eval_output_dir": str(tmp_path / "out"),
+            }
+        )
+    out = tmp_path / "out"
+    rate = 0.5 if mode == "log" else 0.0
+    assert metrics["benchmarks"]["sums"]["answer_leak_rate"] == pytest.approx(rate)
+    saved = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    assert saved["benchmarks"]["sums"]["answer_leak_rate"] == pytest.approx(rate)
+    md = (out / "summary.md").read_text(encoding="utf-8")
+    assert "answer leak" in md and f"| {100 * rate:.1f} |" in md.split("| sums |", 1)[1].split("\n", 1)[0] + "|"
+    assert "answer_leak_rate" in (out / "summary.csv").read_text(encoding="utf-8").splitlines()[0]
+    assert "answer_leak_rate" in (out / "report.html").read_text(encoding="utf-8")
+    records = {r["question"]: r for r in load_all_records(out)}
+    leaky = "".join(t for kind, t in records["What is one plus two?"]["segments"] if kind == "obs")
+    assert records["What is one plus two?"]["answer_leak"] is (mode == "log")
+    assert ("is 3, as the key says" in leaky) is (mode == "log") and ("[masked]" in leaky) is (mode == "mask")
+    assert records["What is two plus two?"]["answer_leak"] is False
+    if mode == "mask":
+        assert saved["protocol"]["tools"]["contamination_mode"] == "mask"

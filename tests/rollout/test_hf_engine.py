@@ -288,3 +288,30 @@ def test_full_rollout_real_model_and_python_tool(tiny_model, tiny_tokenizer, sch
             assert t.finish_reason == "eos" and t.num_tool_calls == 1
             assert t.tool_calls[0].status == "ok" and t.tool_calls[0].content == "print(1 + 2)"
     assert out.metrics["rollout/masked_tokens"] > 0 and out.timing["time/tools"] > 0
+
+
+def test_seeded_requests_sample_the_same_tokens_whatever_shares_the_batch(tiny_model, tiny_tokenizer):
+    """A request with a seed draws the same tokens alone, in a batch with other requests, in another slot, after
+    other generations and with the engine seeded differently (issue 27: a resumed sampled evaluation regenerated
+    differently because the `hf` engine ignored per-request seeds and drew from one shared generator)."""
+    model = sharpen(tiny_model)
+    settings = SamplingSettings(temperature=1.0, top_p=0.95, eos_token_ids=(), stop_strings=(), repetition_penalty=1.1)
+    p, q = prompt(tiny_tokenizer), prompt(tiny_tokenizer, "Name a river.")
+
+    def engine(seed):
+        return HFEngine(model, tiny_tokenizer, max_batch_size=4, max_context=256, seed=seed, sync_every=3)
+
+    alone = engine(0).generate([GenerationRequest(0, p, [], 20, seed=1234)], settings)[0].token_ids
+    busy = engine(7)
+    busy.generate([GenerationRequest(9, q, [], 5)], settings)  # the engine's generator has moved on
+    batch = [GenerationRequest(1, q, [], 20, seed=99), GenerationRequest(2, q, [], 7), GenerationRequest(3, p, [], 20,
+             seed=1234)]  # fmt: skip
+    mixed = busy.generate(batch, settings)
+    assert mixed[2].token_ids == alone
+    other = engine(0).generate([GenerationRequest(0, p, [], 20, seed=4321)], settings)[0].token_ids
+    assert other != alone  # the seed matters
+    # the noise is a strictly positive, finite Exponential(1) draw
+    from llamafactory_agentic.rollout.hf_engine import seeded_exponential_noise
+
+    noise = seeded_exponential_noise(torch.tensor([1, 2**40 + 3]), torch.tensor([5, 6]), 50000)
+    assert torch.isfinite(noise).all() and (noise > 0).all() and abs(noise.mean().item() - 1.0) < 0.02

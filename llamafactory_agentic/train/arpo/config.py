@@ -300,6 +300,7 @@ def rollout_config_from_args(
         schedule=a.arpo_rollout_schedule,
         vllm_gpu_memory_utilization=a.arpo_vllm_gpu_memory_utilization,
         vllm_enable_sleep_mode=a.arpo_vllm_enable_sleep_mode,
+        contamination_mode=a.agentic_contamination_mode,
     )
     _unresolved(values)
     types = {f.name: f.type for f in fields(RolloutConfig)}  # YAML may give 0 for a float key: cast to the field type
@@ -312,6 +313,7 @@ def rollout_config_from_args(
         eos_token_id=int(eos_token_id),
         stop_strings=STOP_STRINGS,
         seed=0,
+        contamination_tools=CONTAMINATION_TOOLS,
         **EVALUATION_SETTINGS_OFF,
     )
     values.update(overrides)
@@ -320,6 +322,9 @@ def rollout_config_from_args(
 
 # The fields of `RolloutConfig` that are no recipe key: the evaluation harness sets them from its protocol
 # (docs/algorithms.md §9, `evaluation.runner.rollout_config_for`); training runs with them off.
+# The tools whose observations the contamination guard checks (`agentic_contamination_mode`, docs/plan.md §3).
+CONTAMINATION_TOOLS = ("search",)
+
 EVALUATION_SETTINGS_OFF: dict[str, Any] = {
     "max_round_tokens": None,  # no per-round cap: only the response budget R
     "tool_call_limits": None,  # no per-tool limits: only `agentic_max_tool_calls`

@@ -261,7 +261,7 @@ class ArpoTrainer(GRPOTrainer):
         return super().get_eval_dataloader(dataset)
 
     # ------------------------------------------------------------------------------------------------ rollout
-    def _rollout_call(self, prompts: list[list[int]], training: bool) -> Any:
+    def _rollout_call(self, prompts: list[list[int]], training: bool, ground_truths: list | None = None) -> Any:
         r"""One call of the rollout with up-to-date weights in its engine; every rank must call it (collectives).
 
         hf engine: `engine.set_model(unwrapped model)` inside TRL's `unwrap_model_for_generation` (ZeRO-3 gathers
@@ -273,6 +273,8 @@ class ArpoTrainer(GRPOTrainer):
         engine gathers the parameters module by module). A rank without prompts still enters the same collectives and returns None.
         """
         engine = getattr(self.rollout, "engine", None)
+        mode = getattr(getattr(self.rollout, "config", None), "contamination_mode", "log")
+        guard = {"ground_truths": ground_truths} if mode != "log" and ground_truths is not None else {}
         if isinstance(engine, RolloutProgress):
             engine.phase, engine.global_step = ("training" if training else "validation"), self.state.global_step
         backend = getattr(getattr(self.rollout, "config", None), "backend", "hf")
@@ -296,7 +298,7 @@ class ArpoTrainer(GRPOTrainer):
                             engine.set_model(unwrapped)
                         before = dict(getattr(engine, "stats", None) or {})
                         with torch.no_grad():
-                            output = self.rollout.rollout(prompts, training=training)
+                            output = self.rollout.rollout(prompts, training=training, **guard)
                         output.timing.update(decode_metrics(before, getattr(engine, "stats", None) or {}))
                         return output
                 finally:
@@ -311,7 +313,7 @@ class ArpoTrainer(GRPOTrainer):
             ) as unwrapped:
                 engine.set_model(unwrapped)
             self._last_synced_step = step
-        return self.rollout.rollout(prompts, training=training) if prompts else None
+        return self.rollout.rollout(prompts, training=training, **guard) if prompts else None
 
     def _records_from_output(
         self, output: Any, rows: list[dict[str, Any]], group_ids: list[int]
@@ -361,7 +363,11 @@ class ArpoTrainer(GRPOTrainer):
         mine = [g for g in range(len(group_rows)) if g % world == rank]
         t0 = time.perf_counter()
         # every rank calls the rollout, even without groups: it enters collectives (ZeRO-3 gathers, weight sync)
-        output = self._rollout_call([prompt_ids_of(group_rows[g]) for g in mine], training=training)
+        output = self._rollout_call(
+            [prompt_ids_of(group_rows[g]) for g in mine],
+            training=training,
+            ground_truths=[group_rows[g].get("_ground_truth") for g in mine],  # agentic_contamination_mode
+        )
         if mine:
             expected = self.num_generations if training else 1
             if len(output.groups) != len(mine) or any(len(g) != expected for g in output.groups):
@@ -696,7 +702,9 @@ class ArpoTrainer(GRPOTrainer):
         """
         rows = list(inputs)
         t0 = time.perf_counter()
-        output = self._rollout_call([prompt_ids_of(r) for r in rows], training=False)
+        output = self._rollout_call(
+            [prompt_ids_of(r) for r in rows], training=False, ground_truths=[r.get("_ground_truth") for r in rows]
+        )
         records = self._records_from_output(output, rows, list(range(len(rows)))) if output is not None else []
         for rec in records:
             rec.eval_index = rows[rec.group].get(EVAL_INDEX)
