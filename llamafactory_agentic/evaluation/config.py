@@ -662,8 +662,8 @@ def resolve_protocol(eval_args: EvalArguments, finetuning_args: Any, model_args:
                 else {}
             ),
             **(
-                {"contamination_mode": finetuning_args.agentic_contamination_mode}
-                if getattr(finetuning_args, "agentic_contamination_mode", "log") != "log"
+                {"contamination_mode": agentic_value(finetuning_args, "agentic_contamination_mode")}
+                if agentic_value(finetuning_args, "agentic_contamination_mode") != "log"
                 else {}
             ),
         },

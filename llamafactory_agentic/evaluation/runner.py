@@ -547,7 +547,7 @@ def _generate(
     setting = system_prompt_setting(a)
     systems = {name: resolve_system_prompt(setting, prompt) for name, prompt in (prompts or {}).items()}
     default_system = resolve_system_prompt(setting)
-    protocol_name = getattr(setup.finetuning_args, "agentic_tool_protocol", None)  # the tool-call format (RL = eval)
+    protocol_name = agentic_value(setup.finetuning_args, "agentic_tool_protocol")  # the tool-call format (RL = eval)
     tool_format = build_tool_format(protocol_name, executor, template, tokenizer)
     rollout = AgenticRollout(engine, executor, tokenizer, config, tool_format=tool_format)
     started: dict[str, tuple[float, int, bool]] = {}

@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..hparams import agentic_value
 from ..integration.log import get_logger
 from .deep_research import exact_match_score, extract_answer_span, extract_boxed_answer, normalize_ground_truths
 from .deep_research import validate_format as _validate_format
@@ -558,14 +559,14 @@ def judge_settings_from_args(args: Any, output_dir: str | None = None) -> JudgeS
         args: `FinetuningArguments` with the plugin's keys (missing keys read as unset).
         output_dir: The run's output folder: the cache defaults to `<output_dir>/judge_cache.sqlite`.
     """
-    cache = getattr(args, "agentic_reward_judge_cache", None)
+    cache = agentic_value(args, "agentic_reward_judge_cache")
     if cache is None and output_dir:
         cache = os.path.join(output_dir, "judge_cache.sqlite")
     return JudgeSettings(
-        base_url=getattr(args, "agentic_reward_judge_url", None),
-        model=getattr(args, "agentic_reward_judge_model", None),
+        base_url=agentic_value(args, "agentic_reward_judge_url"),
+        model=agentic_value(args, "agentic_reward_judge_model"),
         cache=cache,
-        api_key_env=getattr(args, "agentic_reward_judge_api_key_env", None),
+        api_key_env=agentic_value(args, "agentic_reward_judge_api_key_env"),
     )
 
 
@@ -581,15 +582,15 @@ def reward_from_args(args: Any, output_dir: str | None = None, connect: bool = T
         ValueError: see `build_reward`; also `agentic_reward` set to something other than its default together with
             `agentic_reward_funcs` (one of the two names the reward).
     """
-    funcs = getattr(args, "agentic_reward_funcs", None)
-    name = getattr(args, "agentic_reward", "f1")
+    funcs = agentic_value(args, "agentic_reward_funcs")
+    name = agentic_value(args, "agentic_reward")
     if funcs and name != "f1":
         raise ValueError(
             f"`agentic_reward: {name}` and `{FUNCS_KEY}: {funcs}` both name the reward; list {name} in {FUNCS_KEY} "
             "(e.g. `{name}:1.0,format:0.2`) and drop agentic_reward."
         )
-    math_mode = getattr(args, "agentic_reward_math", "f1")
-    tool_bonus = getattr(args, "agentic_reward_tool_bonus", TOOL_BONUS)
+    math_mode = agentic_value(args, "agentic_reward_math")
+    tool_bonus = agentic_value(args, "agentic_reward_tool_bonus")
     if not funcs:  # the single reward, checked as before (`agentic_reward: ...` in its errors)
         return check_reward_arguments(name, math_mode, tool_bonus)
     judge = judge_settings_from_args(args, output_dir)
