@@ -138,6 +138,11 @@ MESSAGES: dict[str, tuple[str, str]] = {  # key: (English, Chinese)
         "The stage changed to `{stage}`: press *Run checks*, *Preview command* or *Start*.",
         "阶段已切换为 `{stage}`：请点击“运行检查”、“预览命令”或“开始”。",
     ),
+    "plan_title": (
+        "Run plan (`llamafactory-agentic plan`, docs/plan.md): predicted memory, time, search calls and disk",
+        "运行计划（`llamafactory-agentic plan`，docs/plan.md）：预计显存、时间、搜索调用和磁盘",
+    ),
+    "plan_failed": ("Run plan not available: {error}", "无法给出运行计划：{error}"),
     "kept_values": (
         "Values you set stay and replace the `{preset}` preset: {values} (clear a field to use the preset).",
         "你设置的值保留并覆盖 `{preset}` 预设：{values}（清空字段即使用预设）。",
