@@ -127,10 +127,6 @@ def patch_llamaboard(interface: ModuleType) -> None:
     if clashes:
         raise PatchError(f"{_LF_WEBUI}.locales", f"the panel's element names are taken: {clashes}")
 
-    if "submit_btn" in pieces["locales"]:  # the chat's Submit button keeps LLaMA-Board's label in every language
-        additions["agentic_chat_submit_btn"] = {
-            lang: dict(text) for lang, text in pieces["locales"]["submit_btn"].items()
-        }
     pieces["locales"].update(additions)
     interface.CSS = pieces["css"] + EXTRA_CSS
     interface.create_train_tab = _wrap_create_train_tab(pieces["create_train_tab"])

@@ -299,7 +299,7 @@ def run_eval_panel(
     if not config or not os.path.isfile(config):
         yield message("eval_no_config", lang, config=config or ""), "", None
         return
-    out_dir = str(get_save_dir(model_name or "", finetuning_type or "", output_dir or "agentic_eval"))
+    out_dir = os.path.abspath(get_save_dir(model_name or "", finetuning_type or "", output_dir or "agentic_eval"))
     try:
         overrides = model_overrides(
             model_path, template, finetuning_type, checkpoints,

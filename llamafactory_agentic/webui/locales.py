@@ -257,4 +257,11 @@ def build_locales() -> dict[str, dict[str, dict[str, str]]]:
         locales[field.name] = _entry({"label": (english, chinese), "info": (info, info)})
     for name, texts in OTHER_LABELS.items():
         locales[name] = _entry(texts)
+    try:  # the chat's Submit button (it replaces LLaMA-Board's) keeps LLaMA-Board's label in every language
+        from llamafactory.webui.locales import LOCALES
+
+        if "submit_btn" in LOCALES:
+            locales["agentic_chat_submit_btn"] = {lang: dict(text) for lang, text in LOCALES["submit_btn"].items()}
+    except ImportError:  # LLaMA-Board's locales need gradio's extra
+        pass
     return locales
