@@ -203,7 +203,7 @@ def tool_answer(
     response = record["response"]
     shown = response.replace("<", "&lt;").replace(">", "&gt;") if escape_html else response
     chatbot[-1] = {"role": "assistant", "content": shown}
-    messages = messages + [{"role": "assistant", "content": response}]
+    messages = messages + [{"role": "assistant", "content": record["history"]}]
     yield chatbot, messages, render_chat_turn(record, title=message("chat_trace_title", lang))
 
 

@@ -156,12 +156,17 @@ def chat_record(traj: Any, tokenizer: Any, skip_special_tokens: bool = True) -> 
     r"""The answer as a trajectory record of `rollouts.jsonl` (the fields `rollouts.render_chat_turn` draws).
 
     Returns:
-        `{"member", "response", "response_ids", "tool_calls", "num_tool_calls", "finish_reason", "truncated",
-        "hit_call_limit"}`; `response` is decoded without special tokens when `skip_special_tokens`.
+        `{"member", "response", "history", "response_ids", "tool_calls", "num_tool_calls", "finish_reason",
+        "truncated", "hit_call_limit"}`; `response` is decoded without special tokens when `skip_special_tokens`;
+        `history` is the text the conversation keeps (special tokens kept, so tags stay, the final EOS dropped).
     """
+    ids = list(traj.response_ids)
+    if ids and ids[-1] == tokenizer.eos_token_id:
+        ids = ids[:-1]
     return {
         "member": 0,
         "response": tokenizer.decode(traj.response_ids, skip_special_tokens=skip_special_tokens),
+        "history": tokenizer.decode(ids, skip_special_tokens=False),
         "response_ids": list(traj.response_ids),
         "tool_calls": [asdict(call) for call in traj.tool_calls],
         "num_tool_calls": traj.num_tool_calls,

@@ -155,8 +155,8 @@ OTHER_LABELS: dict[str, dict[str, tuple[str, str]]] = {  # element name: {proper
     "agentic_eval_output_dir": {
         "label": ("Output dir (eval_output_dir)", "输出目录 (eval_output_dir)"),
         "info": (
-            "Under saves/<model>/<method>/ as LLaMA-Board's own.",
-            "与 LLaMA-Board 相同，位于 saves/<模型>/<方法>/ 下。",
+            "Under saves/MODEL/METHOD/, as LLaMA-Board's own.",
+            "与 LLaMA-Board 相同，位于 saves/模型/方法/ 下。",
         ),
     },
     "agentic_eval_extra": {

@@ -39,6 +39,7 @@ def test_agentic_answer_runs_the_call_in_the_training_executor(chat_model):
     (call,) = record["tool_calls"]
     assert (call["tool"], call["content"], call["status"], call["cached"]) == ("python", "print(43+64)", "ok", False)
     assert record["finish_reason"] == "eos" and record["num_tool_calls"] == 1
+    assert record["history"].startswith(CALL + " <result>\n107\n</result>") and "<|im_end|>" not in record["history"]
     page = render_chat_turn(record)
     assert '<span class="ag-result">&lt;result&gt;\n107\n&lt;/result&gt;' in page, page
     assert "call 1: python · ok" in page and "1 call" in page and "finish eos" in page
