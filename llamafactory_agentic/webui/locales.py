@@ -97,6 +97,77 @@ OTHER_LABELS: dict[str, dict[str, tuple[str, str]]] = {  # element name: {proper
         "info": ("A rollout from rollouts.jsonl of the output directory.", "输出目录中 rollouts.jsonl 的一次采样。"),
     },
     "rollout_refresh_btn": {"value": ("Refresh", "刷新")},
+    "agentic_chat_tab": {"label": ("Tools (llamafactory-agentic)", "工具 (llamafactory-agentic)")},
+    "agentic_chat_run_tools": {
+        "label": ("Run tools", "执行工具"),
+        "info": (
+            "Answer with the agent loop of training: tool calls run in the training executor and sandbox.",
+            "用训练时的智能体循环回答：工具调用在训练所用的执行器和沙箱中运行。",
+        ),
+    },
+    "agentic_chat_tool_config": {
+        "label": ("Tool config (agentic_tool_config)", "工具配置 (agentic_tool_config)"),
+        "info": (
+            "A YAML tool config, or the built-in python and search tools.",
+            "YAML 工具配置，或内置的 python 和搜索工具。",
+        ),
+    },
+    "agentic_chat_search_index": {
+        "label": ("Local search index (agentic_search_index)", "本地搜索索引 (agentic_search_index)"),
+        "info": ("For the built-in local search backend.", "用于内置的本地搜索后端。"),
+    },
+    "agentic_chat_max_calls": {
+        "label": ("Tool calls per answer (agentic_max_tool_calls)", "每次回答的工具调用上限 (agentic_max_tool_calls)")
+    },
+    "agentic_chat_python_timeout": {
+        "label": ("Python timeout (s) (agentic_python_timeout)", "Python 超时（秒） (agentic_python_timeout)")
+    },
+    "agentic_chat_submit_btn": {"value": ("Submit", "提交")},
+    "agentic_eval_tab": {
+        "label": ("Agentic evaluation (llamafactory-agentic eval)", "智能体评估 (llamafactory-agentic eval)")
+    },
+    "agentic_eval_config": {
+        "label": ("Evaluation config", "评估配置"),
+        "info": (
+            "An evaluation YAML (evaluation/README.md); the fields below and the model above override it.",
+            "评估 YAML（evaluation/README.md）；下方字段和上方模型会覆盖其中的值。",
+        ),
+    },
+    "agentic_eval_preset": {
+        "label": ("Preset (eval_preset)", "预设 (eval_preset)"),
+        "info": (
+            "paper: the papers' protocol; train_val: the training's validation.",
+            "paper：论文协议；train_val：训练时的验证设置。",
+        ),
+    },
+    "agentic_eval_benchmarks": {
+        "label": ("Benchmarks (eval_benchmarks)", "基准 (eval_benchmarks)"),
+        "info": ("Comma-separated registry names; empty: the config's.", "逗号分隔的注册名；留空则用配置中的。"),
+    },
+    "agentic_eval_runs": {
+        "label": ("Runs (eval_runs)", "运行次数 (eval_runs)"),
+        "info": ("Empty: the config's.", "留空则用配置中的。"),
+    },
+    "agentic_eval_max_new": {
+        "label": ("Tokens per call (eval_max_new_tokens)", "每次生成 token 数 (eval_max_new_tokens)"),
+        "info": ("Empty: the config's.", "留空则用配置中的。"),
+    },
+    "agentic_eval_output_dir": {
+        "label": ("Output dir (eval_output_dir)", "输出目录 (eval_output_dir)"),
+        "info": (
+            "Under saves/MODEL/METHOD/, as LLaMA-Board's own.",
+            "与 LLaMA-Board 相同，位于 saves/模型/方法/ 下。",
+        ),
+    },
+    "agentic_eval_extra": {
+        "label": ("More keys", "其他参数"),
+        "info": (
+            "key=value pairs, e.g. eval_batch_size=8 agentic_search_backend=replay",
+            "key=value 对，例如 eval_batch_size=8",
+        ),
+    },
+    "agentic_eval_btn": {"value": ("Run agentic evaluation", "运行智能体评估")},
+    "agentic_eval_report": {"label": ("Report (report.html)", "报告 (report.html)")},
 }
 
 MESSAGES: dict[str, tuple[str, str]] = {  # key: (English, Chinese)
@@ -138,6 +209,23 @@ MESSAGES: dict[str, tuple[str, str]] = {  # key: (English, Chinese)
         "The stage changed to `{stage}`: press *Run checks*, *Preview command* or *Start*.",
         "阶段已切换为 `{stage}`：请点击“运行检查”、“预览命令”或“开始”。",
     ),
+    "plan_title": (
+        "Run plan (`llamafactory-agentic plan`, docs/plan.md): predicted memory, time, search calls and disk",
+        "运行计划（`llamafactory-agentic plan`，docs/plan.md）：预计显存、时间、搜索调用和磁盘",
+    ),
+    "plan_failed": ("Run plan not available: {error}", "无法给出运行计划：{error}"),
+    "chat_running": ("Running the agent loop (tool calls included)...", "正在运行智能体循环（含工具调用）……"),
+    "chat_failed": ("The answer with tools could not start: {error}", "无法开始带工具的回答：{error}"),
+    "chat_trace_title": ("Last answer with tools", "上一次带工具的回答"),
+    "eval_no_model": ("✖ Choose a model (Model path in the top row) first.", "✖ 请先在顶部选择模型路径。"),
+    "eval_no_config": ("✖ No evaluation config at `{config}`.", "✖ `{config}` 处没有评估配置。"),
+    "eval_running": ("⏳ `llamafactory-agentic eval` is running:", "⏳ `llamafactory-agentic eval` 运行中："),
+    "eval_done": ("✔ Evaluation finished: results in `{path}`.", "✔ 评估完成：结果在 `{path}`。"),
+    "eval_failed": (
+        "✖ The evaluation ended with exit code {rc} (3: errors past eval_max_error_rate); output in `{path}`.",
+        "✖ 评估以退出码 {rc} 结束（3：错误超过 eval_max_error_rate）；输出在 `{path}`。",
+    ),
+    "eval_report": ("Report: `{path}`", "报告：`{path}`"),
     "kept_values": (
         "Values you set stay and replace the `{preset}` preset: {values} (clear a field to use the preset).",
         "你设置的值保留并覆盖 `{preset}` 预设：{values}（清空字段即使用预设）。",
@@ -169,4 +257,11 @@ def build_locales() -> dict[str, dict[str, dict[str, str]]]:
         locales[field.name] = _entry({"label": (english, chinese), "info": (info, info)})
     for name, texts in OTHER_LABELS.items():
         locales[name] = _entry(texts)
+    try:  # the chat's Submit button (it replaces LLaMA-Board's) keeps LLaMA-Board's label in every language
+        from llamafactory.webui.locales import LOCALES
+
+        if "submit_btn" in LOCALES:
+            locales["agentic_chat_submit_btn"] = {lang: dict(text) for lang, text in LOCALES["submit_btn"].items()}
+    except ImportError:  # LLaMA-Board's locales need gradio's extra
+        pass
     return locales

@@ -400,8 +400,31 @@ def aborted_output(runner: Any, outputs: dict["Component", Any], lang: str | Non
     return {**outputs, output_box: message("aborted_note", lang) + text[len(finished) :]}
 
 
+def plan_section(args: dict[str, Any], lang: str | None) -> str:
+    r"""Markdown of the run planner's table (`guards.plan`, `llamafactory-agentic plan`) for LLaMA-Board's arguments.
+
+    The arguments are planned as a recipe (paths relative to LLaMA-Board's working directory) on the detected device.
+    A recipe the planner cannot plan (an unknown model shape, a batch geometry that does not split) gives one line
+    with the planner's message instead of the table: the preview itself is never refused for it.
+
+    Args:
+        args: The `llamafactory-cli train` arguments of the preview (`Runner._parse_train_args`, panel keys added).
+        lang: LLaMA-Board's language.
+    """
+    from pathlib import Path
+
+    from ..guards.plan import PlanError, plan_recipe
+
+    recipe = {key: value for key, value in args.items() if value is not None}
+    try:
+        plan = plan_recipe(recipe, str(args.get("output_dir") or "this run"), Path.cwd())
+    except (PlanError, ValueError, TypeError, OSError) as err:  # a half-filled form: say why, keep the preview
+        return message("plan_failed", lang, error=str(err))
+    return f"**{message('plan_title', lang)}**\n\n```\n{plan.format()}\n```"
+
+
 def extend_preview(runner: Any, data: dict["Component", Any], outputs: dict["Component", Any]) -> dict:
-    r"""Append the effective values of the plugin's keys (presets resolved) to the previewed command."""
+    r"""Append the effective values of the plugin's keys (presets resolved) and the run plan to the previewed command."""
     get = _getter(runner, data)
     stage = stage_name(get("train.training_stage"))
     output_box = runner.manager.get_elem_by_id("train.output_box")
@@ -409,7 +432,8 @@ def extend_preview(runner: Any, data: dict["Component", Any], outputs: dict["Com
     if stage not in STAGES or not isinstance(text, str) or not text.startswith("```"):
         return outputs  # LLaMA-Factory's stage, or an error instead of a command
     args = runner._parse_train_args(data)
-    return {**outputs, output_box: text + "\n\n" + format_effective(effective_values(stage, args))}
+    extra = format_effective(effective_values(stage, args)) + "\n\n" + plan_section(args, get("top.lang"))
+    return {**outputs, output_box: text + "\n\n" + extra}
 
 
 # ---------------------------------------------------------------------------------------------- events

@@ -253,6 +253,20 @@ def _call_note(member: dict[str, Any], call: int, children: list[dict[str, Any]]
     return f'<span class="ag-call">▸ {" · ".join(parts)}</span>' if parts else ""
 
 
+def _text_pieces(member: dict[str, Any], text: str, cut: int, kids: list[dict[str, Any]]) -> list[str]:
+    r"""HTML pieces of a trajectory's own text (from `cut`), cut after each `</result>` to note that call."""
+    pieces, stack, start = [], [], cut
+    for call, end in enumerate(_result_ends(text), start=1):
+        if end <= cut:
+            continue
+        piece, stack = colour_tags(_elide(text[start:end]), stack)
+        pieces.append(piece + _call_note(member, call, kids))
+        start = end
+    piece, _ = colour_tags(_elide(text[start:]), stack)
+    pieces.append(piece)
+    return pieces
+
+
 def _node(member: dict[str, Any], by_member: dict[int, dict], children: dict[int, list], depth: int = 0) -> str:
     parent = by_member.get(member.get("parent")) if member.get("parent") is not None else None
     text = member.get("response", "")
@@ -280,17 +294,8 @@ def _node(member: dict[str, Any], by_member: dict[int, dict], children: dict[int
     if member.get("hit_call_limit"):
         badges.append(_badge("call limit", "ag-bad"))
 
-    # the node's own text, cut after each </result> to show that call and its branch decision
     inherited = len([end for end in _result_ends(text) if end <= cut])
-    pieces, stack, start = [], [], cut
-    for call, end in enumerate(_result_ends(text), start=1):
-        if end <= cut:
-            continue
-        piece, stack = colour_tags(_elide(text[start:end]), stack)
-        pieces.append(piece + _call_note(member, call, kids))
-        start = end
-    piece, _ = colour_tags(_elide(text[start:]), stack)
-    pieces.append(piece)
+    pieces = _text_pieces(member, text, cut, kids)
     if parent is not None and inherited:
         pieces.insert(0, f'<span class="ag-call">… {plural(inherited, "call")} shared with #{parent["member"]}</span>')
 
@@ -350,3 +355,30 @@ def render_rollout(records: list[dict[str, Any]]) -> str:
     )
     body = "".join(render_group(record) for record in shown)
     return f'{STYLE}<div class="ag-viewer">{title}{body}{more}</div>'
+
+
+def render_chat_turn(member: dict[str, Any], title: str = "Last answer with tools") -> str:
+    r"""HTML of one Chat answer generated with tools, drawn as the viewer draws a trajectory.
+
+    Args:
+        member: A trajectory record (`webui.chat.chat_record`): `response`, `tool_calls`, `num_tool_calls`,
+            `finish_reason`, `truncated`, `hit_call_limit`.
+        title: The head line.
+
+    Returns:
+        The answer with its tags coloured, each call noted after its `<result>` (tool, status, cached, latency),
+        and badges for the call count and the finish reason, with the viewer's style.
+    """
+    badges = [
+        _badge(plural(int(member.get("num_tool_calls", 0)), "call")),
+        _badge(f"finish {member.get('finish_reason') or '?'}"),
+    ]
+    if member.get("truncated"):
+        badges.append(_badge("truncated", "ag-bad"))
+    if member.get("hit_call_limit"):
+        badges.append(_badge("call limit", "ag-bad"))
+    pieces = _text_pieces(member, member.get("response", ""), 0, [])
+    return (
+        f'{STYLE}<div class="ag-viewer"><div class="ag-node"><div class="ag-head">{html.escape(title)} '
+        f'{"".join(badges)}</div><div class="ag-text">{"".join(pieces)}</div></div></div>'
+    )

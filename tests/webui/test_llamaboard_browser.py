@@ -329,6 +329,9 @@ def test_arpo_from_llamaboard(page, board, board_env):
     assert re.search(r"arpo_beam_size +preset +2\n", preview), preview
     assert re.search(r"agentic_max_tool_calls +explicit +2\n", preview), preview
     assert re.search(r"agentic_tool_retries +preset +3\n", preview), preview
+    # issue 29 item 1: the run planner's table (llamafactory-agentic plan) under the effective values
+    assert "Run plan (`llamafactory-agentic plan`" in preview or "Run plan (llamafactory-agentic plan" in preview
+    assert re.search(r"memory: fits +fits: ", preview) and "time: per rollout step" in preview, preview
     ui.shot("preview", output_box)
 
     # 6. save and load the arguments: the panel's fields round-trip

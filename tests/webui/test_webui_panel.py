@@ -5,12 +5,14 @@
 """The panel's pure helpers: output directory on a stage change, the checks box after it, the aborted run's output."""
 
 import types
+from pathlib import Path
 
 import pytest
 
 from llamafactory_agentic.webui.panel import aborted_output, default_output_dir, holds_run, stage_change_note
 
 
+REPO = Path(__file__).resolve().parents[2]
 TIME, NOW = "2026-12-03-18-00-00", "2026-12-03-19-30-00"
 
 
@@ -53,3 +55,22 @@ def test_an_aborted_run_does_not_say_finished(lang):
     assert text.startswith("Aborted." if lang == "en" else "已中止。")
     running = {box: "```\nlog\n```"}
     assert aborted_output(runner, running, lang) == running  # only the last output is relabelled
+
+
+def test_preview_carries_the_run_plan(tiny_model_dir):
+    # issue 29 item 1: the planner's table in LLaMA-Board's preview of an RL run
+    import yaml
+
+    from llamafactory_agentic.webui.panel import plan_section
+
+    args = yaml.safe_load((REPO / "recipes" / "tiny" / "arpo_cpu.yaml").read_text())
+    args.update(model_name_or_path=str(tiny_model_dir), dataset_dir=str(REPO / "data"), output_dir="saves/x/arpo_1")
+    text = plan_section(args, "en")
+    assert text.startswith("**Run plan (`llamafactory-agentic plan`")
+    for figure in ("memory: rollout peak", "memory: fits", "time: per rollout step", "search: API calls", "disk:"):
+        assert figure in text, text
+    assert f"config.json at {tiny_model_dir}" in text or str(tiny_model_dir) in text  # the source of the shape
+    args.update(model_name_or_path="/no/such/model")
+    broken = plan_section(args, "en")
+    assert broken.startswith("Run plan not available: model_name_or_path '/no/such/model'"), broken
+    assert plan_section(args, "zh").startswith("无法给出运行计划")

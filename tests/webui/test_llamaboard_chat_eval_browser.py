@@ -1,0 +1,150 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License").
+
+"""LLaMA-Board's Chat and Evaluate & Predict tabs in a real browser (`llamafactory-cli webui` + Playwright/Chromium).
+
+Evaluate & Predict: the plugin's RL datasets are marked in the dataset list, LLaMA-Factory's own Start names the
+missing predict packages with their install command, and the Agentic evaluation panel runs the real
+`llamafactory-agentic eval` on the same checkpoint (2 questions, 1 run) and shows its summary and report.
+
+Chat with tools: a tiny checkpoint fitted by `webui._helpers.fit_chat_policy` answers "What is 43+64?" with
+`<python>print(43+64)</python>` (what is scripted: the checkpoint was fitted to write that call; it never saw 107, its
+fitting observation was 0). LLaMA-Board's own chat shows the call with no result (issue 28: "it writes a `<python>`
+call and invents the result"); with *Run tools* on, the agent loop of training stops at `</python>`, the python tool
+runs the code in the training sandbox and its observation `107` appears in the page.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from webui._helpers import QUESTION, fit_chat_policy
+from webui.test_llamaboard_browser import Board, board, page  # noqa: F401  (the server and browser fixtures)
+
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def board_env(tmp_path_factory, tiny_model_dir):
+    root = tmp_path_factory.mktemp("llamaboard_chat")
+    policy = fit_chat_policy(tiny_model_dir, root / "chat_policy")
+    workdir = root / "board"
+    workdir.mkdir()
+    return {"root": root, "policy": policy, "cwd": workdir}
+
+
+def _last_answer(ui: Board) -> str:
+    bubbles = ui.page.locator("#agentic_chatbot .message-row")
+    return bubbles.nth(bubbles.count() - 1).inner_text()
+
+
+def _ask(ui: Board, question: str, done: str, timeout: float = 120) -> str:
+    rows = ui.page.locator("#agentic_chatbot .message-row")
+    before = rows.count()
+    query = ui.page.get_by_placeholder("Input...").filter(visible=True).first
+    query.fill(question)
+    ui.page.locator("#agentic_chat_submit").click()
+    for _ in range(int(timeout * 4)):
+        if rows.count() >= before + 2 and re.search(done, _last_answer(ui)):
+            return _last_answer(ui)
+        ui.page.wait_for_timeout(250)
+    raise AssertionError(f"no answer matching {done!r}; last rows: {rows.all_inner_texts()[-3:]}")
+
+
+def test_chat_runs_tools(page, board_env):  # noqa: F811
+    ui = Board(page)
+    ui.choose("Model name", "Custom")
+    ui.fill("Model path", board_env["policy"])
+    ui.choose("Finetuning method", "full")
+    ui.choose("Chat template", "qwen")
+    page.get_by_role("tab", name="Chat").click()
+    ui.click("Load model")
+    page.locator("#agentic_chat_submit").wait_for(state="visible", timeout=120_000)
+    assert not page.get_by_role("button", name="Submit", exact=True).nth(1).is_visible()  # LLaMA-Board's is hidden
+
+    # LLaMA-Board's chat (Run tools off): the call is written, nothing runs it (the old behaviour)
+    plain = _ask(ui, QUESTION, r"print\(43\+64\)")
+    assert "107" not in plain, plain
+    assert page.locator("#agentic_chat_trace").inner_text().strip() == ""
+
+    # Run tools: the training agent loop and executor; the observation comes from the python sandbox
+    ui.click("Clear history")  # the same one-turn prompt as above (the checkpoint was fitted on that one only)
+    page.locator("#agentic_chat_run_tools input[type=checkbox]").set_checked(True)
+    answer = _ask(ui, QUESTION, r"107")
+    assert "print(43+64)" in answer and "<result>" in answer, answer
+    trace = page.locator("#agentic_chat_trace")
+    ui.wait_text(trace, r"call 1: python · ok", timeout=30)
+    assert "107" in trace.locator(".ag-result").first.inner_text()
+    assert "1 call" in trace.inner_text() and "finish eos" in trace.inner_text()
+    ui.shot("chat_with_tools", at=page.locator("#agentic_chatbot"))
+
+    # a tool config that does not exist: the message names it, nothing is generated
+    config = page.locator("#agentic_chat_tool_config input").first
+    config.fill(str(board_env["root"] / "no_tools.yaml"))
+    config.press("Enter")
+    failed = _ask(ui, QUESTION, r"could not start")
+    assert "no_tools.yaml" in failed, failed
+
+
+def test_evaluate_tab(page, board_env):  # noqa: F811
+    from llamafactory_agentic.webui.evaluate import missing_predict_packages
+
+    ui = Board(page)
+    ui.choose("Model name", "Custom")
+    ui.fill("Model path", board_env["policy"])
+    ui.choose("Finetuning method", "full")
+    ui.choose("Chat template", "qwen")
+    page.get_by_role("tab", name="Evaluate & Predict").click()
+
+    # the plugin's RL datasets are marked in Evaluate's dataset list
+    ui.fill("Data dir", REPO / "data")
+    dataset_box = page.get_by_label("Dataset", exact=True).filter(visible=True).first
+    dataset_box.click()
+    options = page.get_by_role("option").filter(visible=True)
+    options.first.wait_for()
+    labels = options.all_inner_texts()
+    assert "arpo_rl_reasoning_10k_local (arpo_rl: RL prompts, use Agentic evaluation)" in labels, labels
+    page.get_by_role("option", name="arpo_sft_demo", exact=True).click()
+    page.keyboard.press("Escape")
+
+    # LLaMA-Factory's Evaluate & Predict: refused with the install command while jieba, nltk or rouge-chinese is missing
+    missing = missing_predict_packages()
+    if missing:
+        ui.click("Start")
+        ui.wait_text(page.locator("body"), "pip install " + " ".join(missing), timeout=30)
+
+    # the agentic evaluation panel: llamafactory-agentic eval with a preset; its summary and report
+    rows = [json.loads(line) for line in (REPO / "evaluation" / "samples" / "capitals.jsonl").read_text().splitlines()]
+    bench = board_env["root"] / "capitals2.jsonl"
+    bench.write_text("".join(json.dumps(row) + "\n" for row in rows[:2]))
+    config = board_env["root"] / "eval.yaml"
+    config.write_text(
+        "template: qwen\ninfer_backend: huggingface\nagentic_search_backend: replay\n"
+        f"agentic_cache_path: {board_env['root'] / 'tool_cache.sqlite'}\nagentic_python_timeout: 10\n"
+        f"eval_benchmarks:\n  - {{name: capitals, path: {bench}, task: qa, metric: f1}}\n"
+        "eval_max_response_length: 48\neval_batch_size: 2\n"
+    )
+    box = page.locator("#agentic_eval_config input").first
+    box.fill(str(config))
+    box.press("Enter")
+    for name, value in (("runs", 1), ("max_new", 16)):
+        field = page.locator(f"#agentic_eval_{name} input").first
+        field.fill(str(value))
+        field.blur()
+    page.locator("#agentic_eval_btn").click()
+    status = page.locator("#agentic_eval_status")
+    ui.wait_text(status, "llamafactory-agentic eval", timeout=60)
+    text = ui.wait_text(status, r"Evaluation finished|ended with exit code", timeout=400)
+    assert "Evaluation finished" in text, text
+    assert "eval_preset=paper" in text and "eval_runs=1" in text and "eval_max_new_tokens=16" in text
+    summary = ui.wait_text(page.locator("#agentic_eval_summary"), r"capitals", timeout=30)
+    assert "Protocol paper" in summary and "pass@1" in summary, summary  # (Markdown rendered: no backticks)
+    report = re.search(r"Report: (\S+report\.html)", text)
+    assert report and Path(report.group(1)).is_file(), text
+    assert "report.html" in page.locator("#agentic_eval_report").inner_text()
+    ui.shot("agentic_eval", page.locator("#agentic_eval_panel"))
