@@ -33,7 +33,7 @@ from typing import Any
 from llamafactory.data.converter import DatasetConverter, SharegptDatasetConverter
 from llamafactory.data.data_utils import Role
 
-from ..integration.log import get_logger
+from ..common.log import get_logger
 from .rl_schema import PROMPT_COLUMN, RLRowError, dump_extra, parse_rl_row
 from .tags import (
     TrajectoryFormatError,

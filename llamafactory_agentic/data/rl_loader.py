@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..integration.log import get_logger
+from ..common.log import get_logger
 from .rl_schema import RLRowError, parse_rl_row
 from .tags import count_control_chars
 

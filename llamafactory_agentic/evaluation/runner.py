@@ -37,7 +37,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from ..integration.log import get_logger
+from ..common.log import get_logger
 from .benchmarks import Benchmark, Sample, load_benchmark, load_registry, resolve_benchmarks
 from .config import (
     TRAINING_TOOL_KEYS,

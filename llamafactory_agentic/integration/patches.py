@@ -26,7 +26,7 @@ import typing
 from types import ModuleType
 from typing import Any, Literal
 
-from .log import get_logger
+from ..common.log import get_logger
 from .stages import STAGES, get_stage
 
 

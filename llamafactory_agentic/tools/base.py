@@ -28,8 +28,8 @@ from typing import Any
 
 import tenacity
 
+from ..common.log import get_logger
 from ..hparams import PYTHON_MAX_OUTPUT_CHARS, TOOL_RETRIES
-from ..integration.log import get_logger
 
 
 logger = get_logger(__name__)

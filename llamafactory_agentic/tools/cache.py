@@ -43,8 +43,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..common.log import get_logger
 from ..hparams import CACHE_MODE
-from ..integration.log import get_logger
 from .base import ALL_STATUSES, NO_SEARCH_RESULTS_TEXT, STATUS_OK
 
 

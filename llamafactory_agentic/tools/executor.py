@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
+from ..common.log import get_logger
 from ..data.tags import empty_call_text  # shared with the rollout (docs/algorithms.md §12)
 from ..hparams import CACHE_MODE, CACHE_TOOLS, TOOL_RETRIES, TOOL_WORKERS, agentic_default
-from ..integration.log import get_logger
 from .base import (
     NO_SEARCH_RESULTS_TEXT,
     STATUS_CACHE_MISS,

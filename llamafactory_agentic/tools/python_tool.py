@@ -116,8 +116,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..common.log import get_logger
 from ..hparams import PYTHON_ISOLATION, PYTHON_MAX_OUTPUT_CHARS, PYTHON_MIN_ISOLATION, PYTHON_TIMEOUT_S, TOOL_RETRIES
-from ..integration.log import get_logger
 from .base import (
     STATUS_EMPTY,
     STATUS_ERROR,

@@ -38,8 +38,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ..common.log import get_logger
 from ..hparams import SEARCH_BACKEND, SEARCH_SNIPPET_CHARS, SEARCH_TOPK
-from ..integration.log import get_logger
 from .base import (
     NO_SEARCH_RESULTS_TEXT,
     STATUS_CACHE_MISS,

@@ -32,7 +32,7 @@ import os
 import re
 from typing import Any
 
-from ..integration.log import get_logger
+from ..common.log import get_logger
 
 
 TRAINER_STATE_NAME = "trainer_state.json"  # transformers.trainer.TRAINER_STATE_NAME

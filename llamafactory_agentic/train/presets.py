@@ -32,8 +32,8 @@ import json
 import os
 from typing import Any
 
+from ..common.log import get_logger
 from ..hparams import TOOL_RETRIES, TOOL_WORKERS
-from ..integration.log import get_logger
 
 
 AGENTIC_CONFIG_NAME = "agentic_config.json"

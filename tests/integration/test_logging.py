@@ -14,7 +14,7 @@ import pytest
 from llamafactory.extras import logging as llamafactory_logging
 from llamafactory.extras.constants import RUNNING_LOG
 
-from llamafactory_agentic.integration.log import get_logger
+from llamafactory_agentic.common.log import get_logger
 
 
 REPO = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ runs the pre-run check, then calls LLaMA-Factory's original `run_sft`.
 
 from typing import TYPE_CHECKING, Any
 
-from ...integration.log import get_logger
+from ...common.log import get_logger
 
 
 if TYPE_CHECKING:

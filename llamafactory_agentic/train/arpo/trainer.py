@@ -72,8 +72,8 @@ from ...algorithms import (
     get_policy_loss,
     high_entropy_mask,
 )
+from ...common.log import get_logger
 from ...guards.contamination import answer_leak_rate, observation_texts
-from ...integration.log import get_logger
 from ...integration.trl_compat import (
     GRPOConfig,
     GRPOTrainer,

@@ -46,8 +46,8 @@ PLOT_KEYS = (
 
 def _log_plan(model_args: Any, data_args: Any, training_args: Any, finetuning_args: Any) -> None:
     r"""Log `llamafactory-agentic plan`'s table for this run first (docs/plan.md); a plan that fails never stops it."""
+    from ...common.log import get_logger
     from ...guards.plan import plan_for_run
-    from ...integration.log import get_logger
 
     logger = get_logger(__name__)
     try:
