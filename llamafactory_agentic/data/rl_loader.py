@@ -269,12 +269,14 @@ def load_rl_dataset(
     from datasets import DatasetDict
     from llamafactory.data.data_utils import get_dataset_module, split_dataset
 
-    from ..integration.data_registration import register_data_extensions
+    from .converters import register_converters
+    from .inline_template import register_default_inline_templates
 
     if data_args.streaming:
         raise ValueError("The RL stages do not support `streaming: true`; turn it off (the prompts are small).")
 
-    register_data_extensions()
+    register_converters()
+    register_default_inline_templates()
     skip_bad_rows = bool(getattr(finetuning_args, "agentic_skip_bad_rows", False))
     repair = bool(getattr(finetuning_args, "agentic_repair_boxed", True))
     data_args.agentic_repair_boxed = repair  # read by the arpo_rl converter
