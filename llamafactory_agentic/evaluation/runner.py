@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..common.log import get_logger
+from ..common.switch import DISABLE_ENV, is_disabled
 from .benchmarks import Benchmark, Sample, load_benchmark, load_registry, resolve_benchmarks
 from .config import (
     TRAINING_TOOL_KEYS,
@@ -111,8 +112,6 @@ def parse_eval_config(
         EvalConfigError: unknown `eval_*` key, a generation key, or the plugin disabled.
         ValueError: from LLaMA-Factory's parser (unknown key, bad value).
     """
-    from ..integration.activation import register
-
     raw = load_config_dict(config, overrides)
     known = set(eval_field_names())
     eval_keys = {k: v for k, v in raw.items() if k.startswith("eval_")}
@@ -127,10 +126,8 @@ def parse_eval_config(
             f"{clash}: generation keys of the evaluation are eval_* keys (eval_temperature, eval_top_p, eval_top_k, "
             "eval_repetition_penalty, eval_max_new_tokens); the preset gives their defaults"
         )
-    try:
-        register()
-    except RuntimeError as err:
-        raise EvalConfigError(str(err)) from None
+    if is_disabled():  # the plugin's keys are in LLaMA-Factory's parser once it is active (hook or `register()`)
+        raise EvalConfigError(f"llamafactory-agentic is disabled by {DISABLE_ENV}; unset it to evaluate.")
     from llamafactory.hparams import get_infer_args
 
     rest = {k: v for k, v in raw.items() if not k.startswith("eval_")}

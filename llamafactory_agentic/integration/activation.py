@@ -24,23 +24,16 @@ Explicit path: `register()` imports the modules (patching those already imported
 """
 
 import importlib
-import os
 import sys
 from types import ModuleType
 
+from ..common.switch import DISABLE_ENV, is_disabled
 from .data_registration import DATA_MODULES, on_data_module_loaded
 from .patches import LLAMABOARD_PATCHES, PATCHES, SUPPORTED_LLAMAFACTORY, PatchError
 
 
-DISABLE_ENV = "LLAMAFACTORY_AGENTIC_DISABLE"
-
 _applied: dict[str, str] = {}
 _version_checked = False
-
-
-def is_disabled() -> bool:
-    r"""True when `LLAMAFACTORY_AGENTIC_DISABLE` is set to a true value."""
-    return os.environ.get(DISABLE_ENV, "0").lower() in ("1", "true", "y", "yes")
 
 
 def llamafactory_version() -> str | None:

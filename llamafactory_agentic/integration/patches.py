@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from ..common.log import get_logger
-from .stages import STAGES, get_stage
+from ..common.stages import STAGES, get_stage
 
 
 SUPPORTED_LLAMAFACTORY = ("0.9.5",)

@@ -275,11 +275,11 @@ class WebBackend(HTTPBackend):
         r"""Create the object (the arguments are described in the class docstring).
 
         `blocklist`: URL patterns whose results are dropped before their snippets reach the model (None: the
-        benchmark pages of `guards/contamination.py:DEFAULT_BLOCKLIST`; "none": no filter; docs/plan.md §3).
+        benchmark pages of `tools/blocklist.py:DEFAULT_BLOCKLIST`; "none": no filter; docs/plan.md §3).
         """
         import os
 
-        from ..guards.contamination import Blocklist
+        from .blocklist import Blocklist
 
         self.blocklist = Blocklist(blocklist)
         self.blocked_results = 0

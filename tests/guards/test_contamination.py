@@ -8,13 +8,12 @@ reached from the test machines), the answer-leak check and `tools/answer_leak_ra
 import pytest
 
 from llamafactory_agentic.guards.contamination import (
-    DEFAULT_BLOCKLIST,
-    Blocklist,
     answer_leak_rate,
     answer_leaks,
     guard_observation,
     observation_texts,
 )
+from llamafactory_agentic.tools.blocklist import DEFAULT_BLOCKLIST, Blocklist
 
 
 @pytest.mark.parametrize(

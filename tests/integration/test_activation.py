@@ -137,7 +137,7 @@ def test_llamaboard_lists_the_plugin_stages():
     from llamafactory.extras.constants import TRAINING_STAGES
     from llamafactory.webui.control import change_stage
 
-    from llamafactory_agentic.integration.stages import STAGES
+    from llamafactory_agentic.common.stages import STAGES
 
     for spec in STAGES.values():
         assert TRAINING_STAGES[spec.display_name] == spec.name

@@ -26,9 +26,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ...algorithms import list_policy_losses
-from ...integration.trl_compat import GRPOConfig
 from ...rewards.registry import TOOL_BONUS, check_tool_bonus
 from ...rollout.trajectory import STOP_STRINGS, RolloutConfig
+from ..trl_compat import GRPOConfig
 
 
 def _unresolved(values: dict[str, Any], optional: tuple[str, ...] = ()) -> None:

@@ -74,19 +74,19 @@ from ...algorithms import (
 )
 from ...common.log import get_logger
 from ...guards.contamination import answer_leak_rate, observation_texts
-from ...integration.trl_compat import (
-    GRPOConfig,
-    GRPOTrainer,
-    prepare_deepspeed,
-    selective_log_softmax,
-    unwrap_model_for_generation,
-)
 from ...rewards import build_model_view
 from ...rewards.registry import EXECUTED_TOOLS_KEY, CallableReward, RewardFunction, check_score, executed_tools
 from ...rollout.generation_weights import GenerationWeights
 from ...rollout.hf_engine import decode_metrics
 from ...rollout.progress import ROLLOUT_PROGRESS_NAME, RolloutProgress
 from ...rollout.rng_state import load_rollout_rng_state, rng_state_path, save_rollout_rng_state
+from ..trl_compat import (
+    GRPOConfig,
+    GRPOTrainer,
+    prepare_deepspeed,
+    selective_log_softmax,
+    unwrap_model_for_generation,
+)
 from .batch import collate_records, groups_of_rows, micro_batch_layout, token_advantages, token_micro_batches
 from .config import ArpoLossConfig
 from .dynamic_sampling import assemble_update, combine_generation_batches, count_signal_groups, extra_prompt_indices
