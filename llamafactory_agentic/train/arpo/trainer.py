@@ -45,7 +45,7 @@ Everything the trainer knows about generation goes through `self.rollout.rollout
 to `GRPOConfig`, `ArpoLossConfig`, `RolloutConfig`, `ToolsConfig`; batch geometry), `records.py` (the per-trajectory
 `ScoredTrajectory`), `batch.py` (groups, token advantages, micro-batch layout and padding), `metrics.py` (pure metric
 reduction and `rollouts.jsonl` entries), `rollout/rng_state.py`, `rollout/progress.py`, and the patches of TRL and
-LLaMA-Factory in `integration/` (`trl_compat.py`, `log_callback.py`).
+LLaMA-Factory in `train/` (`trl_compat.py`, `log_callback.py`).
 """
 
 import contextlib

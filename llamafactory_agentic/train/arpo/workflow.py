@@ -181,10 +181,10 @@ def _train(
 
     from ...data import load_rl_dataset
     from ...guards.gaming import GamingMonitorCallback
-    from ...integration.log_callback import extend_log_callback
     from ...rewards import get_reward_function
     from ...rollout import AgenticRollout, build_engine
     from ..agentic_sft.check import check_tokenizer_tags
+    from ..log_callback import extend_log_callback
     from .config import build_run_config
     from .trainer import ArpoTrainer
 

@@ -73,7 +73,7 @@ def extend_log_callback(callbacks: list[TrainerCallback] | None) -> None:
     from llamafactory.train.callbacks import LogCallback
 
     from ..common.log import get_logger
-    from ..train.checkpoints import drop_records_after
+    from .checkpoints import drop_records_after
 
     logger = get_logger(__name__)
 
