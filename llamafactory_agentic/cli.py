@@ -63,7 +63,7 @@ def _report_python_isolation() -> None:
     r"""Print what the python tool's sandbox probe measured inside each sandbox; flag a level below the default min."""
     print("\npython tool sandbox (measured by a probe that runs inside the sandbox exactly as model code does)")
     try:
-        from .tools.python_tool import (
+        from .tools.sandbox.isolation import (
             DEFAULT_MIN_ISOLATION,
             SANDBOXES,
             IsolationError,

@@ -442,7 +442,7 @@ def validate_tool_args(finetuning_args: Any) -> dict[str, Any]:
         ValueError: naming the recipe key, what it must be and the value received.
     """
     from .cache import CACHE_MODES
-    from .python_tool import ISOLATION_LEVELS, SANDBOXES
+    from .sandbox.isolation import ISOLATION_LEVELS, SANDBOXES
 
     a = finetuning_args
 
@@ -505,8 +505,9 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
             that is not a tool cache), naming the key that gave the path.
         IsolationError: the python tool's measured isolation is below `agentic_python_min_isolation`.
     """
-    from .python_tool import PythonTool, check_min_isolation
+    from .python_tool import PythonTool
     from .registry import ToolConfigError, ToolSpec, build_tools, load_tool_config
+    from .sandbox.isolation import check_min_isolation
 
     a = finetuning_args
     keys = validate_tool_args(a)

@@ -27,7 +27,8 @@ from llamafactory_agentic.tools.base import BaseTool, BoundedText
 from llamafactory_agentic.tools.cache import RedisCache, SQLiteCache, ToolCache, open_cache
 from llamafactory_agentic.tools.cli import add_subcommands
 from llamafactory_agentic.tools.executor import ToolExecutor, validate_tool_args
-from llamafactory_agentic.tools.python_tool import DEFAULT_MIN_ISOLATION, PythonTool, run_python_code
+from llamafactory_agentic.tools.python_tool import PythonTool, run_python_code
+from llamafactory_agentic.tools.sandbox.isolation import DEFAULT_MIN_ISOLATION
 from llamafactory_agentic.tools.search import SearchTool, format_snippets
 from llamafactory_agentic.train.presets import PRESETS
 
