@@ -489,7 +489,7 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
     the cache unset. The keys and the tool config are validated first (`validate_tool_args`,
     `registry.load_tool_config`). The cache is opened with `degrade=True`: a locked database or an unreachable Redis
     server is warned about and then behaves as a miss. With `agentic_python_min_isolation` set, every local python
-    tool's sandbox is measured (`python_tool.measure_isolation`) and a lower level stops the run.
+    tool's sandbox is measured (`sandbox.isolation.measure_isolation`) and a lower level stops the run.
 
     Args:
         finetuning_args: the run's `ToolsConfig` (`train/arpo/config.py`), or any object with those attributes

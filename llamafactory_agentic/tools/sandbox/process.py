@@ -17,7 +17,7 @@ r"""One interpreter process of the python tool.
 The program goes in on stdin, the output is read incrementally and bounded, the whole process group is killed on
 timeout and exit signals are explained; `rewrite_last_expression` prints a last bare expression.
 
-Used by the sandbox (`isolation._execute`) for model code and for the isolation probe (`tools/python_tool.py`).
+Used by the sandbox (`isolation._execute`) for model code and for the isolation probe.
 """
 
 import ast
