@@ -14,8 +14,8 @@
 
 """Start-up hook of llamafactory-agentic, imported by `llamafactory_agentic.pth` in every Python process.
 
-It only installs a meta-path finder that watches six LLaMA-Factory module names; nothing else is imported, so a process
-that never imports LLaMA-Factory pays for one tiny module. When a watched module has finished executing, the finder
+It only installs a meta-path finder that watches six LLaMA-Factory module names and the plugin's two data modules;
+nothing else is imported, so a process that never imports LLaMA-Factory pays for one tiny module. When a watched module has finished executing, the finder
 hands it to `llamafactory_agentic.integration.activation.on_module_loaded`, which applies that module's patch.
 Set `LLAMAFACTORY_AGENTIC_DISABLE=1` to turn the hook off.
 """
@@ -32,6 +32,10 @@ WATCHED = frozenset(
         "llamafactory.train.tuner",
         "llamafactory.launcher",
         "llamafactory.webui.interface",
+        # the plugin's data modules: their converters / templates are registered once they are complete
+        # (`llamafactory_agentic.integration.data_registration`)
+        "llamafactory_agentic.data.converters",
+        "llamafactory_agentic.data.inline_template",
     )
 )
 

@@ -35,7 +35,7 @@ CHILD = r"""
 import json, resource, sys, time
 import torch
 from transformers import Qwen2ForCausalLM
-from llamafactory_agentic.integration.trl_compat import selective_log_softmax
+from llamafactory_agentic.train.trl_compat import selective_log_softmax
 from llamafactory_agentic.algorithms import entropy_from_logits_chunked
 from llamafactory_agentic.testing import real_size_config
 from llamafactory_agentic.train.arpo.logprobs import response_log_probs

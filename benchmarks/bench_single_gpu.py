@@ -261,7 +261,7 @@ def trl_replica_loss(model, batch: dict, temperature: float = 1.0):
     import torch
     from trl.trainer.utils import entropy_from_logits
 
-    from llamafactory_agentic.integration.trl_compat import selective_log_softmax
+    from llamafactory_agentic.train.trl_compat import selective_log_softmax
 
     input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
     attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)

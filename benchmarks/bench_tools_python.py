@@ -25,7 +25,8 @@ import subprocess
 import sys
 import time
 
-from llamafactory_agentic.tools.python_tool import SANDBOXES, measure_isolation, run_python_code
+from llamafactory_agentic.tools.python_tool import run_python_code
+from llamafactory_agentic.tools.sandbox.isolation import SANDBOXES, measure_isolation
 
 
 def mean_time(fn, n):

@@ -22,7 +22,7 @@ length and micro-batch geometry (micro x accum trajectories per update, 2 update
 
 * `trl`: `trl.GRPOTrainer` (bf16 weights, `loss_type: dapo`, `beta: 0`), in a child process of this script; under
   Transformers 5.6 it needs `model.warnings_issued = {}` and TRL's package-availability flags fixed
-  (`integration/trl_compat.py`, else it imports the absent `mergekit`);
+  (`train/trl_compat.py`, else it imports the absent `mergekit`);
 * `grpo`: `llamafactory-cli train`, stage `arpo` with N = M (no branching, plain GRPO sampling), `pure_bf16`;
 * `arpo`: the same with N = M / 2 and `all_at_once` budget fill (a random policy calls no tool, so the other half are
   fills).
@@ -65,7 +65,7 @@ def trl_child(args: argparse.Namespace) -> None:
 
     # TRL 0.24 under Transformers 5 imports packages it believes installed (mergekit); trl_compat fixes only those
     # flags, GRPOTrainer itself is TRL's
-    from llamafactory_agentic.integration.trl_compat import GRPOConfig, GRPOTrainer
+    from llamafactory_agentic.train.trl_compat import GRPOConfig, GRPOTrainer
 
     gpu = torch.cuda.is_available()
     model_dir = Path(args.model_dir)

@@ -63,7 +63,7 @@ def _report_python_isolation() -> None:
     r"""Print what the python tool's sandbox probe measured inside each sandbox; flag a level below the default min."""
     print("\npython tool sandbox (measured by a probe that runs inside the sandbox exactly as model code does)")
     try:
-        from .tools.python_tool import (
+        from .tools.sandbox.isolation import (
             DEFAULT_MIN_ISOLATION,
             SANDBOXES,
             IsolationError,
@@ -123,7 +123,7 @@ def _report_python_isolation() -> None:
 
 def doctor(args: argparse.Namespace) -> int:
     r"""Print versions, active patches and optional parts; return 1 when activation is broken."""
-    from .integration.activation import DISABLE_ENV, is_disabled
+    from .common.switch import DISABLE_ENV, is_disabled
     from .integration.patches import LLAMABOARD_PATCHES, PATCHES, SUPPORTED_LLAMAFACTORY
 
     ok = True
@@ -270,6 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 0
+
+    if args.command == "eval":  # the harness parses with the plugin's keys: activate it without the start-up hook
+        from .integration.activation import hook_installed, is_disabled, register
+
+        if not hook_installed() and not is_disabled():  # disabled: the harness says so (EvalConfigError)
+            register()
 
     return int(args.func(args) or 0)
 

@@ -49,7 +49,7 @@ def tiny_model(tiny_model_dir):
 def plugin_caplog(caplog):
     """`caplog` that also sees the plugin's records.
 
-    The plugin logs through LLaMA-Factory's `llamafactory` logger (`integration.log.get_logger`), which stops
+    The plugin logs through LLaMA-Factory's `llamafactory` logger (`common.log.get_logger`), which stops
     propagating to the root logger, where `caplog` listens, once LLaMA-Factory has set it up.
     """
     logger = logging.getLogger("llamafactory")

@@ -20,8 +20,9 @@ r"""Dataset formats of the agentic stages (docs/algorithms.md §2 and §8).
   turns, trained with the `<base>_agentic` inline-tag templates (`build_inline_template`).
 
 Importing this package is cheap; the LLaMA-Factory-dependent parts load on first use. Their registration in
-LLaMA-Factory (the converters and the inline-tag templates of qwen, qwen3, qwen3_nothink and llama3) lives in
-`llamafactory_agentic.integration.data_registration`.
+LLaMA-Factory (the converters and the inline-tag templates of qwen, qwen3, qwen3_nothink and llama3) is done by
+idempotent functions here (`converters.register_converters`, `inline_template.register_default_inline_templates`) that
+activation calls (`llamafactory_agentic.integration.data_registration`); no module of this package imports `integration`.
 """
 
 from typing import Any

@@ -33,8 +33,8 @@ from typing import Any
 from llamafactory.data.converter import DatasetConverter, SharegptDatasetConverter
 from llamafactory.data.data_utils import Role
 
+from ..common.log import get_logger
 from ..hparams import agentic_value
-from ..integration.log import get_logger
 from .rl_schema import PROMPT_COLUMN, RLRowError, dump_extra, parse_rl_row
 from .tags import (
     TrajectoryFormatError,
@@ -240,8 +240,18 @@ def rebuild_sft_messages(
     return output
 
 
-from ..integration.data_registration import register_converters  # noqa: E402
+def register_converters() -> None:
+    r"""Register `arpo_rl`, `arpo_sft` and `agentic_raw` in LLaMA-Factory's `DATASET_CONVERTERS` (idempotent)."""
+    from llamafactory.data.converter import DATASET_CONVERTERS, register_dataset_converter
+
+    for name, converter in (
+        (RL_FORMATTING, ArpoRLDatasetConverter),
+        (SFT_FORMATTING, ArpoSFTDatasetConverter),
+        (RAW_FORMATTING, RawRowsConverter),
+    ):
+        if DATASET_CONVERTERS.get(name) is not converter:
+            DATASET_CONVERTERS.pop(name, None)
+            register_dataset_converter(name, converter)
 
 
-register_converters()  # see `register_data_extensions` (the activation hook may skip this module)
-MODULE_READY = True
+MODULE_READY = True  # read by `integration.data_registration` (registration waits until the body ran)

@@ -14,8 +14,8 @@
 
 r"""Inline-tag variants of LLaMA-Factory chat templates (docs/algorithms.md §2.7).
 
-`build_inline_template` builds the inline-tag variant of a template; `get_inline_template_name("qwen")` in
-`llamafactory_agentic/integration/data_registration.py` registers it with LLaMA-Factory as `qwen_agentic`: a copy of
+`build_inline_template` builds the inline-tag variant of a template; `get_inline_template_name("qwen")` registers it
+with LLaMA-Factory as `qwen_agentic`: a copy of
 `qwen` whose `function` messages are rendered verbatim (no JSON tool-call parsing, no end-of-turn token) and whose
 `observation` messages are rendered as `" <result>\n{content}\n</result>"` with no role header. A trajectory split into
 `user, function, observation, ..., assistant` messages then encodes, message by message, to exactly the ids the RL
@@ -42,6 +42,10 @@ from llamafactory.data.formatter import StringFormatter
 from llamafactory.data.template import ReasoningTemplate, Template
 
 from .tags import OBSERVATION_PREFIX, OBSERVATION_SUFFIX
+
+
+INLINE_SUFFIX = "_agentic"
+DEFAULT_INLINE_BASES = ("qwen", "qwen3", "qwen3_nothink", "llama3")
 
 
 class VerbatimFunctionFormatter(StringFormatter):
@@ -166,8 +170,43 @@ def is_inline_template(template: Template) -> bool:
     return slots == [OBSERVATION_PREFIX + "{{content}}" + OBSERVATION_SUFFIX]
 
 
-from ..integration.data_registration import register_default_inline_templates  # noqa: E402
+def get_inline_template_name(base_name: str) -> str:
+    r"""Register (once) and return the name of the inline-tag variant of LLaMA-Factory's template `base_name`.
+
+    Args:
+        base_name: A registered template such as `qwen`, `qwen3`, `llama3`; an already inline name
+            (`qwen_agentic`) is returned unchanged.
+
+    Returns:
+        `f"{base_name}_agentic"`, registered in `llamafactory.data.template.TEMPLATES`.
+
+    Raises:
+        ValueError: if `base_name` is not a registered template, or see `build_inline_template`.
+    """
+    from llamafactory.data.template import TEMPLATES
+
+    if base_name.endswith(INLINE_SUFFIX) and base_name in TEMPLATES:
+        return base_name
+
+    if base_name not in TEMPLATES:
+        raise ValueError(f"Template {base_name} does not exist; set `template` to one of LLaMA-Factory's templates.")
+
+    name = base_name + INLINE_SUFFIX
+    if name not in TEMPLATES:
+        TEMPLATES[name] = build_inline_template(TEMPLATES[base_name])
+
+    return name
 
 
-register_default_inline_templates()  # see `register_data_extensions` (the activation hook may skip this module)
-MODULE_READY = True
+def register_default_inline_templates() -> list[str]:
+    r"""Register the inline-tag variants of `DEFAULT_INLINE_BASES` present in this LLaMA-Factory (idempotent).
+
+    Returns:
+        The registered names, e.g. `["qwen_agentic", "qwen3_agentic", "qwen3_nothink_agentic", "llama3_agentic"]`.
+    """
+    from llamafactory.data.template import TEMPLATES
+
+    return [get_inline_template_name(base) for base in DEFAULT_INLINE_BASES if base in TEMPLATES]
+
+
+MODULE_READY = True  # read by `integration.data_registration` (registration waits until the body ran)

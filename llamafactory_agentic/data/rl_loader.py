@@ -26,8 +26,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..common.log import get_logger
 from ..hparams import agentic_value
-from ..integration.log import get_logger
 from .rl_schema import RLRowError, parse_rl_row
 from .tags import count_control_chars
 
@@ -270,12 +270,14 @@ def load_rl_dataset(
     from datasets import DatasetDict
     from llamafactory.data.data_utils import get_dataset_module, split_dataset
 
-    from ..integration.data_registration import register_data_extensions
+    from .converters import register_converters
+    from .inline_template import register_default_inline_templates
 
     if data_args.streaming:
         raise ValueError("The RL stages do not support `streaming: true`; turn it off (the prompts are small).")
 
-    register_data_extensions()
+    register_converters()
+    register_default_inline_templates()
     skip_bad_rows = bool(agentic_value(finetuning_args, "agentic_skip_bad_rows"))
     repair = bool(agentic_value(finetuning_args, "agentic_repair_boxed"))
     data_args.agentic_repair_boxed = repair  # read by the arpo_rl converter

@@ -43,7 +43,7 @@ from typing import Any
 import httpx
 from tenacity import RetryError, retry, retry_if_exception, stop_after_attempt, wait_exponential
 
-from ..integration.log import get_logger
+from ..common.log import get_logger
 from ..rollout.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingSettings
 
 

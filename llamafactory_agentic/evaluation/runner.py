@@ -37,8 +37,9 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
+from ..common.log import get_logger
+from ..common.switch import DISABLE_ENV, is_disabled
 from ..hparams import agentic_value
-from ..integration.log import get_logger
 from .benchmarks import Benchmark, Sample, load_benchmark, load_registry, resolve_benchmarks
 from .config import (
     TRAINING_TOOL_KEYS,
@@ -112,8 +113,6 @@ def parse_eval_config(
         EvalConfigError: unknown `eval_*` key, a generation key, or the plugin disabled.
         ValueError: from LLaMA-Factory's parser (unknown key, bad value).
     """
-    from ..integration.activation import register
-
     raw = load_config_dict(config, overrides)
     known = set(eval_field_names())
     eval_keys = {k: v for k, v in raw.items() if k.startswith("eval_")}
@@ -128,10 +127,8 @@ def parse_eval_config(
             f"{clash}: generation keys of the evaluation are eval_* keys (eval_temperature, eval_top_p, eval_top_k, "
             "eval_repetition_penalty, eval_max_new_tokens); the preset gives their defaults"
         )
-    try:
-        register()
-    except RuntimeError as err:
-        raise EvalConfigError(str(err)) from None
+    if is_disabled():  # the plugin's keys are in LLaMA-Factory's parser once it is active (hook or `register()`)
+        raise EvalConfigError(f"llamafactory-agentic is disabled by {DISABLE_ENV}; unset it to evaluate.")
     from llamafactory.hparams import get_infer_args
 
     rest = {k: v for k, v in raw.items() if not k.startswith("eval_")}
@@ -305,11 +302,11 @@ def build_record(
     Returns:
         A dict: identity, question and answers, prediction, finish reason, response segments, tool calls (with
         status, cache hit, latency), counts, tokens, latency, `answer_leak` (an observation holds a reference
-        answer, normalised as the reward does: `guards.contamination.answer_leaks`) and `scores` (`em`, `f1`,
+        answer, normalised as the reward does: `rewards.contamination.answer_leaks`) and `scores` (`em`, `f1`,
         `math_equiv`, `reward`, `reward_correctness`, `format_ok`).
     """
-    from ..guards.contamination import answer_leaks
     from ..rewards import build_item, build_model_view, score_batch
+    from ..rewards.contamination import answer_leaks
 
     ids, mask = list(traj.response_ids), list(traj.loss_mask)
     view = build_model_view(tokenizer, ids, mask, tokenizer.eos_token_id)
@@ -452,8 +449,8 @@ def _use_browse(executor: Any, a: EvalArguments) -> dict[str, Any]:
     The summariser is the `eval_browse_*` chat endpoint (`judge.ChatClient`); fetches, summaries and result lists
     are cached in the executor's tool cache.
     """
+    from ..rewards.judge import ChatClient
     from ..tools.browse import Browser, BrowseSearchTool
-    from .judge import ChatClient
 
     api_key = os.environ.get(a.eval_browse_api_key_env) if a.eval_browse_api_key_env else None
     if a.eval_browse_api_key_env and api_key is None:
@@ -603,7 +600,7 @@ def _generate(
 
 # ---------------------------------------------------------------------------------------------- scoring
 def _judge_from(scoring: dict[str, Any], output_dir: Path) -> Any:
-    from .judge import LLMJudge, VerdictCache
+    from ..rewards.judge import LLMJudge, VerdictCache
 
     if not scoring.get("judge_base_url"):
         return None

@@ -296,7 +296,7 @@ class GamingMonitorCallback(TrainerCallback):
         record = state.log_history[-1] if state.log_history else (logs or {})
         new = self.monitor.update(state.global_step, record)
         if new:
-            from ..integration.log import get_logger
+            from ..common.log import get_logger
 
             messages = [w.message() for w in new]
             record["warnings"] = record.get("warnings", []) + messages  # reporters get `logs`, numbers only

@@ -15,7 +15,8 @@
 """Activation: apply the patches of `patches.py` to LLaMA-Factory, automatically or through `register()`.
 
 Automatic path: `llamafactory_agentic.pth` imports `_llamafactory_agentic_hook` at interpreter start-up; its finder
-calls `on_module_loaded` when one of the patched LLaMA-Factory modules has been executed. This covers
+calls `on_module_loaded` when one of the patched LLaMA-Factory modules (or one of the plugin's data modules, see
+`data_registration.py`) has been executed. This covers
 `llamafactory-cli train`, the torchrun children of `FORCE_TORCHRUN=1` (they import `llamafactory.train.tuner`),
 `llamafactory-cli webui` (it imports `llamafactory.webui.interface`) and the training subprocess LLaMA-Board starts.
 Explicit path: `register()` imports the modules (patching those already imported) for notebooks or environments where
@@ -23,22 +24,16 @@ Explicit path: `register()` imports the modules (patching those already imported
 """
 
 import importlib
-import os
 import sys
 from types import ModuleType
 
+from ..common.switch import DISABLE_ENV, is_disabled
+from .data_registration import DATA_MODULES, on_data_module_loaded
 from .patches import LLAMABOARD_PATCHES, PATCHES, SUPPORTED_LLAMAFACTORY, PatchError
 
 
-DISABLE_ENV = "LLAMAFACTORY_AGENTIC_DISABLE"
-
 _applied: dict[str, str] = {}
 _version_checked = False
-
-
-def is_disabled() -> bool:
-    r"""True when `LLAMAFACTORY_AGENTIC_DISABLE` is set to a true value."""
-    return os.environ.get(DISABLE_ENV, "0").lower() in ("1", "true", "y", "yes")
 
 
 def llamafactory_version() -> str | None:
@@ -68,6 +63,11 @@ def on_module_loaded(name: str, module: ModuleType) -> None:
     Raises:
         PatchError: on an unsupported LLaMA-Factory version or a failed precondition.
     """
+    if name in DATA_MODULES:  # a plugin data module is complete: register its converters / templates
+        if not is_disabled():
+            on_data_module_loaded(name, module)
+        return
+
     entry = PATCHES.get(name) or LLAMABOARD_PATCHES.get(name)
     if is_disabled() or name in _applied or entry is None:
         return

@@ -14,105 +14,58 @@
 
 r"""Registration of the plugin's dataset formats and inline-tag templates in LLaMA-Factory's registries.
 
-`register_converters` adds the `arpo_rl`, `arpo_sft` and `agentic_raw` converters to `DATASET_CONVERTERS`;
-`get_inline_template_name` / `register_default_inline_templates` add the `<base>_agentic` templates to `TEMPLATES`;
-`register_data_extensions` does both (called by `patches.patch_data` when `llamafactory.data` is imported, by the RL
-loader and by the agentic SFT workflow). The converters and templates themselves are built in
-`llamafactory_agentic.data`.
+The data layer builds them and offers idempotent registration functions (`data.converters.register_converters`: the
+`arpo_rl`, `arpo_sft` and `agentic_raw` converters in `DATASET_CONVERTERS`; `data.inline_template.
+register_default_inline_templates` / `get_inline_template_name`: the `<base>_agentic` templates in `TEMPLATES`); no data
+module registers itself on import or imports this package. Activation calls them (docs/architecture.md, "Layers"):
+
+* `patches.patch_data`, when `llamafactory.data` is imported (`llamafactory-cli` and its torchrun children, the
+  training process LLaMA-Board starts, `register()`), through `register_data_extensions`;
+* `on_data_module_loaded`, when the start-up hook sees `llamafactory_agentic.data.converters` or `.inline_template`
+  finish executing: a process whose first import of LLaMA-Factory's data package came from inside one of these modules
+  (e.g. a script or a test that imports `llamafactory_agentic.data.converters` first, while it is still executing
+  `patch_data` cannot use it) is registered as soon as the module is complete.
+
+The RL loader and the agentic SFT workflow also call the data layer's registration themselves (idempotent), so a
+process without the start-up hook (no `.pth` processing, `register()` not called) still loads its datasets. Data-loader
+workers are forked or unpickle the converter instances, which do not look up the registry.
 """
 
+import importlib
+import sys
+from types import ModuleType
 from typing import Any
 
 
 _DATA = "llamafactory_agentic.data"
-INLINE_SUFFIX = "_agentic"
-DEFAULT_INLINE_BASES = ("qwen", "qwen3", "qwen3_nothink", "llama3")
+
+# Plugin data modules the start-up hook watches (`_llamafactory_agentic_hook.WATCHED`) -> their registration function.
+DATA_MODULES = {
+    f"{_DATA}.converters": "register_converters",
+    f"{_DATA}.inline_template": "register_default_inline_templates",
+}
 
 
 def register_data_extensions() -> None:
-    r"""Register the `arpo_rl`, `arpo_sft` converters and the default inline-tag templates (idempotent).
+    r"""Register the `arpo_rl`, `arpo_sft`, `agentic_raw` converters and the default inline-tag templates (idempotent).
 
-    Requires LLaMA-Factory. When LLaMA-Factory's data package is first imported by one of this package's modules
-    (e.g. `from llamafactory_agentic.data.converters import ...` in a fresh process), the activation hook calls this
-    function while that module is still executing; it is skipped here and registers itself when it finishes.
+    Requires LLaMA-Factory. A plugin data module whose body is executing right now (it imported LLaMA-Factory's data
+    package, which ran `patches.patch_data`) is skipped: `on_data_module_loaded` registers it once it is complete.
     """
-    if _import_unless_executing("converters") is not None:
-        register_converters()
+    for name, register in DATA_MODULES.items():
+        module = _import_unless_executing(name)
+        if module is not None:
+            getattr(module, register)()
 
-    if _import_unless_executing("inline_template") is not None:
-        register_default_inline_templates()
+
+def on_data_module_loaded(name: str, module: ModuleType) -> None:
+    r"""Register what the plugin data module `name` defines (called by the start-up hook once its body executed)."""
+    getattr(module, DATA_MODULES[name])()
 
 
 def _import_unless_executing(name: str) -> Any:
-    import importlib
-    import sys
-
-    module = sys.modules.get(f"{_DATA}.{name}")
+    module = sys.modules.get(name)
     if module is not None and not getattr(module, "MODULE_READY", False):
         return None  # its body is running right now (circular import through the activation hook)
 
-    return importlib.import_module(f"{_DATA}.{name}")
-
-
-def register_converters() -> None:
-    r"""Register `arpo_rl`, `arpo_sft` and `agentic_raw` in LLaMA-Factory's `DATASET_CONVERTERS` (idempotent)."""
-    from llamafactory.data.converter import DATASET_CONVERTERS, register_dataset_converter
-
-    from ..data.converters import (
-        RAW_FORMATTING,
-        RL_FORMATTING,
-        SFT_FORMATTING,
-        ArpoRLDatasetConverter,
-        ArpoSFTDatasetConverter,
-        RawRowsConverter,
-    )
-
-    for name, converter in (
-        (RL_FORMATTING, ArpoRLDatasetConverter),
-        (SFT_FORMATTING, ArpoSFTDatasetConverter),
-        (RAW_FORMATTING, RawRowsConverter),
-    ):
-        if DATASET_CONVERTERS.get(name) is not converter:
-            DATASET_CONVERTERS.pop(name, None)
-            register_dataset_converter(name, converter)
-
-
-def get_inline_template_name(base_name: str) -> str:
-    r"""Register (once) and return the name of the inline-tag variant of LLaMA-Factory's template `base_name`.
-
-    Args:
-        base_name: A registered template such as `qwen`, `qwen3`, `llama3`; an already inline name
-            (`qwen_agentic`) is returned unchanged.
-
-    Returns:
-        `f"{base_name}_agentic"`, registered in `llamafactory.data.template.TEMPLATES`.
-
-    Raises:
-        ValueError: if `base_name` is not a registered template, or see `build_inline_template`.
-    """
-    from llamafactory.data.template import TEMPLATES
-
-    from ..data.inline_template import build_inline_template
-
-    if base_name.endswith(INLINE_SUFFIX) and base_name in TEMPLATES:
-        return base_name
-
-    if base_name not in TEMPLATES:
-        raise ValueError(f"Template {base_name} does not exist; set `template` to one of LLaMA-Factory's templates.")
-
-    name = base_name + INLINE_SUFFIX
-    if name not in TEMPLATES:
-        TEMPLATES[name] = build_inline_template(TEMPLATES[base_name])
-
-    return name
-
-
-def register_default_inline_templates() -> list[str]:
-    r"""Register the inline-tag variants of `DEFAULT_INLINE_BASES` present in this LLaMA-Factory (idempotent).
-
-    Returns:
-        The registered names, e.g. `["qwen_agentic", "qwen3_agentic", "qwen3_nothink_agentic", "llama3_agentic"]`.
-    """
-    from llamafactory.data.template import TEMPLATES
-
-    return [get_inline_template_name(base) for base in DEFAULT_INLINE_BASES if base in TEMPLATES]
+    return importlib.import_module(name)

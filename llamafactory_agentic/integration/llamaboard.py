@@ -225,8 +225,8 @@ def _wrap_list_datasets(original: Any) -> Any:
         import gradio as gr
         from llamafactory.webui.common import DEFAULT_DATA_DIR, load_dataset_info
 
+        from ..common.stages import STAGES
         from ..webui.panel import rank_datasets, stage_name
-        from .stages import STAGES
 
         stage = stage_name(training_stage)
         if stage not in STAGES:
@@ -291,8 +291,8 @@ def _patch_runner(runner: type) -> None:
 
     @functools.wraps(original_monitor)
     def monitor(self):
+        from ..common.stages import STAGES
         from ..webui.panel import aborted_output, stage_name
-        from .stages import STAGES
 
         self._agentic_aborted = False
         data = self.running_data or {}

@@ -24,9 +24,9 @@ import typing
 from types import ModuleType
 from typing import Any, Literal
 
+from ..common.log import get_logger
+from ..common.stages import STAGES, get_stage
 from ..validation import validate_arguments
-from .log import get_logger
-from .stages import STAGES, get_stage
 
 
 SUPPORTED_LLAMAFACTORY = ("0.9.5",)

@@ -23,7 +23,7 @@ A typed trajectory context, weighted reward components, batched and concurrent s
 * `score_batch(reward, items)`: scores a whole generation batch; the components run side by side, a judge's calls and
   an `async def` reward's calls run concurrently, so a slow judge costs about one call per batch, not one per
   trajectory.
-* `JudgeReward`: the evaluation's LLM judge (`evaluation.judge.LLMJudge`, its prompt, decision rule and SQLite verdict
+* `JudgeReward`: the evaluation's LLM judge (`rewards.judge.LLMJudge`, its prompt, decision rule and SQLite verdict
   cache) as a correctness reward.
 """
 
@@ -35,8 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..common.log import get_logger
 from ..hparams import agentic_value
-from ..integration.log import get_logger
 from .deep_research import exact_match_score, extract_answer_span, extract_boxed_answer, normalize_ground_truths
 from .deep_research import validate_format as _validate_format
 from .math_equivalence import math_verify_score
@@ -233,7 +233,7 @@ class JudgeSettings:
 class JudgeReward(RewardFunction):
     r"""`judge`: 1.0 when the LLM judge says the boxed answer is correct, else 0.0 (docs/rewards.md).
 
-    The evaluation's judge (`evaluation.judge.LLMJudge`): the reference prompt, the decision rule, the SQLite verdict
+    The evaluation's judge (`rewards.judge.LLMJudge`): the reference prompt, the decision rule, the SQLite verdict
     cache keyed by (judge model, prompt), retries. An answer equivalent by rule (exact match after normalisation, or
     math-verify) scores 1.0 without a call; a response without a boxed answer scores 0.0 without a call. A call that
     still fails after its retries scores 0.0 with the reason `judge error: ...` and a warning; it is not cached, so the
@@ -244,7 +244,7 @@ class JudgeReward(RewardFunction):
 
     def __init__(self, settings: JudgeSettings) -> None:
         r"""Open the verdict cache and the HTTP client of `settings`."""
-        from ..evaluation.judge import LLMJudge, VerdictCache
+        from .judge import LLMJudge, VerdictCache
 
         self.settings = settings
         api_key = os.environ.get(settings.api_key_env) if settings.api_key_env else None

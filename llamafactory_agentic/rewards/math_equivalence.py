@@ -20,7 +20,7 @@ Documented in docs/algorithms.md §6.3 (`agentic_reward_math`).
 import threading
 from typing import Any
 
-from ..integration.log import get_logger
+from ..common.log import get_logger
 from .deep_research import normalize_ground_truths
 
 

@@ -635,7 +635,7 @@ class AgenticRollout:
             if self.config.contamination_mode != "log" and tool in self.config.contamination_tools and content:
                 truth = state.ground_truths.get(traj.group_index)
                 if truth is not None:
-                    from ..guards.contamination import guard_observation
+                    from ..rewards.contamination import guard_observation
 
                     text, leaked = guard_observation(text, truth, self.config.contamination_mode)
                     metrics["contamination_guarded"] += int(leaked)

@@ -190,7 +190,7 @@ class RolloutConfig:
     * `trajectory_timeout_s`: wall-clock limit per trajectory in `AgenticRollout.stream`, checked between rounds
       (finish reason `timeout`).
     * `contamination_mode` (`agentic_contamination_mode`): what happens to an observation of a
-      `contamination_tools` tool that holds the trajectory's ground truth (`guards/contamination.py`, docs/plan.md
+      `contamination_tools` tool that holds the trajectory's ground truth (`rewards/contamination.py`, docs/plan.md
       §3): `log` keeps it (the leak is only counted), `mask` replaces the answer by `[masked]`, `drop` withholds the
       observation. Needs the ground truths (`AgenticRollout.rollout(ground_truths=...)`, or `stream` items with one).
     """

@@ -24,8 +24,9 @@ from .cache import CacheEntry, CacheError, RedisCache, SQLiteCache, ToolCache, n
 from .executor import ToolExecutor, build_executor_from_args
 from .http_tool import HTTPTool
 from .mcp_tool import MCPTool
-from .python_tool import PythonTool, isolation_level
+from .python_tool import PythonTool
 from .registry import load_tool_config, register_tool, resolve_tool_class
+from .sandbox.isolation import isolation_level
 from .search import SearchTool, format_snippets
 
 

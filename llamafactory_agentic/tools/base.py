@@ -27,8 +27,8 @@ from typing import Any
 
 import tenacity
 
+from ..common.log import get_logger
 from ..hparams import PYTHON_MAX_OUTPUT_CHARS, TOOL_RETRIES
-from ..integration.log import get_logger
 from ..validation import check_number  # noqa: F401  (re-exported: the tools validate their settings with it)
 
 

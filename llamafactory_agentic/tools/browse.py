@@ -17,7 +17,7 @@ r"""The `browse` search mode: the deep-search protocol of the papers (ARPO arXiv
 For a query the search backend's top results (with their links) are taken, each page is downloaded, turned into text
 (`html_to_text`, BeautifulSoup), cut to the passage that best matches the result's snippet and the query
 (`best_passage`), and condensed by a summariser model at an OpenAI-compatible chat endpoint
-(`evaluation.judge.ChatClient`). The observation lists the summaries as `Page 1: …\nPage 2: …`, like the snippet mode.
+(`rewards.judge.ChatClient`). The observation lists the summaries as `Page 1: …\nPage 2: …`, like the snippet mode.
 
 Everything is cached in the tool cache (`tools/cache.py`) like every tool result, under its own tool names:
 `browse_results` (query -> the ranked results as JSON), `browse_fetch` (URL -> page text) and `browse_summary`
@@ -36,7 +36,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..integration.log import get_logger
+from ..common.log import get_logger
 from .base import NO_SEARCH_RESULTS_TEXT, STATUS_EMPTY, STATUS_OK, BaseTool, ToolOutput, check_number
 from .cache import CacheUnavailable, ToolCache
 
@@ -122,7 +122,7 @@ class Browser:
     r"""Fetch and summarise the pages behind search results, every step cached (see the module docstring).
 
     Args:
-        summariser: The summariser (`evaluation.judge.ChatClient` or anything with `model` and `ask(prompt)`);
+        summariser: The summariser (`rewards.judge.ChatClient` or anything with `model` and `ask(prompt)`);
             None: the trimmed passage itself is the page's text (no model).
         cache: The tool cache (None: nothing cached). In a read-only cache nothing is written.
         pages: Results browsed per query (the paper: 10).

@@ -86,7 +86,8 @@ def _positive(kind: type, minimum: float = 0, inclusive: bool = False):
 def _cmd_tool_python(args: argparse.Namespace) -> int:
     from .base import ToolCall
     from .executor import ToolExecutor
-    from .python_tool import DEFAULT_MIN_ISOLATION, IsolationError, PythonTool, check_min_isolation, min_isolation_hint
+    from .python_tool import PythonTool
+    from .sandbox.isolation import DEFAULT_MIN_ISOLATION, IsolationError, check_min_isolation, min_isolation_hint
 
     tool = PythonTool(timeout_s=args.timeout, max_output_chars=args.max_output_chars, isolation=args.isolation)
     report = tool.isolation_report()

@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
+from ..common.log import get_logger
 from ..data.tags import empty_call_text  # shared with the rollout (docs/algorithms.md §12)
 from ..hparams import CACHE_MODE, CACHE_TOOLS, TOOL_WORKERS
-from ..integration.log import get_logger
 from ..validation import validate_tool_keys
 from .base import (
     NO_SEARCH_RESULTS_TEXT,
@@ -444,7 +444,7 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
     the cache unset. The keys and the tool config are validated first (`validate_tool_args`,
     `registry.load_tool_config`). The cache is opened with `degrade=True`: a locked database or an unreachable Redis
     server is warned about and then behaves as a miss. With `agentic_python_min_isolation` set, every local python
-    tool's sandbox is measured (`python_tool.measure_isolation`) and a lower level stops the run.
+    tool's sandbox is measured (`sandbox.isolation.measure_isolation`) and a lower level stops the run.
 
     Args:
         finetuning_args: the run's `ToolsConfig` (`train/arpo/config.py`), or any object with those attributes
@@ -460,8 +460,9 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
             that is not a tool cache), naming the key that gave the path.
         IsolationError: the python tool's measured isolation is below `agentic_python_min_isolation`.
     """
-    from .python_tool import PythonTool, check_min_isolation
+    from .python_tool import PythonTool
     from .registry import ToolConfigError, ToolSpec, build_tools, load_tool_config
+    from .sandbox.isolation import check_min_isolation
 
     a = finetuning_args
     keys = validate_tool_keys(a)

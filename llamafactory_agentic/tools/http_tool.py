@@ -30,8 +30,8 @@ arguments, or the whitespace-collapsed body when it is not a JSON object).
 import json
 from typing import Any
 
+from ..common.log import get_logger
 from ..hparams import PYTHON_MAX_OUTPUT_CHARS
-from ..integration.log import get_logger
 from .base import (
     STATUS_EMPTY,
     STATUS_ERROR,

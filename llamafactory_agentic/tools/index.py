@@ -26,7 +26,7 @@ import re
 import threading
 from pathlib import Path
 
-from ..integration.log import get_logger
+from ..common.log import get_logger
 from .base import NO_SEARCH_RESULTS_TEXT, ToolError
 
 

@@ -41,8 +41,8 @@ import sys
 import threading
 from typing import Any
 
+from ..common.log import get_logger
 from ..hparams import PYTHON_MAX_OUTPUT_CHARS
-from ..integration.log import get_logger
 from .base import (
     STATUS_EMPTY,
     STATUS_ERROR,

@@ -47,7 +47,7 @@ from typing import Any
 
 import yaml
 
-from ..integration.log import get_logger
+from ..common.log import get_logger
 from .base import BaseTool, check_number
 
 

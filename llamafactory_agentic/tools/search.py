@@ -38,8 +38,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ..common.log import get_logger
 from ..hparams import SEARCH_BACKEND, SEARCH_SNIPPET_CHARS, SEARCH_TOPK
-from ..integration.log import get_logger
 from .base import (
     NO_SEARCH_RESULTS_TEXT,
     STATUS_CACHE_MISS,
@@ -283,11 +283,11 @@ class WebBackend(HTTPBackend):
         r"""Create the object (the arguments are described in the class docstring).
 
         `blocklist`: URL patterns whose results are dropped before their snippets reach the model (None: the
-        benchmark pages of `guards/contamination.py:DEFAULT_BLOCKLIST`; "none": no filter; docs/plan.md §3).
+        benchmark pages of `tools/blocklist.py:DEFAULT_BLOCKLIST`; "none": no filter; docs/plan.md §3).
         """
         import os
 
-        from ..guards.contamination import Blocklist
+        from .blocklist import Blocklist
 
         self.blocklist = Blocklist(blocklist)
         self.blocked_results = 0

@@ -24,7 +24,7 @@ auto-resume skips such a folder with a warning naming it.
 
 A resumed run repeats the steps after its checkpoint, and LLaMA-Factory's `LogCallback` appends to
 `trainer_log.jsonl`, so those steps would be logged twice. `drop_records_after` removes the records of the steps that
-are about to be repeated (called when training begins, `integration.log_callback`).
+are about to be repeated (called when training begins, `train.log_callback`).
 """
 
 import json
@@ -32,7 +32,7 @@ import os
 import re
 from typing import Any
 
-from ..integration.log import get_logger
+from ..common.log import get_logger
 
 
 TRAINER_STATE_NAME = "trainer_state.json"  # transformers.trainer.TRAINER_STATE_NAME

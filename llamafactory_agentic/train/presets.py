@@ -34,8 +34,8 @@ from dataclasses import fields
 from types import SimpleNamespace
 from typing import Any
 
+from ..common.log import get_logger
 from ..hparams import TOOL_RETRIES, TOOL_WORKERS, AgenticArguments, agentic_default, agentic_value
-from ..integration.log import get_logger
 
 
 AGENTIC_CONFIG_NAME = "agentic_config.json"

@@ -127,9 +127,10 @@ def run_turn(
         top_p: Nucleus sampling.
         seed: Seed of the answer's sampling.
     """
-    from ..rollout import AgenticRollout, RolloutConfig, build_engine
+    from ..rollout import AgenticRollout, build_engine
+    from ..train.arpo.config import default_rollout_config
 
-    config = RolloutConfig(
+    config = default_rollout_config(
         group_size=1,
         initial_rollouts=1,
         max_prompt_length=max(len(prompt), 1),

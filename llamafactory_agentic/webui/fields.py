@@ -31,8 +31,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..common.stages import STAGES
 from ..hparams import AgenticArguments, agentic_default
-from ..integration.stages import STAGES
 from ..train.presets import PRESETS, agentic_namespace, preset_name, resolve_presets
 
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from ..integration.stages import STAGES
+from ..common.stages import STAGES
 from .checks import Finding, dataset_fit, format_findings, run_checks
 from .fields import (
     FIELD_STAGES,

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from llamafactory_agentic.integration.log import get_logger
+from llamafactory_agentic.common.log import get_logger
 
 
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"

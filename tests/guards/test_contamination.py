@@ -7,14 +7,13 @@ reached from the test machines), the answer-leak check and `tools/answer_leak_ra
 
 import pytest
 
-from llamafactory_agentic.guards.contamination import (
-    DEFAULT_BLOCKLIST,
-    Blocklist,
+from llamafactory_agentic.rewards.contamination import (
     answer_leak_rate,
     answer_leaks,
     guard_observation,
     observation_texts,
 )
+from llamafactory_agentic.tools.blocklist import DEFAULT_BLOCKLIST, Blocklist
 
 
 @pytest.mark.parametrize(
@@ -151,15 +150,15 @@ def test_two_step_arpo_run_with_planted_leaks(tmp_path, tiny_model_dir, tiny_tok
     from train.test_arpo_observability import StatusReadingEngine
     from train.test_arpo_trainer import M, make_trainer
 
-    from llamafactory_agentic.rollout import AgenticRollout, RolloutConfig
+    from llamafactory_agentic.rollout import AgenticRollout
     from llamafactory_agentic.tools import ToolExecutor, open_cache
     from llamafactory_agentic.tools.search import SearchTool
-    from llamafactory_agentic.train.arpo.config import rollout_config_from_args
+    from llamafactory_agentic.train.arpo.config import default_rollout_config, rollout_config_from_args
 
     cache_path = _leaky_replay_cache(tmp_path / "replay.sqlite")
     eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")
     args = agentic_args("arpo", agentic_contamination_mode=mode)
-    config = RolloutConfig(eos_token_id=eos, group_size=M, initial_rollouts=2, beam_size=2, branch_rule="deterministic",
+    config = default_rollout_config(eos_token_id=eos, group_size=M, initial_rollouts=2, beam_size=2, branch_rule="deterministic",
                            branch_alpha=0.5, branch_tau=0.1, max_tool_calls=3, max_response_length=256,
                            contamination_mode=args.agentic_contamination_mode)  # fmt: skip
     cache = open_cache(cache_path, mode="read_only")
@@ -199,10 +198,10 @@ def _sampling():
 
 
 def test_unknown_contamination_mode_is_refused():
-    from llamafactory_agentic.rollout import RolloutConfig
+    from llamafactory_agentic.train.arpo.config import default_rollout_config
 
     with pytest.raises(ValueError, match="agentic_contamination_mode"):
-        RolloutConfig(contamination_mode="hide")
+        default_rollout_config(contamination_mode="hide")
 
 
 @pytest.mark.parametrize("mode", ["log", "mask"])

@@ -135,7 +135,7 @@ def test_live_callback_writes_warnings_to_trainer_log(tmp_path):
     from transformers import TrainerControl, TrainerState, TrainingArguments
     from transformers.trainer_callback import CallbackHandler
 
-    from llamafactory_agentic.integration.log_callback import extend_log_callback
+    from llamafactory_agentic.train.log_callback import extend_log_callback
 
     log_callback = LogCallback()
     callbacks = [GamingMonitorCallback(tool_bonus=0.1), log_callback]

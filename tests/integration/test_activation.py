@@ -137,9 +137,33 @@ def test_llamaboard_lists_the_plugin_stages():
     from llamafactory.extras.constants import TRAINING_STAGES
     from llamafactory.webui.control import change_stage
 
-    from llamafactory_agentic.integration.stages import STAGES
+    from llamafactory_agentic.common.stages import STAGES
 
     for spec in STAGES.values():
         assert TRAINING_STAGES[spec.display_name] == spec.name
         datasets, packing = change_stage(spec.display_name)
         assert datasets == [] and packing is False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("first", ["converters", "inline_template"])
+def test_plugin_data_module_imported_first_is_registered_by_the_hook(first):
+    # The plugin's data module is what imports LLaMA-Factory's data package here, so `patch_data` runs while that
+    # module is still executing; the hook registers it once it is complete (no data module imports `integration`).
+    code = (
+        "import json, sys\n"
+        f"import llamafactory_agentic.data.{first}\n"
+        "from llamafactory.data.converter import DATASET_CONVERTERS\n"
+        "from llamafactory.data.template import TEMPLATES\n"
+        "from llamafactory_agentic.data import converters\n"
+        "print(json.dumps({'rl': DATASET_CONVERTERS.get('arpo_rl') is converters.ArpoRLDatasetConverter,\n"
+        "  'sft': DATASET_CONVERTERS.get('arpo_sft') is converters.ArpoSFTDatasetConverter,\n"
+        "  'templates': sorted(n for n in TEMPLATES if n.endswith('_agentic')),\n"
+        "  'integration': sorted(m for m in sys.modules if m.startswith('llamafactory_agentic.integration'))}))\n"
+    )
+    proc = run_python(code)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["rl"] and report["sft"]
+    assert report["templates"] == ["llama3_agentic", "qwen3_agentic", "qwen3_nothink_agentic", "qwen_agentic"]
+    assert "llamafactory_agentic.integration.data_registration" in report["integration"]  # registered by activation

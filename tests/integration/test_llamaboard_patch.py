@@ -13,11 +13,11 @@ import types
 import pytest
 
 import _llamafactory_agentic_hook as hook
-from llamafactory_agentic.integration import patches
+from llamafactory_agentic.integration import data_registration, patches
 
 
 def test_hook_watches_every_patched_module():
-    assert hook.WATCHED == set(patches.PATCHES) | set(patches.LLAMABOARD_PATCHES)
+    assert hook.WATCHED == set(patches.PATCHES) | set(patches.LLAMABOARD_PATCHES) | set(data_registration.DATA_MODULES)
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ import pytest
 from llamafactory.extras import logging as llamafactory_logging
 from llamafactory.extras.constants import RUNNING_LOG
 
-from llamafactory_agentic.integration.log import get_logger
+from llamafactory_agentic.common.log import get_logger
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ def test_plugin_records_reach_llamaboards_running_log(tmp_path):
 @pytest.mark.parametrize(
     "module",
     [
-        "llamafactory_agentic.tools.cache",
+        "llamafactory_agentic.tools.cache.base",
         "llamafactory_agentic.tools.executor",
         "llamafactory_agentic.tools.python_tool",
         "llamafactory_agentic.data.rl_loader",
@@ -69,7 +69,7 @@ def test_getting_a_logger_does_not_load_llamafactory(tmp_path):
         "from llamafactory.extras import logging as lf\n"
         f"handler = lf.LoggerHandler({str(tmp_path)!r})\n"
         "lf.add_handler(handler)\n"
-        "cache.logger.warning('taken before LLaMA-Factory loaded')\n"
+        "cache.base.logger.warning('taken before LLaMA-Factory loaded')\n"
         "handler.close()\n"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))

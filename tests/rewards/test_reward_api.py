@@ -16,7 +16,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from llamafactory_agentic.evaluation.judge import VerdictCache
 from llamafactory_agentic.rewards import (
     CompoundReward,
     JudgeSettings,
@@ -28,6 +27,7 @@ from llamafactory_agentic.rewards import (
     score_trajectories,
 )
 from llamafactory_agentic.rewards.compound import RewardContext, build_item
+from llamafactory_agentic.rewards.judge import VerdictCache
 from llamafactory_agentic.rollout.trajectory import ToolCallRecord, Trajectory
 from llamafactory_agentic.testing import FakeJudgeServer
 

@@ -72,7 +72,7 @@ def test_tag_check_rejects_special_and_added_tags_but_allows_qwen3_think(tiny_mo
 
 
 def test_template_check_rejects_the_base_template_and_accepts_the_inline_variant(tmp_path, tiny_model_dir):
-    from llamafactory_agentic.integration.data_registration import get_inline_template_name
+    from llamafactory_agentic.data.inline_template import get_inline_template_name
     from llamafactory_agentic.train.agentic_sft.check import AgenticSFTCheckError, check_template_renders
 
     _, data_args, _ = _args(tmp_path, None, REPO_DATA, "qwen")
@@ -86,7 +86,7 @@ def test_template_check_rejects_the_base_template_and_accepts_the_inline_variant
 
 
 def test_pre_run_check_on_the_demo_set(tmp_path, tiny_model_dir, capsys):
-    from llamafactory_agentic.integration.data_registration import get_inline_template_name
+    from llamafactory_agentic.data.inline_template import get_inline_template_name
     from llamafactory_agentic.train.agentic_sft.check import run_pre_run_check
 
     model_args, data_args, training_args = _args(
@@ -135,7 +135,7 @@ def _bad_dataset(root):
 
 
 def test_unbalanced_tags_error_names_dataset_row_and_tag(tmp_path, tiny_model_dir):
-    from llamafactory_agentic.integration.data_registration import get_inline_template_name
+    from llamafactory_agentic.data.inline_template import get_inline_template_name
     from llamafactory_agentic.train.agentic_sft.check import AgenticSFTCheckError, check_sft_datasets
 
     _bad_dataset(tmp_path / "d")

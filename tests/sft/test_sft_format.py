@@ -74,7 +74,7 @@ def _sft(tmp_path, tiny_model_dir, dataset, dataset_dir, template, mask_results=
     from llamafactory.hparams import DataArguments, ModelArguments
     from transformers import AutoTokenizer, Seq2SeqTrainingArguments
 
-    from llamafactory_agentic.integration.data_registration import get_inline_template_name
+    from llamafactory_agentic.data.inline_template import get_inline_template_name
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     data_args = DataArguments(
@@ -257,7 +257,7 @@ def test_tool_output_with_literal_tags_is_kept_in_the_turns_layout(tmp_path, tin
     from llamafactory.hparams import DataArguments, ModelArguments
     from transformers import Seq2SeqTrainingArguments
 
-    from llamafactory_agentic.integration.data_registration import get_inline_template_name
+    from llamafactory_agentic.data.inline_template import get_inline_template_name
 
     data_args = DataArguments(
         dataset=name, dataset_dir=str(tmp_path / "d"), template=get_inline_template_name("qwen"), overwrite_cache=True
@@ -273,7 +273,8 @@ def test_tool_output_with_literal_tags_is_kept_in_the_turns_layout(tmp_path, tin
 def test_inline_templates_are_registered_idempotently():
     from llamafactory.data.template import TEMPLATES, ReasoningTemplate, Template
 
-    from llamafactory_agentic.integration.data_registration import get_inline_template_name, register_data_extensions
+    from llamafactory_agentic.data.inline_template import get_inline_template_name
+    from llamafactory_agentic.integration.data_registration import register_data_extensions
 
     register_data_extensions()
     register_data_extensions()

@@ -107,7 +107,7 @@ def _sft_ids(tmp_path, tokenizer_dir, template, enable_thinking, layout):
     from llamafactory.hparams import DataArguments, ModelArguments
     from transformers import AutoTokenizer, Seq2SeqTrainingArguments
 
-    from llamafactory_agentic.integration.data_registration import get_inline_template_name
+    from llamafactory_agentic.data.inline_template import get_inline_template_name
 
     root = tmp_path / "sft"
     root.mkdir()

@@ -28,11 +28,11 @@ from llamafactory_agentic.tools.cache import (
     CacheError,
     RedisCache,
     SQLiteCache,
-    _glob_escape,
     normalize_args,
     normalize_search_query,
     open_cache,
 )
+from llamafactory_agentic.tools.cache.base import _glob_escape
 
 
 REPO = Path(__file__).resolve().parents[2]

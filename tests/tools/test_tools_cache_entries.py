@@ -40,7 +40,8 @@ from types import SimpleNamespace
 import pytest
 
 from llamafactory_agentic.tools import BaseTool, SearchTool, ToolCall, ToolExecutor, ToolOutput
-from llamafactory_agentic.tools.cache import BadCacheEntry, CacheError, RedisCache, SQLiteCache, _glob_escape
+from llamafactory_agentic.tools.cache import BadCacheEntry, CacheError, RedisCache, SQLiteCache
+from llamafactory_agentic.tools.cache.base import _glob_escape
 from llamafactory_agentic.tools.executor import build_executor_from_args
 from llamafactory_agentic.tools.search import format_snippets
 

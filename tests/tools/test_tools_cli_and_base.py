@@ -133,7 +133,7 @@ def test_doctor_prints_the_measurement_and_flags_a_level_below_the_minimum(monke
 
     from llamafactory_agentic import cli
     from llamafactory_agentic.integration.patches import LLAMABOARD_PATCHES, PATCHES
-    from llamafactory_agentic.tools.python_tool import measure_isolation
+    from llamafactory_agentic.tools.sandbox.isolation import measure_isolation
 
     monkeypatch.setattr(
         cli, "_probe_activation_in_subprocess", lambda: {"hook": True, "patches": [*PATCHES, *LLAMABOARD_PATCHES]}

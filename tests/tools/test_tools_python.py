@@ -23,15 +23,14 @@ import time
 
 import pytest
 
-from llamafactory_agentic.tools.python_tool import (
+from llamafactory_agentic.tools.python_tool import PythonTool, run_python_code
+from llamafactory_agentic.tools.sandbox.isolation import (
     ISOLATION_LEVELS,
-    PythonTool,
     available_sandboxes,
     measure_isolation,
     probe_sandbox,
-    rewrite_last_expression,
-    run_python_code,
 )
+from llamafactory_agentic.tools.sandbox.process import rewrite_last_expression
 
 
 AVAILABLE = available_sandboxes()

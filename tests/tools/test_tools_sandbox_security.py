@@ -38,12 +38,12 @@ from types import SimpleNamespace
 import pytest
 
 from llamafactory_agentic.tools import build_executor_from_args
-from llamafactory_agentic.tools.python_tool import (
+from llamafactory_agentic.tools.python_tool import run_python_code
+from llamafactory_agentic.tools.sandbox.isolation import (
     IsolationError,
     check_min_isolation,
     measure_isolation,
     probe_sandbox,
-    run_python_code,
 )
 from llamafactory_agentic.tools.sandbox.percall import uid_range
 
@@ -317,7 +317,8 @@ def test_no_bubblewrap_on_path_falls_back_to_unshare(tmp_path):
     env = dict(os.environ, PATH=str(Path(sys.executable).parent), AGENTIC_PYTHON_ISOLATION="")
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     code = (
-        "import shutil; from llamafactory_agentic.tools.python_tool import measure_isolation, run_python_code\n"
+        "import shutil; from llamafactory_agentic.tools.python_tool import run_python_code\n"
+        "from llamafactory_agentic.tools.sandbox.isolation import measure_isolation\n"
         "assert shutil.which('bwrap') is None\nr = measure_isolation()\n"
         "print(r.sandbox, r.level, run_python_code('import os\\nprint(os.getuid())')[1])"
     )

@@ -22,10 +22,10 @@ pytest.importorskip("trl")
 
 from rollout.helpers import RecordingExecutor, ScriptedEngine  # noqa: E402
 
-from llamafactory_agentic.integration.log_callback import extend_log_callback  # noqa: E402
 from llamafactory_agentic.rollout import AgenticRollout  # noqa: E402
 from llamafactory_agentic.rollout.progress import ROLLOUT_PROGRESS_NAME  # noqa: E402
 from llamafactory_agentic.train.arpo.config import default_rollout_config  # noqa: E402
+from llamafactory_agentic.train.log_callback import extend_log_callback  # noqa: E402
 from llamafactory_agentic.webui.rollouts import delta_h, render_group  # noqa: E402
 
 from ._helpers import agentic_args  # noqa: E402

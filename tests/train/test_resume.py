@@ -35,7 +35,7 @@ def test_resumed_run_drops_the_log_records_of_the_steps_it_repeats(tmp_path):
     from llamafactory.train.callbacks import LogCallback
     from transformers import TrainerControl, TrainerState
 
-    from llamafactory_agentic.integration.log_callback import extend_log_callback
+    from llamafactory_agentic.train.log_callback import extend_log_callback
 
     out = tmp_path / "out"
     out.mkdir()

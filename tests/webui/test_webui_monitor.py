@@ -64,7 +64,7 @@ def test_rl_log_line_carries_the_identical_groups(caplog):
 
     from llamafactory.train.callbacks import LogCallback
 
-    from llamafactory_agentic.integration.log_callback import extend_log_callback
+    from llamafactory_agentic.train.log_callback import extend_log_callback
 
     callback = LogCallback()
     extend_log_callback([callback])

@@ -29,9 +29,9 @@ import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ...common.log import get_logger
 from ...data.tags import CHECKED_TAGS, TrajectoryFormatError, wrap_observation
 from ...hparams import agentic_value
-from ...integration.log import get_logger
 
 
 if TYPE_CHECKING:

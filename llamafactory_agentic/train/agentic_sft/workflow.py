@@ -23,8 +23,8 @@ runs the pre-run check, then calls LLaMA-Factory's original `run_sft`.
 
 from typing import TYPE_CHECKING, Any
 
+from ...common.log import get_logger
 from ...hparams import agentic_value
-from ...integration.log import get_logger
 
 
 if TYPE_CHECKING:
@@ -45,9 +45,11 @@ def prepare_agentic_sft(data_args: "DataArguments", finetuning_args: Any) -> Non
         ValueError: with inline tags and no `template`, with `tool_format` set (it would replace the verbatim function
             formatter by a JSON one), or for an `efficient_eos` template.
     """
-    from ...integration.data_registration import get_inline_template_name, register_data_extensions
+    from ...data.converters import register_converters
+    from ...data.inline_template import get_inline_template_name, register_default_inline_templates
 
-    register_data_extensions()
+    register_converters()
+    register_default_inline_templates()
     protocol = agentic_value(finetuning_args, "agentic_tool_protocol")
     mask_results = bool(agentic_value(finetuning_args, "agentic_sft_mask_results"))
     data_args.agentic_tool_protocol = protocol

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from ...algorithms import get_advantage_estimator
-from ...integration.trl_compat import pad
+from ..trl_compat import pad
 from .records import ScoredTrajectory, prompt_ids_of
 
 

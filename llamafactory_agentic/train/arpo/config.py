@@ -29,9 +29,9 @@ from dataclasses import dataclass, fields
 from types import SimpleNamespace
 from typing import Any
 
-from ...integration.trl_compat import GRPOConfig
 from ...rewards.registry import check_tool_bonus
 from ...rollout.trajectory import STOP_STRINGS, RolloutConfig
+from ...train.trl_compat import GRPOConfig
 from ...validation import check_optimisation_ranges, check_rl_sampling, validate_loss_keys
 from ..presets import resolved_arguments
 

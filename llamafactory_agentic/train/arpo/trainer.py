@@ -45,7 +45,7 @@ Everything the trainer knows about generation goes through `self.rollout.rollout
 to `GRPOConfig`, `ArpoLossConfig`, `RolloutConfig`, `ToolsConfig`; batch geometry), `records.py` (the per-trajectory
 `ScoredTrajectory`), `batch.py` (groups, token advantages, micro-batch layout and padding), `metrics.py` (pure metric
 reduction and `rollouts.jsonl` entries), `rollout/rng_state.py`, `rollout/progress.py`, and the patches of TRL and
-LLaMA-Factory in `integration/` (`trl_compat.py`, `log_callback.py`).
+LLaMA-Factory in `train/` (`trl_compat.py`, `log_callback.py`).
 """
 
 import contextlib
@@ -72,22 +72,22 @@ from ...algorithms import (
     get_policy_loss,
     high_entropy_mask,
 )
-from ...guards.contamination import answer_leak_rate, observation_texts
-from ...integration.log import get_logger
-from ...integration.trl_compat import (
+from ...common.log import get_logger
+from ...rewards import build_model_view
+from ...rewards.compound import score_trajectories
+from ...rewards.contamination import answer_leak_rate, observation_texts
+from ...rewards.registry import CallableReward, RewardFunction
+from ...rollout.generation_weights import GenerationWeights
+from ...rollout.hf_engine import decode_metrics
+from ...rollout.progress import ROLLOUT_PROGRESS_NAME, RolloutProgress
+from ...rollout.rng_state import load_rollout_rng_state, rng_state_path, save_rollout_rng_state
+from ..trl_compat import (
     GRPOConfig,
     GRPOTrainer,
     prepare_deepspeed,
     selective_log_softmax,
     unwrap_model_for_generation,
 )
-from ...rewards import build_model_view
-from ...rewards.compound import score_trajectories
-from ...rewards.registry import CallableReward, RewardFunction
-from ...rollout.generation_weights import GenerationWeights
-from ...rollout.hf_engine import decode_metrics
-from ...rollout.progress import ROLLOUT_PROGRESS_NAME, RolloutProgress
-from ...rollout.rng_state import load_rollout_rng_state, rng_state_path, save_rollout_rng_state
 from .batch import collate_records, groups_of_rows, micro_batch_layout, token_advantages, token_micro_batches
 from .config import ArpoLossConfig
 from .dynamic_sampling import assemble_update, combine_generation_batches, count_signal_groups, extra_prompt_indices
@@ -382,7 +382,7 @@ class ArpoTrainer(GRPOTrainer):
 
         t1 = time.perf_counter()
         records = self._records_from_output(output, [group_rows[g] for g in mine], mine) if mine else []
-        if mine:  # share of trajectories whose observations hold the answer (guards/contamination.py)
+        if mine:  # share of trajectories whose observations hold the answer (rewards/contamination.py)
             metrics["tools/answer_leak_rate"] = answer_leak_rate(
                 [
                     observation_texts(self.processing_class, t.response_ids, t.loss_mask)

@@ -46,8 +46,8 @@ PLOT_KEYS = (
 
 def _log_plan(model_args: Any, data_args: Any, training_args: Any, finetuning_args: Any) -> None:
     r"""Log `llamafactory-agentic plan`'s table for this run first (docs/plan.md); a plan that fails never stops it."""
+    from ...common.log import get_logger
     from ...guards.plan import plan_for_run
-    from ...integration.log import get_logger
 
     logger = get_logger(__name__)
     try:
@@ -181,11 +181,11 @@ def _train(
 
     from ...data import load_rl_dataset
     from ...guards.gaming import GamingMonitorCallback
-    from ...integration.log_callback import extend_log_callback
     from ...rewards.compound import reward_from_args
     from ...rollout import AgenticRollout, build_engine
     from ...rollout.tool_format import build_tool_format
     from ..agentic_sft.check import check_tokenizer_tags
+    from ..log_callback import extend_log_callback
     from .config import build_run_config
     from .trainer import ArpoTrainer
 

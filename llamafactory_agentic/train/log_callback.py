@@ -72,8 +72,8 @@ def extend_log_callback(callbacks: list[TrainerCallback] | None) -> None:
     """
     from llamafactory.train.callbacks import LogCallback
 
-    from ..train.checkpoints import drop_records_after
-    from .log import get_logger
+    from ..common.log import get_logger
+    from .checkpoints import drop_records_after
 
     logger = get_logger(__name__)
 
