@@ -487,8 +487,7 @@ def _generate(
     from llamafactory.model import load_tokenizer
 
     from ..rewards import get_reward_function
-    from ..rollout import AgenticRollout
-    from ..tools import build_executor_from_args
+    from ..rollout.session import open_rollout_session
 
     a = setup.eval_args
     tokenizer = load_tokenizer(setup.model_args)["tokenizer"]
@@ -498,13 +497,13 @@ def _generate(
     closer = None
     if engine is None:
         engine, closer = _build_engine(setup, tokenizer, config)
-    own_executor = executor is None
-    executor = executor or build_executor_from_args(setup.finetuning_args)
+    # the run's tool keys build the executor (closed with the session) unless the caller passed one (kept open)
+    tools = executor if executor is not None else setup.finetuning_args
+    session = open_rollout_session(config, tokenizer, tools=tools, engine=engine, closer=closer)
     reward_fn = get_reward_function(protocol.reward["agentic_reward"], protocol.reward["agentic_reward_math"])
     setting = system_prompt_setting(a)
     systems = {name: resolve_system_prompt(setting, prompt) for name, prompt in (prompts or {}).items()}
     default_system = resolve_system_prompt(setting)
-    rollout = AgenticRollout(engine, executor, tokenizer, config)
     started: dict[str, tuple[float, int, bool]] = {}
     truncated = Counter()
 
@@ -519,7 +518,7 @@ def _generate(
                 truncated[sample.benchmark] += 1
             if hasattr(engine, "register_prompt"):  # chat API: the messages behind these ids
                 messages = list(sample.messages or [{"role": "user", "content": sample.question}])
-                engine.register_prompt(ids, messages, sample.system or system)
+                session.register_prompt(ids, messages, sample.system or system)
             started[key] = (time.perf_counter(), len(ids), cut)
             yield (sample, run), ids, _item_seed(protocol.seed, key)
 
@@ -537,14 +536,11 @@ def _generate(
 
     t0 = time.perf_counter()
     try:
-        counters = rollout.stream(items(), on_finished, max_in_flight=a.eval_batch_size)
+        counters = session.stream(items(), on_finished, max_in_flight=a.eval_batch_size)
     finally:
         writer.close()
         bar.close()
-        if own_executor:
-            executor.close()
-        if closer is not None:
-            closer()
+        session.close()
     counters["time/total"] = time.perf_counter() - t0
     for bench, count in truncated.items():
         logger.warning(

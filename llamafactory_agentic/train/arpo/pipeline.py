@@ -28,9 +28,17 @@ A generation step (`ArpoStep.generate`, run inside the first Trainer micro-step 
 7. **log-probs** `ArpoStep.add_log_probs`: old (several updates per rollout) and reference (KL) log-probs.
 8. **log** `StepLogger`: `reward/*`, `rollout/*`, `tools/*`, `time/*`, `dynamic_sampling/*`, rollouts.jsonl.
 
+Group-to-rank scheme (docs/algorithms.md §3.4: all M of a prompt are decided together): TRL's sampler spreads
+the M copies of a prompt over consecutive rows that may live on several ranks. At each rollout every rank gathers
+the generation batch's rows (`gather_object`), cuts them into whole groups of M identical prompts, takes the groups
+`g` with `g % world_size == rank`, rolls them out and scores them, then all ranks gather every trajectory back and
+order them by group. Advantages are computed on the whole batch; micro-batch k = (update u, accumulation step a) of
+rank r then takes global rows `u*U + r*A*b + a*b ... + b` (U = trajectories per update, A = accumulation steps,
+b = per-device batch), so each update is a contiguous run of whole groups when U is a multiple of M.
+
 The update (each Trainer micro-step): `micro_batch_loss` (the policy loss of one `MicroBatch`, docs/algorithms.md §4.4)
 and `accumulate_update` (every token micro-batch of one optimiser update, `rl_micro_batch_tokens`). Every stage's
-wall time goes through one `StepTimer`; the `time/*` names are those docs/observability.md lists.
+wall time goes through one `StepTimer`; the `time/*` names are those docs/algorithms.md lists.
 """
 
 import contextlib
@@ -423,6 +431,29 @@ class ArpoStep:
     def roll_out_and_score(self, group_rows: list[dict[str, Any]], training: bool) -> GenerationBatch:
         r"""Roll out this rank's share of whole groups, score them, and gather every record on every rank."""
         return self.gather(self.score(self.roll_out(group_rows, training)))
+
+    def validate(self, rows: list[dict[str, Any]], index_key: str) -> tuple[list[ScoredTrajectory], dict, dict]:
+        r"""Validation: roll out and score this rank's prompts (one greedy trajectory each, no branching).
+
+        Args:
+            rows: This rank's validation rows.
+            index_key: The rows' dataset-row column (`trainer.EVAL_INDEX`), copied to each record's `eval_index`.
+
+        Returns:
+            `(records, timing, tool metrics)` of this rank (`time/rollout` covers rolling out and scoring).
+        """
+        t, timer = self.trainer, StepTimer()
+        with timer.stage("time/rollout"):
+            output = self.generation(t.model_wrapped, [prompt_ids_of(r) for r in rows], False, t.state.global_step)
+            records = []
+            if output is not None:
+                groups = output.groups
+                records = score_groups(self.reward_fn, self.tokenizer, self.eos_ids, groups, rows, range(len(rows)))
+            for rec in records:
+                rec.eval_index = rows[rec.group].get(index_key)
+        timing = dict(output.timing) if output is not None else {}
+        timing.update(timer.seconds)
+        return records, timing, self.session.pop_metrics()
 
     # -------------------------------------------------------------------------------------------- stages
     def roll_out(self, group_rows: list[dict[str, Any]], training: bool) -> RolloutShard:

@@ -70,9 +70,8 @@ from .pipeline import (
     StepTimer,
     accumulate_update,
     micro_batch_loss,
-    score_groups,
 )
-from .records import ScoredTrajectory, prompt_ids_of
+from .records import ScoredTrajectory
 
 
 logger = get_logger(__name__)
@@ -87,13 +86,7 @@ class ArpoTrainer(GRPOTrainer):
     `arpo_rollout_batch_size` prompts x M trajectories feeds `steps_per_generation` micro-steps
     (`build_grpo_config`).
 
-    Group-to-rank scheme (docs/algorithms.md §3.4: all M of a prompt are decided together): TRL's sampler spreads
-    the M copies of a prompt over consecutive rows that may live on several ranks. At each rollout every rank gathers
-    the generation batch's rows (`gather_object`), cuts them into whole groups of M identical prompts, takes the groups
-    `g` with `g % world_size == rank`, rolls them out and scores them, then all ranks gather every trajectory back and
-    order them by group. Advantages are computed on the whole batch; micro-batch k = (update u, accumulation step a) of
-    rank r then takes global rows `u*U + r*A*b + a*b ... + b` (U = trajectories per update, A = accumulation steps,
-    b = per-device batch), so each update is a contiguous run of whole groups when U is a multiple of M.
+    Group-to-rank scheme and micro-batch layout: see `pipeline.py`.
 
     Args:
         model: The policy (LLaMA-Factory's `load_model` result: full, freeze, LoRA, quantised).
@@ -302,18 +295,7 @@ class ArpoTrainer(GRPOTrainer):
         are popped here (so validation calls never reach the next training step's `tools/*`) and reported as
         `eval_tools/*` by `evaluation_loop`; they count the repeated prompts' tool calls too. No loss is returned.
         """
-        rows, step, timer = list(inputs), self.step, StepTimer()
-        with timer.stage("time/rollout"):
-            prompts = [prompt_ids_of(r) for r in rows]
-            output = step.generation(self.model_wrapped, prompts, False, self.state.global_step)
-        records = []
-        if output is not None:
-            records = score_groups(self.reward_fn, step.tokenizer, step.eos_ids, output.groups, rows, range(len(rows)))
-        for rec in records:
-            rec.eval_index = rows[rec.group].get(EVAL_INDEX)
-        timing = dict(output.timing) if output is not None else {}
-        timing.update(timer.seconds)
-        tool_metrics = self.session.pop_metrics()
+        records, timing, tool_metrics = self.step.validate(list(inputs), EVAL_INDEX)
         if self.accelerator.num_processes > 1:
             records = gather_object(records)
             tool_shards = gather_object([tool_metrics])
