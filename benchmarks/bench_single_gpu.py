@@ -353,7 +353,8 @@ def part_update(args, results: Results, deadline: float) -> None:
             model.gradient_checkpointing_disable()
         model.train()
         trainer = update_trainer(model, mb, n // mb, chunk, work)
-        items, flat = trainer._micro_batches(records)
+        batches = trainer.step.micro_batches(records)  # the micro-batch stage (train/arpo/pipeline.py)
+        items, flat = batches.items, batches.flat
         old_s = None
         if label != "trl_replica":  # the old-log-prob pass (runs when a rollout feeds more than one update)
             sync()
@@ -363,11 +364,11 @@ def part_update(args, results: Results, deadline: float) -> None:
                     ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
                     attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
                     width = batch["completion_ids"].size(1)
-                    trainer._policy_forward(model, ids, attention, width, batch["loss_mask"])
+                    trainer.policy(model, ids, attention, width, batch["loss_mask"])
             sync()
             old_s = time.perf_counter() - t0
         if not metrics:
-            trainer._log_loss_metrics = lambda *a, **k: None
+            trainer.step_logger.log_loss = lambda *a, **k: None
         update = flat[: n // mb]  # the first optimiser update: n trajectories in micro-batches of mb
 
         def loss_fn(batch, trainer=trainer, label=label, model=model):

@@ -524,9 +524,7 @@ def _generate(
     from llamafactory.model import load_tokenizer
 
     from ..rewards import get_reward_function
-    from ..rollout import AgenticRollout
-    from ..rollout.tool_format import build_tool_format
-    from ..tools import build_executor_from_args
+    from ..rollout.session import open_rollout_session
 
     a = setup.eval_args
     tokenizer = load_tokenizer(setup.model_args)["tokenizer"]
@@ -537,16 +535,16 @@ def _generate(
     closer = None
     if engine is None:
         engine, closer = _build_engine(setup, tokenizer, config)
-    own_executor = executor is None
-    executor = executor or build_executor_from_args(setup.finetuning_args)
-    snippet_tools = _use_browse(executor, a) if browse else {}
+    # the run's tool keys build the executor (closed with the session) unless the caller passed one (kept open)
+    tools = executor if executor is not None else setup.finetuning_args
+    protocol_name = agentic_value(setup.finetuning_args, "agentic_tool_protocol")  # the tool-call format (RL = eval)
+    session = open_rollout_session(config, tokenizer, tools=tools, engine=engine, closer=closer,
+                                   tool_protocol=protocol_name, template=template)  # fmt: skip
+    snippet_tools = _use_browse(session.executor, a) if browse else {}
     reward_fn = get_reward_function(protocol.reward["agentic_reward"], protocol.reward["agentic_reward_math"])
     setting = system_prompt_setting(a)
     systems = {name: resolve_system_prompt(setting, prompt) for name, prompt in (prompts or {}).items()}
     default_system = resolve_system_prompt(setting)
-    protocol_name = agentic_value(setup.finetuning_args, "agentic_tool_protocol")  # the tool-call format (RL = eval)
-    tool_format = build_tool_format(protocol_name, executor, template, tokenizer)
-    rollout = AgenticRollout(engine, executor, tokenizer, config, tool_format=tool_format)
     started: dict[str, tuple[float, int, bool]] = {}
     truncated = Counter()
 
@@ -561,7 +559,7 @@ def _generate(
                 truncated[sample.benchmark] += 1
             if hasattr(engine, "register_prompt"):  # chat API: the messages behind these ids
                 messages = list(sample.messages or [{"role": "user", "content": sample.question}])
-                engine.register_prompt(ids, messages, sample.system or system)
+                session.register_prompt(ids, messages, sample.system or system)
             started[key] = (time.perf_counter(), len(ids), cut)
             yield (sample, run), ids, _item_seed(protocol.seed, key), (sample.answers if guard != "log" else None)
 
@@ -579,17 +577,14 @@ def _generate(
 
     t0 = time.perf_counter()
     try:
-        counters = rollout.stream(items(), on_finished, max_in_flight=a.eval_batch_size)
+        counters = session.stream(items(), on_finished, max_in_flight=a.eval_batch_size)
     finally:
         writer.close()
         bar.close()
         for tag, tool in snippet_tools.items():  # the caller's executor gets its own tools back
-            executor.tools[tag].browser.close()
-            executor.tools[tag] = tool
-        if own_executor:
-            executor.close()
-        if closer is not None:
-            closer()
+            session.executor.tools[tag].browser.close()
+            session.executor.tools[tag] = tool
+        session.close()
     counters["time/total"] = time.perf_counter() - t0
     for bench, count in truncated.items():
         logger.warning(

@@ -27,7 +27,6 @@ import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from .synthetic import DEFAULT_SEARCH_TOPK
@@ -136,8 +135,7 @@ def evaluate_policy(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ..rewards import build_item, build_model_view, get_reward_function, score_batch
-    from ..rollout import AgenticRollout, build_engine
-    from ..tools import build_executor_from_args
+    from ..rollout.session import open_rollout_session
     from ..train.arpo.config import default_rollout_config
 
     rows = read_rl_rows(rows_path, max_samples)
@@ -164,7 +162,7 @@ def evaluate_policy(
         eos_token_id=eos,
         hf_generation_batch_size=batch_size,
     )
-    args = SimpleNamespace(
+    tool_keys = dict(  # the `agentic_*` keys of the tool executor; the others take their defaults
         agentic_tool_workers=4,
         agentic_tool_retries=1,
         agentic_python_timeout=python_timeout,
@@ -173,17 +171,15 @@ def evaluate_policy(
         agentic_search_index=str(search_index) if search_index else None,
         agentic_cache_path=None,
     )
-    executor = build_executor_from_args(args)
+    session = open_rollout_session(config, tokenizer, tools=tool_keys, model=model)
     reward_fn = get_reward_function(reward)
     start = time.perf_counter()
     per_kind: dict[str, list[tuple[float, int]]] = defaultdict(list)
     rewards, formats, correct, calls = [], [], [], []
     try:
-        engine = build_engine("hf", model, tokenizer, config)
-        rollout = AgenticRollout(engine, executor, tokenizer, config)
         with torch.no_grad():
             for begin in range(0, len(prompts), batch_size):
-                output = rollout.rollout(prompts[begin : begin + batch_size], training=False)
+                output = session.rollout(prompts[begin : begin + batch_size], training=False)
                 for row, group in zip(rows[begin : begin + batch_size], output.groups):
                     traj = group[0]
                     text = build_model_view(tokenizer, list(traj.response_ids), list(traj.loss_mask), eos)
@@ -197,7 +193,7 @@ def evaluate_policy(
                     calls.append(int(traj.num_tool_calls))
                     per_kind[row.ability or "unknown"].append((ok, int(traj.num_tool_calls)))
     finally:
-        executor.close()
+        session.close()
     n = max(len(rows), 1)
     by_kind = {
         kind: {

@@ -143,7 +143,7 @@ _REPORTED_KEYS = (
 
 
 # Keys that act only while another key (their switch) has a given value: (keys, switch, value that makes them act).
-# Source: where the trainer and the rollout read them (`train/arpo/trainer.py` `_compute_loss`, `rollout/agent_loop.py`).
+# Source: where the trainer and the rollout read them (`train/arpo/pipeline.py` `micro_batch_loss`, `rollout/agent_loop.py`).
 _INERT_UNLESS: tuple[tuple[tuple[str, ...], str, Any], ...] = (
     (("aepo_premonitor_beta", "aepo_premonitor_tokens", "aepo_premonitor_rounds"), "aepo_dynamic_rollouts", True),
     (("aepo_balanced_clip_scope",), "aepo_balanced_clip", True),

@@ -14,7 +14,7 @@
 
 r"""The rollout viewer: the groups of one rollout from `rollouts.jsonl` as branch trees in HTML.
 
-A record of `rollouts.jsonl` (written by `ArpoTrainer._write_rollout_log`) is one group: the prompt, the ground truth
+A record of `rollouts.jsonl` (written by `StepLogger.write_rollout_log`, train/arpo/pipeline.py) is one group: the prompt, the ground truth
 and its M trajectories with `member`, `parent`, `branch_pos`, `branch_call_index`, the decoded `response`, rewards,
 `tool_calls` and the lineage's `round_entropies` / `entropy_base`. A branch shares its source's response up to
 `branch_pos`, which is the end of the observation of the source's call number `branch_call_index` (the branch

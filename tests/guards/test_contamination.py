@@ -125,7 +125,7 @@ def test_trainer_logs_answer_leak_rate(tmp_path, tiny_model_dir, tiny_tokenizer)
     trainer, _ = build(tmp_path, tiny_model_dir, tiny_tokenizer, batch=2, accum=2, max_steps=1)
     rows = make_rows(tiny_tokenizer, 2)
     rows[0]["_ground_truth"], rows[1]["_ground_truth"] = "42", "3"
-    _, metrics, _ = trainer._rollout_groups(rows, training=True)
+    metrics = trainer.step.roll_out_and_score(rows, training=True).metrics
     assert metrics["tools/answer_leak_rate"] == pytest.approx(0.5)
 
 

@@ -21,7 +21,7 @@ from llamafactory_agentic.rewards import build_model_view, get_reward_function
 from llamafactory_agentic.rollout import AgenticRollout
 from llamafactory_agentic.rollout.agent_loop import extract_tool_call
 from llamafactory_agentic.train.arpo.config import default_rollout_config
-from llamafactory_agentic.train.arpo.trainer import ArpoTrainer
+from llamafactory_agentic.train.arpo.pipeline import score_groups
 
 
 ANSWER = "<think> done </think><answer> The final answer is \\[ \\boxed{Paris} \\] </answer>"
@@ -69,15 +69,11 @@ def _rollout(tokenizer, executor, rounds: list[str], tool_call_limits=None):
 
 
 def _training_reward(tokenizer, trajectory, reward_name="f1"):
-    """What the trainer pays for the trajectory (`ArpoTrainer._records_from_output` on a minimal trainer state)."""
-    trainer = SimpleNamespace(
-        processing_class=tokenizer,
-        _eos_ids=tokenizer.convert_tokens_to_ids("<|im_end|>"),
-        reward_fn=get_reward_function(reward_name),
-    )
+    """What the trainer's score stage (`pipeline.score_groups`) pays for the trajectory."""
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     row = {"_ground_truth": "Paris", "_data_source": "unit", "_ability": "qa"}
-    output = SimpleNamespace(groups=[[trajectory]])
-    return ArpoTrainer._records_from_output(trainer, output, [row], [0])[0].reward
+    (record,) = score_groups(get_reward_function(reward_name), tokenizer, eos, [[trajectory]], [row], [0])
+    return record.reward
 
 
 def _evaluation_reward(tokenizer, trajectory):

@@ -117,15 +117,17 @@ def test_every_rank_runs_the_same_number_of_micro_batches(tmp_path, tiny_model_d
     # stands in for 2 ranks (no process group on CPU): each rank builds its items from the gathered trajectories
     from types import SimpleNamespace
 
-    from llamafactory_agentic.train.arpo import trainer as trainer_module
+    from llamafactory_agentic.train.arpo.batch import token_advantages
 
     cap = 140
     trainer = make_trainer(
         tmp_path, tiny_model_dir, tiny_tokenizer, agentic_args("arpo", rl_micro_batch_tokens=cap), batch=1, accum=2
     )
     rows = trl_generation_batch(tiny_tokenizer, 2)
-    records, _, _ = trainer._rollout_groups([rows[0], rows[4]], training=True)  # 2 groups x M = 4 trajectories
-    for rec, adv, mask in zip(records, *trainer_module.token_advantages(records, default_loss_config())):
+    records = trainer.step.roll_out_and_score(
+        [rows[0], rows[4]], training=True
+    ).records  # 2 groups x M = 4 trajectories
+    for rec, adv, mask in zip(records, *token_advantages(records, default_loss_config())):
         rec.token_advantages, rec.loss_mask_train = adv, mask
     assert trainer.args.per_device_train_batch_size == 2  # b x A = 2 trajectories per rank and update
     monkeypatch.setattr(trainer.args, "steps_per_generation", 2)  # 2 ranks x 2 x 2 updates = 8 trajectories
@@ -133,7 +135,7 @@ def test_every_rank_runs_the_same_number_of_micro_batches(tmp_path, tiny_model_d
     for rank in (0, 1):
         accelerator = SimpleNamespace(num_processes=2, process_index=rank, device=torch.device("cpu"))
         monkeypatch.setattr(trainer, "accelerator", accelerator)
-        items, _ = trainer._micro_batches(records)
+        items = trainer.step.micro_batches(records).items
         per_rank.append(items)
         mine = [records[u * 4 + rank * 2 : u * 4 + rank * 2 + 2] for u in range(2)]
         greedy.append(

@@ -117,7 +117,7 @@ def test_generation_batch_layout_advantages_and_masks(tmp_path, tiny_model_dir, 
         ]
     )
     torch.testing.assert_close(got_adv, expected_adv)
-    assert trainer.rollout.calls == [(2, True)]
+    assert trainer.session.agent.calls == [(2, True)]
 
     obs_len = len(tiny_tokenizer.encode(OBSERVATION, add_special_tokens=False))
     start = len(tiny_tokenizer.encode(THINK, add_special_tokens=False))
@@ -219,7 +219,7 @@ def test_aepo_with_arpo_values_reproduces_arpo_exactly(tmp_path, tiny_model_dir,
     # two optimiser updates from one rollout moved the weights
     fresh = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
     assert any(not torch.equal(a, b.detach()) for a, b in zip(arpo_params, fresh.parameters()))
-    assert arpo_trainer.rollout.calls == [(2, True)]
+    assert arpo_trainer.session.agent.calls == [(2, True)]
 
     # the released AEPO preset really changes the loss configuration (balanced clip on)
     released = agentic_args("aepo")
@@ -264,7 +264,7 @@ def test_validation_is_greedy_single_trajectory(tmp_path, tiny_model_dir, tiny_t
     trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, agentic_args("arpo"))
     trainer.args.per_device_eval_batch_size = 3
     metrics = trainer.evaluate(Dataset.from_list(make_rows(tiny_tokenizer, 3)))
-    assert trainer.rollout.calls == [(3, False)]
+    assert trainer.session.agent.calls == [(3, False)]
     assert metrics["eval_reward/mean"] == pytest.approx(1.0) and metrics["eval_reward/accuracy"] == pytest.approx(1.0)
 
 
@@ -314,7 +314,7 @@ def test_a_rank_without_groups_still_enters_the_generation_collective(
     import contextlib
     from types import SimpleNamespace
 
-    from llamafactory_agentic.train.arpo import trainer as trainer_module
+    from llamafactory_agentic.train.arpo import pipeline as pipeline_module
 
     trainer = make_trainer(tmp_path, tiny_model_dir, tiny_tokenizer, agentic_args("arpo"))
     entered = []
@@ -324,12 +324,12 @@ def test_a_rank_without_groups_still_enters_the_generation_collective(
         entered.append(gather_deepspeed3_params)  # ZeRO-3 enters a collective here on every rank
         yield trainer.accelerator.unwrap_model(model)
 
-    monkeypatch.setattr(trainer_module, "unwrap_model_for_generation", fake_unwrap)
-    monkeypatch.setattr(trainer_module, "gather_object", lambda obj: obj)
+    monkeypatch.setattr(pipeline_module, "unwrap_model_for_generation", fake_unwrap)
+    monkeypatch.setattr(pipeline_module, "gather_object", lambda obj: obj)
     monkeypatch.setattr(trainer, "accelerator", SimpleNamespace(num_processes=2, process_index=1,
                                                                 unwrap_model=trainer.accelerator.unwrap_model))  # fmt: skip
-    records, _, _ = trainer._rollout_groups(make_rows(tiny_tokenizer, 1), training=True)
-    assert records == [] and trainer.rollout.calls == []  # nothing rolled out on this rank ...
+    records = trainer.step.roll_out_and_score(make_rows(tiny_tokenizer, 1), training=True).records
+    assert records == [] and trainer.session.agent.calls == []  # nothing rolled out on this rank ...
     assert entered == [True]  # ... but the gather was entered like on rank 0
 
 
@@ -431,7 +431,7 @@ def test_loss_entropy_without_grad_unless_the_bonus_needs_it(
     tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch, chunk
 ):
     from llamafactory_agentic.algorithms import entropy_from_logits_chunked
-    from llamafactory_agentic.train.arpo import trainer as trainer_module
+    from llamafactory_agentic.train.arpo import pipeline as pipeline_module
 
     seen = []
 
@@ -439,7 +439,7 @@ def test_loss_entropy_without_grad_unless_the_bonus_needs_it(
         seen.append((torch.is_grad_enabled(), logits.requires_grad))
         return entropy_from_logits_chunked(logits, *a, **k)
 
-    real_fused = trainer_module.response_log_probs
+    real_fused = pipeline_module.response_log_probs
 
     def spy_fused(*a, **k):  # fused path: the returned entropy carries a graph only with the bonus
         logps, entropy = real_fused(*a, **k)
@@ -447,8 +447,8 @@ def test_loss_entropy_without_grad_unless_the_bonus_needs_it(
             seen.append((k["entropy_grad"], entropy.requires_grad))
         return logps, entropy
 
-    monkeypatch.setattr(trainer_module, "entropy_from_logits_chunked", spy_full)
-    monkeypatch.setattr(trainer_module, "response_log_probs", spy_fused)
+    monkeypatch.setattr(pipeline_module, "entropy_from_logits_chunked", spy_full)
+    monkeypatch.setattr(pipeline_module, "response_log_probs", spy_fused)
     for stage, overrides, grad in (
         ("arpo", {}, False),  # plain ARPO: only the loss/entropy metric
         ("aepo", {}, False),  # released AEPO preset: entropy used detached
@@ -516,7 +516,7 @@ def test_validation_counts_each_prompt_once(tmp_path, tiny_model_dir, tiny_token
     metrics = trainer.evaluation_loop(batches, "Evaluation").metrics
     assert metrics["eval_reward/mean"] == pytest.approx(1 / 3)
     assert metrics["eval_reward/accuracy"] == pytest.approx(1 / 3)
-    assert trainer.rollout.calls == [(2, False), (2, False)]
+    assert trainer.session.agent.calls == [(2, False), (2, False)]
 
 
 def test_rollout_random_draws_survive_a_checkpoint_round_trip():
@@ -573,7 +573,7 @@ def test_rollout_metrics_of_every_rollout_in_a_logging_window_are_averaged(tmp_p
         config_hook=log_every_two_steps,
     )
     trainer.train()
-    assert trainer.rollout.calls == [(1, True), (1, True)]
+    assert trainer.session.agent.calls == [(1, True), (1, True)]
     record = next(h for h in trainer.state.log_history if "loss" in h)
     assert record["rollout/rounds"] == pytest.approx(1.5)  # not the first rollout's 1.0 only
 

@@ -14,7 +14,7 @@
 
 r"""From scored trajectories to the trainer's micro-batches: groups, token advantages, layout and padding.
 
-Pure functions of their arguments (no trainer, no process group); `ArpoTrainer._generate_and_score_completions` calls
+Pure functions of their arguments (no trainer, no process group); the stages of `pipeline.py` call
 them in this order: `groups_of_rows`, the rollout, `token_advantages`, `micro_batch_layout`, `collate_records`.
 """
 

@@ -19,7 +19,7 @@ gradient and only dilutes the update. With dynamic sampling the trainer keeps th
 rolls out further generation batches of prompts drawn from the training set until it holds as many such groups as
 the update needs (or `rl_dynamic_sampling_max_batches` batches were rolled out), and fills what is still missing with
 equal-reward groups, so the batch geometry never changes. Pure functions; the trainer calls them in
-`ArpoTrainer._dynamic_sampling`.
+`pipeline.ArpoStep.dynamic_sampling`.
 """
 
 import math
@@ -134,7 +134,7 @@ def combine_generation_batches(batches: list[tuple[int, dict, dict]]) -> tuple[d
     r"""Rollout metrics and timings of several generation batches rolled out one after the other.
 
     Args:
-        batches: `(groups, rollout and tool metrics, timing)` per batch, as `ArpoTrainer._rollout_groups` returns them.
+        batches: `(groups, rollout and tool metrics, timing)` per batch, as `ArpoStep.roll_out_and_score` returns them.
 
     Returns:
         `(metrics, timing)`: rollout metrics as `combine_rank_shards` combines ranks (counters summed, means weighted

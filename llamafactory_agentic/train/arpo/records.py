@@ -22,10 +22,10 @@ from ...rollout.trajectory import ToolCallRecord, Trajectory
 
 @dataclass(slots=True)
 class ScoredTrajectory:
-    r"""One trajectory of a rollout with its reward (built by `ArpoTrainer._records_from_output`).
+    r"""One trajectory of a rollout with its reward (built by the score stage, `pipeline.score_groups`).
 
     The token lists are response tokens, all of length `len_response` (observations included). `token_advantages`
-    and `loss_mask_train` are filled by `ArpoTrainer._advantages` for training rollouts; `eval_index` by
+    and `loss_mask_train` are filled by `pipeline.assign_advantages` for training rollouts; `eval_index` by
     `prediction_step` for validation.
     """
 

@@ -112,8 +112,9 @@ def run_arpo(
     with neither `template` nor a tokenizer chat template (`check_template_choice`), load the template and check that
     the tags are ordinary text for the tokenizer (`check_tokenizer_tags`); load the RL prompts (`formatting: arpo_rl`, rendered with the chat
     template; prompts longer than `arpo_max_prompt_length` are skipped or stop the run, `arpo_overlong_prompt`); load
-    the policy with LLaMA-Factory (and a reference model only when `rl_kl_coef > 0` and not LoRA); build the rollout
-    engine (`arpo_rollout_backend`), the rollout and the reward; train with `resume_from_checkpoint`; save the model
+    the policy with LLaMA-Factory (and a reference model only when `rl_kl_coef > 0` and not LoRA); open the rollout
+    session (`rollout.session.open_rollout_session`: engine per `arpo_rollout_backend`, agent loop, the executor) and
+    the reward; train with `resume_from_checkpoint`; save the model
     in Hugging Face format (loadable by `llamafactory-cli chat/export`), the trainer state and the metric plots. The
     executor is closed however the run ends.
 
@@ -182,8 +183,7 @@ def _train(
     from ...data import load_rl_dataset
     from ...guards.gaming import GamingMonitorCallback
     from ...rewards.compound import reward_from_args
-    from ...rollout import AgenticRollout, build_engine
-    from ...rollout.tool_format import build_tool_format
+    from ...rollout.session import open_rollout_session
     from ..agentic_sft.check import check_tokenizer_tags
     from ..log_callback import extend_log_callback
     from .config import build_run_config
@@ -211,9 +211,8 @@ def _train(
     run_config = build_run_config(
         training_args, finetuning_args, generating_args, tokenizer.eos_token_id, tools=tools_config
     )
-    engine = build_engine(run_config.rollout.backend, model, tokenizer, run_config.rollout)
-    tool_format = build_tool_format(finetuning_args.agentic_tool_protocol, executor, template, tokenizer)
-    rollout = AgenticRollout(engine, executor, tokenizer, run_config.rollout, tool_format=tool_format)
+    session = open_rollout_session(run_config.rollout, tokenizer, tools=executor, model=model,
+                                   tool_protocol=finetuning_args.agentic_tool_protocol, template=template)  # fmt: skip
     reward_fn = reward_from_args(finetuning_args, training_args.output_dir)  # agentic_reward(_funcs), judge
 
     # the reward-gaming monitor (docs/plan.md §2) goes first: LogCallback writes the record it annotates
@@ -222,13 +221,12 @@ def _train(
     trainer = ArpoTrainer(
         model=model,
         args=run_config.grpo,
-        rollout=rollout,
+        rollout=session,
         reward_fn=reward_fn,
         loss_config=run_config.loss,
         processing_class=tokenizer,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
-        executor=executor,
         ref_model=ref_model,
         callbacks=callbacks,
     )
