@@ -137,7 +137,12 @@ def test_user_reward_by_import_path(tmp_path, monkeypatch):
         get_reward_function("my_reward_mod:bad_reward")("a", "b", {})
 
 
-def test_register_reward_function():
+def test_register_reward_function(monkeypatch):
+    from llamafactory_agentic.rewards import registry
+
+    # the registration is undone after the test: other tests (in the same xdist worker) list the registered names
+    monkeypatch.setattr(registry, "_REWARD_FACTORIES", dict(registry._REWARD_FACTORIES))
+
     @register_reward_function("test_constant_reward_b", overwrite=True)
     def constant(model_text, ground_truth, metadata):
         return 0.5

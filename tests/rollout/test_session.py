@@ -11,9 +11,9 @@ scripted engine so that the test controls what the model writes.
 import random
 from types import SimpleNamespace
 
-from llamafactory_agentic.rollout import RolloutConfig
 from llamafactory_agentic.rollout.session import RolloutSession, as_session, open_rollout_session
 from llamafactory_agentic.tools import build_executor_from_args
+from llamafactory_agentic.train.arpo.config import default_rollout_config
 from rollout.helpers import ScriptedEngine
 
 
@@ -41,7 +41,7 @@ class CountingEngine(ScriptedEngine):
 
 def _setup(tokenizer):
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    config = RolloutConfig(
+    config = default_rollout_config(
         group_size=1, initial_rollouts=1, max_prompt_length=64, max_response_length=200, eos_token_id=eos
     )
     engine = CountingEngine(tokenizer, lambda r: (ROUNDS[r], "stop" if r == 0 else "eos", 0.5), eos)

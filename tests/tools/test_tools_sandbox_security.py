@@ -460,8 +460,9 @@ def test_files_are_bounded_per_call(sandbox):
     )
     status, text = _run(sandbox, code, timeout_s=60, disk_mb=200, max_file_mb=100)
     if name == "rlimits-only":  # host folders: summed while the code runs, the call stopped above the bound
+        # the sum is polled (percall.POLL_S): on a fast disk the 600 MiB can all be written between two polls, so
+        # only the verdict and the clean-up are certain here, not how far past the bound the code got
         assert status == "error" and "Disk limit of 200 MiB exceeded" in text, text
-        assert "written 600" not in text, text
     else:  # one private tmpfs of 200 MiB holds every file the code can write
         assert status == "ok", text
         lines = dict(line.split() for line in text.splitlines())
