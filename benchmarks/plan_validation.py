@@ -93,13 +93,18 @@ def cpu_rows(tmp: Path) -> list[tuple]:
     for algorithm, runs in by_algorithm.items():
         gen = sum(float(r["generated_tokens_per_step"]) for r in runs) / len(runs) / 64
         calls = sum(float(r["tool_calls_per_traj"]) for r in runs) / len(runs)
+        # budget fills per rollout step as `rollout/fills` logs them: M - N - branches per group, x 8 prompts
+        # (M 8, N 4 for ARPO/AEPO; GRPO samples all 8 at once and has none)
+        branches = sum(float(r["branches_per_group"]) for r in runs) / len(runs)
+        fills = 0.0 if algorithm == "grpo" else 8 * max(8 - 4 - branches, 0.0)
         wall = sum(float(r["wall_s"]) for r in runs) / len(runs)
         overrides = {"max_steps": 30, "rl_dynamic_sampling": False, "eval_steps": 10, **presets[algorithm]}
         overrides = {k: v for k, v in overrides.items() if v is not None}
         if algorithm == "grpo":
             overrides["arpo_initial_rollouts"] = 8
         plan = make_plan(DEMO_ARPO, gpu="cpu", model_shape=four, overrides=overrides,
-                         measured={"response_tokens": gen, "tool_calls_per_traj": calls})  # fmt: skip
+                         measured={"response_tokens": gen, "tool_calls_per_traj": calls,
+                                   "fills_per_step": fills})  # fmt: skip
         note = " (calibration: cpu_decode_step_s was fitted to it)" if algorithm == "grpo" else ""
         rows.append(("CPU RL run wall time", f"{algorithm}, 30 steps, 4-layer demo model, mean of 3 seeds{note}",
                      plan.numbers["run_s"], wall, "s", "compare_algorithms/cpu/runs.csv wall_s"))  # fmt: skip

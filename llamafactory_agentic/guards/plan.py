@@ -120,6 +120,9 @@ DEFAULTS: dict[str, float] = {
     "tool_calls_per_traj": 1.5,
     # share of the calls that are searches when both python and search are configured
     "search_share": 0.5,
+    # share of a group's M - N places that branches take (the rest are budget fills): 2.1-2.6 of 4 in the ARPO and
+    # AEPO runs of benchmarks/results/compare_algorithms/cpu (branches_per_group)
+    "branch_share": 0.6,
     # tool latency, seconds: python in its sandbox, local BM25, web search API (p50 of the tools/*/latency_p50_s logs)
     "latency_python_s": 0.3,
     "latency_search_local_s": 0.01,
@@ -456,7 +459,7 @@ def make_plan(
         num_gpus: Ranks (default: the detected count, or 1).
         model_shape: A `KNOWN_SHAPES` key or a config.json path instead of the recipe's model.
         measured: Values measured by an earlier run (`read_measured`): `response_tokens`, `tool_calls_per_traj`,
-            `search_cache_hit_rate`, `latency_<tool>_s`, `decode_step_s`; each replaces its default.
+            `search_cache_hit_rate`, `latency_<tool>_s`, `decode_step_s`, `fills_per_step`; each replaces its default.
         search_price_per_1k: Dollars per 1000 search calls (default: the provider's in `SEARCH_PRICE_PER_1K`).
         overrides: Recipe keys to replace (as `key=value` on the command line).
 
@@ -668,14 +671,31 @@ def _plan_rl(plan, values, shape, device, world, finetuning, lora_rank, fp32_mas
             f"weights + KV read at {DEFAULTS['decode_bandwidth_efficiency']:.0%} of "
             f"{device.hbm_bytes_per_s / 1e12:.2f} TB/s + {DEFAULTS['decode_host_s'] * 1e3:.0f} ms host"
         )
-    decode_s = waves * steps_per_wave * step_s
+    # budget fills (docs/algorithms.md §3.4): a group whose members have all finished gets fresh global rollouts;
+    # they start from the prompt after the group's first pass, so they add sequential decode steps. `per_round` adds
+    # one fill per round, so a group's fills run one after another, each about a mean trajectory long; `all_at_once`
+    # adds them together, one more pass as long as the longest of them.
+    initial = int(values.get("arpo_initial_rollouts") or m)
+    spare = max(m - initial, 0)
+    if "fills_per_step" in measured:
+        fills = min(float(spare), measured["fills_per_step"] / max(prompts, 1))
+        fill_src = "measured (rollout/fills per prompt)"
+    else:
+        fills = spare * (1.0 - DEFAULTS["branch_share"])
+        fill_src = f"default: branches take {DEFAULTS['branch_share']:.0%} of the {spare} places beside N"
+    if str(values.get("arpo_budget_fill") or "per_round") == "all_at_once":
+        fill_steps = min(fills, 1.0) * steps_per_wave
+    else:
+        fill_steps = fills * min(float(budget), gen)
+    decode_s = waves * (steps_per_wave + fill_steps) * step_s
     prefill_tokens = per_rank * (prompt_len / 2 + gen / 2 * calls / max(calls, 1.0))
     prefill_s = _train_seconds(shape, prefill_tokens, False, device) / 4.0  # forward only: 2 of 8
     plan.add(
         "time: rollout (decode)",
         f"{_fmt_time(decode_s + prefill_s)} per rollout step",
-        f"{waves} wave(s) x {steps_per_wave:.0f} decode steps x {step_s * 1e3:.1f} ms ({dec_src}); "
-        f"{gen:.0f} tokens per trajectory ({gen_src})",
+        f"{waves} wave(s) x ({steps_per_wave:.0f} + {fill_steps:.0f} budget-fill) decode steps x "
+        f"{step_s * 1e3:.1f} ms ({dec_src}); {gen:.0f} tokens per trajectory ({gen_src}); {fills:.1f} fills per "
+        f"group ({fill_src})",
         "rollout_s",
         decode_s + prefill_s,
     )
@@ -867,7 +887,8 @@ def read_measured(log_path: str | os.PathLike) -> dict[str, float]:
     Returns:
         `response_tokens` (`rollout/response_length`), `tool_calls_per_traj`, `search_cache_hit_rate`
         (`tools/search/cache_hit_rate`), `latency_search_s` / `latency_python_s` (`tools/<tool>/latency_p50_s`),
-        `decode_step_s` (`perf/decode_step_ms` / 1000); keys that the log lacks are left out.
+        `decode_step_s` (`perf/decode_step_ms` / 1000), `fills_per_step` (`rollout/fills`: budget fills of one
+        rollout step, all groups); keys that the log lacks are left out.
 
     Raises:
         PlanError: unreadable file.
@@ -879,6 +900,7 @@ def read_measured(log_path: str | os.PathLike) -> dict[str, float]:
         "tools/search/latency_p50_s": ("latency_search_s", 1.0),
         "tools/python/latency_p50_s": ("latency_python_s", 1.0),
         "perf/decode_step_ms": ("decode_step_s", 1e-3),
+        "rollout/fills": ("fills_per_step", 1.0),
     }
     sums: dict[str, list[float]] = {}
     try:
