@@ -159,12 +159,20 @@ def render_qwen_prompt(row: dict) -> str:
 
 
 def fit_tool_policy(
-    model_dir, output_dir, rows: list[dict], steps: int = 150, seed: int = 0, context: int = 48, script=None
+    model_dir,
+    output_dir,
+    rows: list[dict],
+    steps: int = 150,
+    seed: int = 0,
+    context: int = 48,
+    script=None,
+    prompt_suffix: str = "",
 ) -> float:
     r"""A tiny "cold-started" policy: the random tiny model fitted for a few seconds to answer every prompt with SCRIPT
     (a search call, a python call, a boxed answer), so a CPU rollout really calls the tools. Observations are context
     only (not fitted), as in agentic SFT. Only the last `context` prompt tokens are used while fitting (fast on CPU).
-    `script`: other `(text, trained)` pieces instead of SCRIPT (an end-of-turn id is written for the text "<EOS>")."""
+    `script`: other `(text, trained)` pieces instead of SCRIPT (an end-of-turn id is written for the text "<EOS>").
+    `prompt_suffix`: text after the assistant header of every prompt (qwen3's empty thought when thinking is off)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -181,7 +189,7 @@ def fit_tool_policy(
     labels_mask.append(True)
     examples = []
     for row in rows:
-        prompt = tok.encode(render_qwen_prompt(row), add_special_tokens=False)[-context:]
+        prompt = tok.encode(render_qwen_prompt(row) + prompt_suffix, add_special_tokens=False)[-context:]
         ids = torch.tensor(prompt + response)
         labels = torch.full_like(ids, -100)
         resp_labels = torch.tensor([t if m else -100 for t, m in zip(response, labels_mask)])
