@@ -73,3 +73,23 @@ def test_explicit_resume_from_an_interrupted_checkpoint_is_refused_before_the_mo
         f"Transformers writes last: the save was interrupted. Delete it and use resume_from_checkpoint: "
         f"{out / 'checkpoint-2'}."
     )
+
+
+def test_an_empty_thought_in_the_prompt_with_the_reference_format_gate_is_warned(plugin_caplog):
+    """qwen3 with enable_thinking: false ends every prompt with `<think>\\n\\n</think>`: the policy writes no thought,
+    and the reference reward's format rule 1 scores every trajectory -1 (found by the native qwen3 e2e run)."""
+    from types import SimpleNamespace
+
+    from llamafactory_agentic.train.arpo.workflow import _warn_empty_thought
+
+    template = SimpleNamespace(thought_words=("<think>\n", "\n</think>\n\n"), enable_thinking=False)
+    data_args = SimpleNamespace(template="qwen3", enable_thinking=False)
+    args = SimpleNamespace(agentic_reward_funcs=None, agentic_reward="f1")
+    _warn_empty_thought(template, data_args, args)
+    assert "enable_thinking: false ends every prompt with an empty thought" in plugin_caplog.text
+    plugin_caplog.clear()
+    _warn_empty_thought(SimpleNamespace(thought_words=("<think>", "</think>"), enable_thinking=True),
+                        SimpleNamespace(template="qwen3", enable_thinking=True), args)  # fmt: skip
+    _warn_empty_thought(template, data_args, SimpleNamespace(agentic_reward_funcs="f1:1.0", agentic_reward="f1"))
+    _warn_empty_thought(SimpleNamespace(), SimpleNamespace(template="qwen", enable_thinking=False), args)
+    assert "empty thought" not in plugin_caplog.text

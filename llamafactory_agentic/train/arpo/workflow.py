@@ -44,6 +44,27 @@ PLOT_KEYS = (
 )
 
 
+def _warn_empty_thought(template: Any, data_args: Any, finetuning_args: Any) -> None:
+    r"""Warn when the prompt ends with an empty thought but the reward's format gate wants the response to think.
+
+    A reasoning template (e.g. `qwen3`) with `enable_thinking: false` puts `<think>\n\n</think>` into the prompt, so
+    the policy writes no `<think>` block of its own; the reference reward's format gate (rule 1,
+    `rewards.deep_research.validate_format`, docs/algorithms.md §6.1) then scores every trajectory -1 and every
+    advantage is 0. A compound reward (`agentic_reward_funcs`) decides its own format rules, so it is not warned about.
+    """
+    from ...common.log import get_logger
+
+    thinking_off = getattr(template, "enable_thinking", None) is False or data_args.enable_thinking is False
+    if getattr(template, "thought_words", None) and thinking_off and not finetuning_args.agentic_reward_funcs:
+        logger = get_logger(__name__)
+        getattr(logger, "warning_rank0", logger.warning)(
+            f"template {data_args.template!r} with enable_thinking: false ends every prompt with an empty thought, "
+            f"so the policy writes no <think> block, and agentic_reward {finetuning_args.agentic_reward!r} (format "
+            "rule 1: <think> at least once) scores every trajectory -1: no learning signal. Set enable_thinking: "
+            "true, or a reward without that rule through agentic_reward_funcs (docs/rewards.md)."
+        )
+
+
 def _log_plan(model_args: Any, data_args: Any, training_args: Any, finetuning_args: Any) -> None:
     r"""Log `llamafactory-agentic plan`'s table for this run first (docs/plan.md); a plan that fails never stops it."""
     from ...common.log import get_logger
@@ -194,6 +215,7 @@ def _train(
     tokenizer = tokenizer_module["tokenizer"]
     check_template_choice(tokenizer, data_args.template, model_args.model_name_or_path)
     template = get_template_and_fix_tokenizer(tokenizer, data_args)
+    _warn_empty_thought(template, data_args, finetuning_args)
     # the reward decodes the model view with skip_special_tokens: a tag that is a special token would vanish and every
     # answer would score -1 without a word (the same check as agentic_sft's pre-run check)
     check_tokenizer_tags(tokenizer)
