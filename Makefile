@@ -20,16 +20,17 @@ demo: $(INSTALLED)
 	$(VENV)/bin/llamafactory-agentic demo
 
 # The Redis cache tests start their own loopback redis-server (or use $$REDIS_URL); the 25 slowest tests are listed.
-# `make test` runs every test on TEST_WORKERS processes (pytest-xdist; default: one per core, slow tests first);
+# `make test` runs every test on TEST_WORKERS processes (pytest-xdist; default: one per core; slow tests first and
+# `--dist worksteal`, so an idle worker takes queued tests from a busy one instead of leaving them in one queue);
 # `make test-fast` only the unit tiers (not `slow`, not `browser`), the inner loop while changing code.
 TEST_WORKERS ?= auto
 TEST_ENV := CUDA_VISIBLE_DEVICES= WANDB_DISABLED=true HF_HUB_OFFLINE=1
 
 test: $(INSTALLED)
-	$(TEST_ENV) $(PYTHON) -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) tests/
+	$(TEST_ENV) $(PYTHON) -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist worksteal tests/
 
 test-fast: $(INSTALLED)
-	$(TEST_ENV) $(PYTHON) -m pytest -q -ra --durations=10 -n $(TEST_WORKERS) -m "not slow and not browser and not benchmark" tests/
+	$(TEST_ENV) $(PYTHON) -m pytest -q -ra --durations=10 -n $(TEST_WORKERS) --dist worksteal -m "not slow and not browser and not benchmark" tests/
 
 # CPU benchmarks; each prints its ratio against a baseline measured in the same run.
 # GPU: python benchmarks/bench_single_gpu.py --out DIR (issue 12: engine, update, loop, memory, TRL), python

@@ -61,10 +61,21 @@ def plugin_caplog(caplog):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test`), the `slow` and `browser` tests are scheduled first.
+    """Under pytest-xdist (`make test`), the longest tests, then the `slow` and `browser` ones are scheduled first.
 
     The longest tests (a learning run of minutes) then overlap with the many short ones instead of starting last and
     leaving the other workers idle; without xdist the order is the files' order.
     """
     if os.environ.get("PYTEST_XDIST_WORKER") or getattr(config.option, "numprocesses", None):
-        items.sort(key=lambda item: not (item.get_closest_marker("slow") or item.get_closest_marker("browser")))
+        items.sort(key=_schedule_rank)
+
+
+# The two longest tests (about 4-5 minutes each on 2 cores, `--durations` of CI), started before every other one.
+LONGEST = ("tests/tasks/test_learning.py", "tests/tasks/test_compare_smoke.py")
+
+
+def _schedule_rank(item) -> int:
+    r"""0 for the longest tests, 1 for the other `slow` and `browser` ones, 2 for the rest."""
+    if item.nodeid.startswith(LONGEST):
+        return 0
+    return 1 if item.get_closest_marker("slow") or item.get_closest_marker("browser") else 2
