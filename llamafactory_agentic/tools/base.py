@@ -356,6 +356,13 @@ class BoundedText:
         return f"{self._head}\n[… {omitted} characters omitted …]\n{self._tail}"
 
 
+def canonical_json(value: Any) -> str:
+    r"""Compact JSON with sorted keys: equal argument objects give equal strings (the MCP and HTTP tools' cache keys)."""
+    import json
+
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
 def truncate_middle(text: str, max_chars: int) -> str:
     r"""Strip `text` and cap it like `BoundedText` (first half + omission line + last half)."""
     bounded = BoundedText(max_chars)

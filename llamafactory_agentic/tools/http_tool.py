@@ -40,6 +40,7 @@ from .base import (
     ToolError,
     ToolOutput,
     TransientToolError,
+    canonical_json,
     check_number,
     empty_output_text,
     error_text,
@@ -52,10 +53,6 @@ logger = get_logger(__name__)
 
 OBSERVATION_KEYS = ("observation", "result", "output", "text")
 HTTP_TOOL_KEYS = ("name", "url", "tag", "headers", "timeout", "retries", "call_limit", "dedup", "max_output_chars")
-
-
-def _canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 @register_tool("http")
@@ -119,7 +116,7 @@ class HTTPTool(BaseTool):
     def cache_key(self, args: tuple[str, dict[str, Any] | None]) -> str:
         r"""Canonical JSON of the arguments object, else the body with whitespace runs collapsed."""
         body, arguments = args
-        return _canonical_json(arguments) if arguments is not None else " ".join(body.split())
+        return canonical_json(arguments) if arguments is not None else " ".join(body.split())
 
     def backend_name(self) -> str:
         r"""`http:<url>` (stored in the cache metadata)."""
@@ -180,14 +177,14 @@ def _from_json(data: Any) -> tuple[str, str]:
     if isinstance(data, dict):
         if data.get("error"):
             error = data["error"]
-            return STATUS_ERROR, error if isinstance(error, str) else _canonical_json(error)
+            return STATUS_ERROR, error if isinstance(error, str) else canonical_json(error)
         status = data.get("status") if data.get("status") in (STATUS_OK, STATUS_EMPTY, STATUS_ERROR) else STATUS_OK
         for key in OBSERVATION_KEYS:
             if key in data:
                 value = data[key]
-                return status, value if isinstance(value, str) else _canonical_json(value)
-        return status, _canonical_json(data)
-    return STATUS_OK, "" if data is None else _canonical_json(data)
+                return status, value if isinstance(value, str) else canonical_json(value)
+        return status, canonical_json(data)
+    return STATUS_OK, "" if data is None else canonical_json(data)
 
 
 def http_tool_specs(path: str, entries: Any, environ: dict[str, str] | None = None) -> list[Any]:
@@ -201,7 +198,7 @@ def http_tool_specs(path: str, entries: Any, environ: dict[str, str] | None = No
     """
     import re
 
-    from .registry import ToolSpec, _check_entry, substitute_env
+    from .registry import ToolSpec, _check_entry, checked_entry
 
     if not isinstance(entries, list):
         raise ToolConfigError(f"{path}: `http_tools` must be a list of tools ({{name, url, tag?, headers?}})")
@@ -211,14 +208,7 @@ def http_tool_specs(path: str, entries: Any, environ: dict[str, str] | None = No
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
             raise ToolConfigError(f"{where} needs a `name` (the tool's name, also its tag by default), got {entry!r}")
         where = f"{where} ({entry['name']})"
-        unknown = sorted(set(entry) - set(HTTP_TOOL_KEYS))
-        if unknown:
-            raise ToolConfigError(f"{where} has unknown keys {unknown}; allowed: {', '.join(HTTP_TOOL_KEYS)}")
-        secrets: list[str] = []
-        try:
-            entry = substitute_env(entry, secrets, environ)
-        except KeyError as exc:
-            raise ToolConfigError(f"{where}: {exc.args[0]}; export it or write `${{VAR:-default}}`") from None
+        entry, secrets = checked_entry(where, entry, HTTP_TOOL_KEYS, environ)
         url = entry.get("url")
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ToolConfigError(f"{where}: `url` must be an http:// or https:// endpoint, got {url!r}")

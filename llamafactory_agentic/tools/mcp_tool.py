@@ -51,6 +51,7 @@ from .base import (
     ToolError,
     ToolOutput,
     TransientToolError,
+    canonical_json,
     check_number,
     empty_output_text,
     error_text,
@@ -64,11 +65,6 @@ logger = get_logger(__name__)
 INSTALL_HINT = "install the MCP client: pip install 'llamafactory-agentic[mcp]' (the `mcp` package, 2.x)"
 SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers")
 _TAG_PATTERN = r"[A-Za-z_][A-Za-z0-9_\-]*"
-
-
-def canonical_json(value: Any) -> str:
-    r"""Compact JSON with sorted keys: equal argument objects give equal strings (the cache and dedup key)."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def _import_mcp() -> Any:
@@ -651,7 +647,7 @@ def mcp_server_specs(path: str, entries: Any, environ: dict[str, str] | None = N
     Raises:
         ToolConfigError: naming the file, the entry and the fix.
     """
-    from .registry import ToolSpec, _check_entry, substitute_env
+    from .registry import ToolSpec, _check_entry, checked_entry
 
     if not isinstance(entries, list):
         raise ToolConfigError(f"{path}: `mcp_servers` must be a list of servers ({{name, command/args | url}})")
@@ -663,19 +659,12 @@ def mcp_server_specs(path: str, entries: Any, environ: dict[str, str] | None = N
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
             raise ToolConfigError(f"{where} needs a `name` (a label for the server), got {entry!r}")
         where = f"{where} ({entry['name']})"
-        unknown = sorted(set(entry) - set(allowed))
-        if unknown:
-            raise ToolConfigError(f"{where} has unknown keys {unknown}; allowed: {', '.join(allowed)}")
-        if bool(entry.get("command")) == bool(entry.get("url")):
+        if not set(entry) - set(allowed) and bool(entry.get("command")) == bool(entry.get("url")):
             raise ToolConfigError(
                 f"{where} needs exactly one of `command` (a stdio server, with `args`) or `url` (a streamable-HTTP "
                 "server such as http://127.0.0.1:8000/mcp)"
             )
-        secrets: list[str] = []
-        try:
-            entry = substitute_env(entry, secrets, environ)
-        except KeyError as exc:
-            raise ToolConfigError(f"{where}: {exc.args[0]}; export it or write `${{VAR:-default}}`") from None
+        entry, secrets = checked_entry(where, entry, allowed, environ)
         _check_entry(where, entry)
         try:
             _tool_entries(entry["name"], entry.get("tools"))
@@ -708,7 +697,6 @@ __all__ = [
     "MCPServerConnection",
     "MCPTool",
     "acquire_connection",
-    "canonical_json",
     "mcp_server_specs",
     "release_connection",
     "result_text",

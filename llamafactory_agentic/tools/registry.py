@@ -123,6 +123,26 @@ def resolve_tool_class(name: str) -> type[BaseTool]:
     return obj
 
 
+def checked_entry(
+    where: str, entry: dict[str, Any], allowed: tuple[str, ...], environ: dict[str, str] | None = None, hint: str = ""
+) -> tuple[dict[str, Any], list[str]]:
+    r"""A tool-config entry with only `allowed` keys and its `${VAR}` values substituted; returns `(entry, secrets)`.
+
+    Shared by `tools:`, `mcp_servers:` and `http_tools:` entries, so their errors read the same.
+
+    Raises:
+        ToolConfigError: naming `where`: unknown keys (with the allowed ones and `hint`), or an unset `${VAR}`.
+    """
+    unknown = sorted(set(entry) - set(allowed))
+    if unknown:
+        raise ToolConfigError(f"{where} has unknown keys {unknown}; allowed: {', '.join(allowed)}{hint}")
+    secrets: list[str] = []
+    try:
+        return substitute_env(entry, secrets, environ), secrets
+    except KeyError as exc:
+        raise ToolConfigError(f"{where}: {exc.args[0]}; export it or write `${{VAR:-default}}`") from None
+
+
 def substitute_env(value: Any, secrets: list[str] | None = None, environ: dict[str, str] | None = None) -> Any:
     r"""Replace `${VAR}` / `${VAR:-default}` in every string of a nested structure.
 
@@ -279,15 +299,8 @@ def load_tool_config(path: str | os.PathLike, environ: dict[str, str] | None = N
                                   f"`module:Class`), got {entry!r}")  # fmt: skip
         name = entry.get("class") or entry.get("name")
         where = f"{where} ({name})"
-        unknown = sorted(set(entry) - set(ENTRY_KEYS))
-        if unknown:
-            raise ToolConfigError(f"{where} has unknown keys {unknown}; allowed: {', '.join(ENTRY_KEYS)} "
-                                  "(constructor arguments of the tool go under `params:`)")  # fmt: skip
-        secrets: list[str] = []
-        try:
-            entry = substitute_env(entry, secrets, environ)
-        except KeyError as exc:
-            raise ToolConfigError(f"{where}: {exc.args[0]}; export it or write `${{VAR:-default}}`") from None
+        hint = " (constructor arguments of the tool go under `params:`)"
+        entry, secrets = checked_entry(where, entry, ENTRY_KEYS, environ, hint)
         _check_entry(where, entry)
         try:
             cls = resolve_tool_class(str(name))
