@@ -39,7 +39,6 @@ from .entropy import (
     high_entropy_mask,
 )
 from .policy_loss import (
-    aepo_loss,
     compute_aepo_policy_loss,
     compute_entropy_loss,
     compute_kl_loss,
@@ -59,7 +58,6 @@ from .registry import (
 
 
 __all__ = [
-    "aepo_loss",
     "hard_estimator",
     "ppo_clip_loss",
     "soft_estimator",

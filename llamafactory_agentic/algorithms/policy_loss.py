@@ -269,6 +269,7 @@ class PolicyLossSettings(Protocol):
 
 @register_policy_loss("ppo_clip")
 @register_policy_loss("arpo")
+@register_policy_loss("aepo")  # the balanced clip follows config.balanced_clip (on in the AEPO presets)
 def ppo_clip_loss(
     log_probs: torch.Tensor,
     old_log_probs: torch.Tensor,
@@ -279,7 +280,7 @@ def ppo_clip_loss(
     balanced_clip_mask: torch.Tensor | None = None,
     num_tokens: int | float | torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    r"""The registered form of `compute_policy_loss` (`rl_policy_loss: ppo_clip` or `arpo`): settings from `config`.
+    r"""The registered form of `compute_policy_loss` (`rl_policy_loss: ppo_clip`, `arpo` or `aepo`): settings from `config`.
 
     Args:
         log_probs: Current policy log-probs `[batch, seq_len]` (carries the gradient).
@@ -294,36 +295,6 @@ def ppo_clip_loss(
         `(loss, metrics)` of `compute_policy_loss`.
     """
     return compute_policy_loss(
-        log_probs,
-        old_log_probs,
-        advantages,
-        loss_mask,
-        epsilon_low=config.epsilon_low,
-        epsilon_high=config.epsilon_high,
-        dual_clip=config.dual_clip,
-        balanced_clip=config.balanced_clip,
-        balanced_clip_mask=balanced_clip_mask,
-        num_tokens=num_tokens,
-    )
-
-
-@register_policy_loss("aepo")
-def aepo_loss(
-    log_probs: torch.Tensor,
-    old_log_probs: torch.Tensor,
-    advantages: torch.Tensor,
-    loss_mask: torch.Tensor,
-    config: PolicyLossSettings,
-    *,
-    balanced_clip_mask: torch.Tensor | None = None,
-    num_tokens: int | float | torch.Tensor | None = None,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    r"""The registered form of `compute_aepo_policy_loss` (`rl_policy_loss: aepo`); arguments as `ppo_clip_loss`.
-
-    The balanced clip follows `config.balanced_clip` (`aepo_balanced_clip`, on in the AEPO presets), as for
-    `ppo_clip`: the two names select the same loss, the name documents the intent of a recipe.
-    """
-    return compute_aepo_policy_loss(
         log_probs,
         old_log_probs,
         advantages,
