@@ -34,7 +34,6 @@ server that cannot be reached or serves no `/completions` (naming what it serves
 import hashlib
 import json
 import os
-import sqlite3
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +43,7 @@ import httpx
 from tenacity import RetryError, retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from ..common.log import get_logger
+from ..rewards.judge import open_sqlite_cache, retryable_http_error
 from ..rollout.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingSettings
 
 
@@ -55,12 +55,6 @@ PROBE_USER = "llamafactory-agentic-probe"
 
 class EndpointError(RuntimeError):
     r"""A generation server cannot serve this evaluation (unreachable, or no `/completions`); the message says why."""
-
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, httpx.HTTPStatusError):
-        return exc.response.status_code >= 500 or exc.response.status_code == 429
-    return isinstance(exc, (httpx.TransportError, httpx.TimeoutException))
 
 
 class ResponseCache:
@@ -75,13 +69,9 @@ class ResponseCache:
 
     def __init__(self, path: str | os.PathLike) -> None:
         r"""Open (or create) the cache file."""
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self.path = str(path)
-        self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT)")
-        self._conn.commit()
+        self.path, self._lock, self._conn = open_sqlite_cache(
+            path, "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT)"
+        )
         self.hits = 0
 
     @staticmethod
@@ -171,7 +161,7 @@ class OpenAICompletionsEngine(GenerationEngine):
 
     def _retrying(self, fn: Any) -> Any:
         return retry(
-            retry=retry_if_exception(_retryable),
+            retry=retry_if_exception(retryable_http_error),
             stop=stop_after_attempt(self._retries),
             wait=wait_exponential(multiplier=self._wait, max=30),
             reraise=True,
@@ -302,7 +292,7 @@ class OpenAICompletionsEngine(GenerationEngine):
         url = self._pick()
         body = self._body(req, sampling)
         call = retry(
-            retry=retry_if_exception(_retryable),
+            retry=retry_if_exception(retryable_http_error),
             stop=stop_after_attempt(self._retries),
             wait=wait_exponential(multiplier=self._wait, max=30),
             reraise=False,

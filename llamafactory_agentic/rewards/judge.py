@@ -96,6 +96,27 @@ class JudgeError(RuntimeError):
     r"""A judge call failed after its retries."""
 
 
+def open_sqlite_cache(path: str | os.PathLike, create_table: str) -> tuple[str, threading.Lock, sqlite3.Connection]:
+    r"""`(path, lock, connection)` of a SQLite cache file (folder created, WAL, `create_table` run), shared by threads.
+
+    Used by the judge's `VerdictCache` and the evaluation's `endpoint.ResponseCache`; the lock serialises this
+    process's threads, WAL and the 60 s busy timeout other processes.
+    """
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=60, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(create_table)
+    conn.commit()
+    return str(path), threading.Lock(), conn
+
+
+def retryable_http_error(exc: BaseException) -> bool:
+    r"""True for errors worth another request: 5xx, 429, transport errors and timeouts (judge and endpoints)."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code >= 500 or exc.response.status_code == 429
+    return isinstance(exc, (httpx.TransportError, httpx.TimeoutException))
+
+
 class VerdictCache:
     r"""SQLite table `verdicts(key, model, prompt, reply, correct, created)`; safe across threads and processes.
 
@@ -105,16 +126,11 @@ class VerdictCache:
 
     def __init__(self, path: str | os.PathLike) -> None:
         r"""Open (or create) the cache file."""
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self.path = str(path)
-        self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute(
+        self.path, self._lock, self._conn = open_sqlite_cache(
+            path,
             "CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, model TEXT, prompt TEXT, reply TEXT, "
-            "correct INTEGER, created REAL)"
+            "correct INTEGER, created REAL)",
         )
-        self._conn.commit()
 
     @staticmethod
     def key(model: str, prompt: str) -> str:
@@ -147,12 +163,6 @@ class VerdictCache:
         r"""Close the connection."""
         with self._lock:
             self._conn.close()
-
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, httpx.HTTPStatusError):
-        return exc.response.status_code >= 500 or exc.response.status_code == 429
-    return isinstance(exc, (httpx.TransportError, httpx.TimeoutException))
 
 
 class ChatClient:
@@ -212,7 +222,7 @@ class ChatClient:
 
     def _ask(self, prompt: str) -> str:
         call = retry(
-            retry=retry_if_exception(_retryable),
+            retry=retry_if_exception(retryable_http_error),
             stop=stop_after_attempt(self._retries),
             wait=wait_exponential(multiplier=self._wait, max=30),
             reraise=False,
