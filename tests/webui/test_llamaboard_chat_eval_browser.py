@@ -74,6 +74,9 @@ def test_chat_runs_tools(page, board_env):  # noqa: F811
 
     # Run tools: the training agent loop and executor; the observation comes from the python sandbox
     ui.click("Clear history")  # the same one-turn prompt as above (the checkpoint was fitted on that one only)
+    # wait for the cleared chat: _ask counts the rows before it asks, and a count taken before the clear lands waits
+    # for two rows more than the new answer ever makes (CI saw exactly that)
+    page.wait_for_function("document.querySelectorAll('#agentic_chatbot .message-row').length === 0", timeout=30_000)
     page.locator("#agentic_chat_run_tools input[type=checkbox]").set_checked(True)
     answer = _ask(ui, QUESTION, r"107")
     assert "print(43+64)" in answer and "<result>" in answer, answer
