@@ -195,8 +195,9 @@ class EvalArguments:
         default="completions",
         metadata=_help(
             "API of eval_base_url: `completions` (`/v1/completions` with token-id prompts: exact contexts) or `chat` "
-            "(`/v1/chat/completions`; the tool loop stays client-side and each round continues the assistant message, "
-            "`continue_final_message`, as vLLM and SGLang accept)."
+            "(`/v1/chat/completions`, the tool loop client-side: with inline tags each round continues the assistant "
+            "message, `continue_final_message`, as vLLM and SGLang accept; with `agentic_tool_protocol: template` "
+            "each turn and observation is a message, which LLaMA-Factory's `llamafactory-cli api` takes too)."
         ),
     )
     eval_response_cache: str | None = field(

@@ -382,20 +382,44 @@ class OpenAICompletionsEngine(GenerationEngine):
 class OpenAIChatEngine(OpenAICompletionsEngine):
     r"""Round generation through OpenAI-compatible chat servers (`POST {base_url}/chat/completions`).
 
-    The agent loop stays client-side: each round sends the sample's chat messages and, after the first round, the
-    response so far as a final assistant message to be continued (`continue_final_message: true`,
-    `add_generation_prompt: false`, as vLLM and SGLang accept), so the server renders the same context as training's
-    inline format (observations inside the assistant turn). Sampling, stop strings, seeds, token ids and retries are
-    those of `OpenAICompletionsEngine`. The runner registers each prompt's messages (`register_prompt`) before the
-    loop starts. A server that cannot continue an assistant message (LLaMA-Factory's `llamafactory-cli api` takes
-    only u/a/u/.../u conversations) is refused by `check_endpoints`.
+    The agent loop stays client-side, in one of two modes chosen by the run's tool-call format:
+
+    * **continue** (`tool_format` None: ARPO's inline tags): each round sends the sample's chat messages and, after the
+      first round, the response so far as a final assistant message to be continued (`continue_final_message: true`,
+      `add_generation_prompt: false`, as vLLM and SGLang accept), so the server renders the same context as training's
+      inline format (observations inside the assistant turn). A server that cannot continue an assistant message
+      (LLaMA-Factory's `llamafactory-cli api` takes only u/a/u/.../u conversations) is refused by `check_endpoints`.
+    * **turns** (`tool_format` a `NativeToolFormat`: `agentic_tool_protocol: template`): every model turn is an
+      assistant message (its text as the server returned it, tool calls included) and every observation a `tool`
+      message, so any chat server renders the conversation with its own template: LLaMA-Factory's API
+      (`llamafactory-cli api`), `vllm serve`, hosted APIs. No `tools` list is sent (the in-process evaluation renders
+      its prompts without one either), so the reply's text is the model's whole turn. The template's tool message is
+      what the in-process loop inserts, so on the same model and greedy decoding the trajectories are the in-process
+      ones; they differ where the server's text does not re-encode to the sampled ids (LLaMA-Factory decodes with
+      `skip_special_tokens` and `clean_up_tokenization_spaces`, `stats["retokenised"]` counts such replies).
+      LLaMA-Factory's API reads `presence_penalty` as its repetition penalty; when the start-up check recognises it
+      (its `Only supports u/a/u/a/u...` answer to a continued assistant message) the repetition penalty is sent there.
+
+    Sampling, stop strings, seeds, token ids, caching and retries are those of `OpenAICompletionsEngine`. The runner
+    registers each prompt's messages (`register_prompt`) before the loop starts.
+
+    Args:
+        *args: As `OpenAICompletionsEngine`.
+        tool_format: The run's `rollout.tool_format.NativeToolFormat` for the turns mode; None: continue mode.
+        **kwargs: As `OpenAICompletionsEngine`.
     """
 
     PATH = "/chat/completions"
+    LLAMAFACTORY_REFUSAL = "Only supports u/a/u/a/u"  # LLaMA-Factory's API answer to a continued assistant message
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        r"""Same arguments as `OpenAICompletionsEngine`."""
+    def __init__(self, *args: Any, tool_format: Any = None, **kwargs: Any) -> None:
+        r"""Create the engine (arguments in the class docstring)."""
         self._messages: dict[tuple[int, ...], list[dict[str, str]]] = {}
+        self.tool_format = tool_format
+        self.turns = tool_format is not None and bool(getattr(tool_format, "calls_end_turn", False))
+        self.presence_as_repetition = False
+        # turns mode: per engine key, the model turns of the response so far as (start, end, text) in response ids
+        self._turns: dict[int, list[tuple[int, int, str]]] = {}
         super().__init__(*args, **kwargs)
 
     def register_prompt(self, prompt_ids: Sequence[int], messages: list[dict[str, str]], system: str | None) -> None:
@@ -410,36 +434,140 @@ class OpenAIChatEngine(OpenAICompletionsEngine):
             raise KeyError("no chat messages registered for this prompt (OpenAIChatEngine.register_prompt)")
         body.pop("prompt")
         body["messages"] = list(messages)
-        if req.response_ids:
+        if self.turns:
+            body["messages"] += self._turn_messages(req)
+            if not body["stop"]:
+                body.pop("stop")  # calls end the turn; LLaMA-Factory warns on every request that names `stop`
+            if self.presence_as_repetition and "repetition_penalty" in body:
+                body["presence_penalty"] = body["repetition_penalty"]
+        elif req.response_ids:
             text = self.tokenizer.decode(list(req.response_ids), skip_special_tokens=False)
             body["messages"].append({"role": "assistant", "content": text})
             body.update(continue_final_message=True, add_generation_prompt=False)
         return body
 
+    def _turn_messages(self, req: GenerationRequest) -> list[dict[str, str]]:
+        r"""The assistant and tool messages of a response so far (turns mode).
+
+        Raises:
+            ValueError: the response has ids this engine did not return and that are not the template's tool message
+                around a text (the trajectory then ends with finish reason `error`).
+        """
+        with self._lock:
+            turns = list(self._turns.get(req.key, ()))
+        ids = [int(t) for t in req.response_ids]
+        out: list[dict[str, str]] = []
+        position = 0
+        for start, end, text in turns:
+            if start > position:
+                out.append({"role": "tool", "content": self._observation_text(ids[position:start])})
+            out.append({"role": "assistant", "content": text})
+            position = end
+        if len(ids) > position:
+            out.append({"role": "tool", "content": self._observation_text(ids[position:])})
+        return out
+
+    def _observation_text(self, ids: list[int]) -> str:
+        fmt = self.tool_format
+        text = self.tokenizer.decode(ids, skip_special_tokens=False)
+        tail = fmt.suffix + (
+            self.tokenizer.decode(fmt.thought_ids, skip_special_tokens=False) if fmt.thought_ids else ""
+        )
+        if not (text.startswith(fmt.prefix) and text.endswith(tail) and len(text) >= len(fmt.prefix) + len(tail)):
+            raise ValueError(
+                f"response ids between two model turns do not decode to the template's tool message: {text[:200]!r}"
+            )
+        return text[len(fmt.prefix) : len(text) - len(tail)]
+
     def _one(self, req: GenerationRequest, sampling: SamplingSettings) -> GenerationResult:
         try:
             self._body(req, sampling)
-        except KeyError as err:
-            return self._error(str(err))
-        return super()._one(req, sampling)
+        except (KeyError, ValueError) as err:
+            return self._error(str(err).strip("'\""))
+        result = super()._one(req, sampling)
+        if self.turns and result.finish_reason != "error":
+            ids = list(result.token_ids)
+            eos = {int(t) for t in sampling.eos_token_ids}
+            text = self.tokenizer.decode(ids[:-1] if ids and ids[-1] in eos else ids, skip_special_tokens=False)
+            start = len(req.response_ids)
+            with self._lock:
+                self._turns.setdefault(req.key, []).append((start, start + len(ids), text))
+        return result
 
-    def _probe_body(self) -> dict[str, Any]:
+    def reset(self) -> None:
+        r"""Forget the model turns of every trajectory (a new rollout call)."""
+        with self._lock:
+            self._turns.clear()
+
+    def finish(self, keys: Sequence[int]) -> None:
+        r"""Forget the model turns of these trajectories."""
+        with self._lock:
+            for key in keys:
+                self._turns.pop(int(key), None)
+
+    def check_endpoints(self, model: str | None) -> dict[str, dict[str, Any]]:
+        r"""`OpenAICompletionsEngine.check_endpoints`, plus in turns mode whether a server is LLaMA-Factory's API.
+
+        Returns:
+            As `OpenAICompletionsEngine.check_endpoints`, with `"llamafactory": bool` per server in turns mode.
+
+        Raises:
+            EndpointError: as `OpenAICompletionsEngine.check_endpoints`.
+        """
+        found = super().check_endpoints(model)
+        if self.turns:
+            for url, info in found.items():
+                name = model or (info["models"][0] if info["models"] else "default")
+                body = {"model": name, **self._continue_probe(), "max_tokens": 1, "user": PROBE_USER}
+                try:
+                    response = self._client.post(url + self.PATH, json=body)
+                except httpx.HTTPError:
+                    response = None
+                info["llamafactory"] = bool(
+                    response is not None and response.status_code == 400 and self.LLAMAFACTORY_REFUSAL in response.text
+                )
+            if any(info["llamafactory"] for info in found.values()):
+                self.presence_as_repetition = True
+                logger.info(
+                    "[agentic-eval] LLaMA-Factory's API: the repetition penalty is sent as presence_penalty (which it "
+                    "reads as its repetition penalty); it takes no seed, so sampled runs are not reproducible there"
+                )
+        return found
+
+    @staticmethod
+    def _continue_probe() -> dict[str, Any]:
         messages = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi"}]
         return {"messages": messages, "continue_final_message": True, "add_generation_prompt": False}
+
+    def _probe_body(self) -> dict[str, Any]:
+        if self.turns:
+            return {"messages": [{"role": "user", "content": "Hello"}]}
+        return self._continue_probe()
 
     def _refuse(self, url: str, name: str, response: httpx.Response) -> None:
         if response.status_code in (404, 405):
             raise EndpointError(f"{url}/chat/completions answers HTTP {response.status_code}: no chat endpoint there")
+        if not response.is_success and self.turns:
+            raise EndpointError(f"{url}/chat/completions answers HTTP {response.status_code}: {response.text[:300]}")
         if not response.is_success:
             raise EndpointError(
                 f"{url}/chat/completions cannot continue an assistant message (HTTP {response.status_code}: "
                 f"{response.text[:200]}). The tool loop needs it to give the model the training context "
                 "(observations inside the assistant turn): LLaMA-Factory's `llamafactory-cli api` takes only "
-                "u/a/u/.../u conversations. Serve the model with vLLM (`vllm serve`, chat or completions) or SGLang."
+                "u/a/u/.../u conversations. Serve the model with vLLM (`vllm serve`, chat or completions) or SGLang, "
+                "or, for a model trained with the template's own tool calls, set agentic_tool_protocol: template "
+                "(each model turn and each observation is then a message of its own, which every chat server takes)."
             )
 
     def _choice_text(self, choice: dict[str, Any]) -> str:
-        text = (choice.get("message") or {}).get("content")
+        message = choice.get("message") or {}
+        text = message.get("content")
+        calls = message.get("tool_calls")
+        if self.turns and calls and isinstance(calls, list):  # a server that parsed the calls: the template's text
+            from llamafactory.data.tool_utils import FunctionCall
+
+            functions = [FunctionCall(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+            text = (text or "") + self.tool_format.tool_utils.function_formatter(functions)
         if not isinstance(text, str):
             raise ValueError(f"not a chat completion choice: {str(choice)[:200]}")
         return text

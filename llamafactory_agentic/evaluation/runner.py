@@ -371,8 +371,11 @@ def build_record(
     }
 
 
-def _endpoint_engine(cls: Any, a: EvalArguments, tokenizer: Any, api_key: str | None) -> Any:
-    r"""The remote engine for `eval_base_url`, its endpoints checked at start (`check_endpoints`)."""
+def _endpoint_engine(cls: Any, a: EvalArguments, tokenizer: Any, api_key: str | None, **extra: Any) -> Any:
+    r"""The remote engine for `eval_base_url`, its endpoints checked at start (`check_endpoints`).
+
+    `extra`: more constructor arguments (`tool_format` of the chat engine).
+    """
     from .endpoint import ResponseCache
 
     return cls(
@@ -386,11 +389,12 @@ def _endpoint_engine(cls: Any, a: EvalArguments, tokenizer: Any, api_key: str | 
         retry_wait_s=a.eval_retry_wait,
         check=True,
         cache=ResponseCache(a.eval_response_cache) if a.eval_response_cache else None,
+        **extra,
     )
 
 
-def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any) -> tuple[Any, Any]:
-    r"""`(engine, closer)` for the configured backend."""
+def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any, template: Any = None) -> tuple[Any, Any]:
+    r"""`(engine, closer)` for the configured backend (`template`: the run's chat template, for the chat API's turns)."""
     from ..rollout import build_engine
 
     a, m = setup.eval_args, setup.model_args
@@ -401,8 +405,13 @@ def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any) -> tupl
         if a.eval_api_key_env and api_key is None:
             raise EvalConfigError(f"eval_api_key_env names {a.eval_api_key_env}, which is not set")
         try:
+            extra = {}
+            if a.eval_api == "chat" and agentic_value(setup.finetuning_args, "agentic_tool_protocol") == "template":
+                from ..rollout.tool_format import build_tool_format
+
+                extra["tool_format"] = build_tool_format("template", None, template, tokenizer)  # turns mode
             cls = OpenAIChatEngine if a.eval_api == "chat" else OpenAICompletionsEngine
-            engine = _endpoint_engine(cls, a, tokenizer, api_key)
+            engine = _endpoint_engine(cls, a, tokenizer, api_key, **extra)
         except EndpointError as err:
             raise EvalConfigError(f"eval_base_url: {err}") from None
         return engine, engine.close
@@ -534,7 +543,7 @@ def _generate(
     config = rollout_config_for(protocol, tokenizer.eos_token_id, backend, a.eval_batch_size, a.eval_seed, guard)
     closer = None
     if engine is None:
-        engine, closer = _build_engine(setup, tokenizer, config)
+        engine, closer = _build_engine(setup, tokenizer, config, template)
     # the run's tool keys build the executor (closed with the session) unless the caller passed one (kept open)
     tools = executor if executor is not None else setup.finetuning_args
     protocol_name = agentic_value(setup.finetuning_args, "agentic_tool_protocol")  # the tool-call format (RL = eval)
