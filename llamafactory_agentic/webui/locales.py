@@ -191,6 +191,11 @@ MESSAGES: dict[str, tuple[str, str]] = {  # key: (English, Chinese)
         "({total_tokens} in this rollout) · {elapsed}",
         "{rollout} · 第 {round} 轮 · {active} 条活跃轨迹 · 新增 {new_tokens} 个 token（本次采样共 {total_tokens}）· {elapsed}",
     ),
+    "gaming_warnings": (
+        "⚠ **Reward-gaming monitor**: {count} warning(s) in this run's trainer_log.jsonl (docs/plan.md §2)",
+        "⚠ **奖励投机监测**：本次运行的 trainer_log.jsonl 中有 {count} 条警告（docs/plan.md §2）",
+    ),
+    "gaming_warning": ("step {step}: {text}", "第 {step} 步：{text}"),
     "rollout_done": (
         "Last: {rollout}, {round} rounds, {total_tokens} new tokens in {elapsed}",
         "上次：{rollout}，{round} 轮，新增 {total_tokens} 个 token，用时 {elapsed}",

@@ -153,6 +153,29 @@ def _figure(panels: list[dict[str, Any]], width: float, panel_height: float, yla
     return fig
 
 
+def gaming_warnings(records: list[dict[str, Any]], lang: str | None = "en") -> str:
+    r"""Markdown of the reward-gaming monitor's warnings in a run's trainer log ("" when there are none).
+
+    The live monitor (`guards.gaming.GamingMonitorCallback`) adds a `warnings` list of messages to the record of the
+    step that raised them; each is listed with that step, in log order.
+
+    Args:
+        records: Records of `trainer_log.jsonl` (`read_jsonl`).
+        lang: LLaMA-Board's language.
+    """
+    found = [
+        (record.get("current_steps", "?"), str(text))
+        for record in records
+        if isinstance(record.get("warnings"), list)
+        for text in record["warnings"]
+    ]
+    if not found:
+        return ""
+    lines = [message("gaming_warnings", lang, count=len(found)), ""]
+    lines += ["- " + message("gaming_warning", lang, step=step, text=text) for step, text in found]
+    return "\n".join(lines)
+
+
 def is_aepo_run(output_path: str) -> bool:
     r"""Whether the run in `output_path` uses an AEPO preset (from its `agentic_config.json`)."""
     try:

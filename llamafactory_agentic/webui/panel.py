@@ -55,7 +55,7 @@ from .fields import (
     ui_choices,
 )
 from .locales import build_locales, message
-from .monitor import is_aepo_run, log_signature, progress_line, read_jsonl, rl_figure
+from .monitor import gaming_warnings, is_aepo_run, log_signature, progress_line, read_jsonl, rl_figure
 from .rollouts import render_rollout, rollout_index
 
 
@@ -242,6 +242,7 @@ def build_monitor() -> dict[str, Any]:
     r"""Build the RL plot, the rollout progress line, the rollout viewer and the timer (placed by `place`)."""
     locales = build_locales()
     rl_viewer = gr.Plot(label=locales["rl_viewer"]["en"]["label"], visible=False, elem_id="agentic_rl_plot")
+    rl_warnings = gr.Markdown("", elem_id="agentic_rl_warnings")  # the reward-gaming monitor's warnings of the run
     rollout_progress = gr.Markdown("", elem_id="agentic_rollout_progress")
     with gr.Accordion(
         open=False, visible=False, label=locales["rollout_viewer_tab"]["en"]["label"], elem_id="agentic_rollout_viewer"
@@ -263,6 +264,7 @@ def build_monitor() -> dict[str, Any]:
     monitor_state = gr.State({})
     return {
         "rl_viewer": rl_viewer,
+        "rl_warnings": rl_warnings,
         "rollout_progress": rollout_progress,
         "rollout_viewer_tab": rollout_viewer_tab,
         "rollout_step": rollout_step,
@@ -296,12 +298,14 @@ def _move_after(block: Any, anchor: Any) -> None:
 def place(panel: dict[str, Any], monitor: dict[str, Any], lf: dict[str, Any]) -> None:
     r"""Move the panel and the monitor parts to their places in LLaMA-Board's Train tab.
 
-    The panel goes after the tab's first rows (before "Extra configurations"), the RL plot under the loss plot and the
-    rollout progress line under the progress bar; the viewer stays at the end of the tab.
+    The panel goes after the tab's first rows (before "Extra configurations"), the RL plot under the loss plot (the
+    reward-gaming warnings under it) and the rollout progress line under the progress bar; the viewer stays at the
+    end of the tab.
     """
     tab = panel["agentic_tab"].parent
     _move_after(panel["agentic_tab"], _enclosing(lf["cutoff_len"], container=tab))
     _move_after(monitor["rl_viewer"], lf["loss_viewer"])
+    _move_after(monitor["rl_warnings"], monitor["rl_viewer"])
     _move_after(monitor["rollout_progress"], _enclosing(lf["progress_bar"], kind=gr.Row))
     lf["output_box"].elem_classes = list(lf["output_box"].elem_classes or []) + ["agentic-output"]
 
@@ -537,7 +541,13 @@ def wire(engine: Any, lf: dict[str, Any], panel: dict[str, Any], monitor: dict[s
 
     def on_tick(lang_value, stage_label, model, method, output_dir, state):
         if stage_name(stage_label) not in RL_STAGES:
-            return gr.skip(), ("" if state.get("line") else gr.skip()), {**state, "line": ""}
+            cleared = {**state, "line": "", "warnings": ""}
+            return (
+                gr.skip(),
+                ("" if state.get("line") else gr.skip()),
+                ("" if state.get("warnings") else gr.skip()),
+                cleared,
+            )
         path = current_path(model, method, output_dir)
         signature = [path, *log_signature(path)]
         state = dict(state)
@@ -546,19 +556,21 @@ def wire(engine: Any, lf: dict[str, Any], panel: dict[str, Any], monitor: dict[s
             state["since"] = time.time() - TIMER_SECONDS
         state["running"] = running
         line = progress_line(path, lang_value, since=state.get("since") if running else None)
-        plot = gr.skip()
+        plot, warned = gr.skip(), state.get("warnings", "")
         if signature != state.get("signature"):
             from llamafactory.extras.constants import TRAINER_LOG
 
-            figure = rl_figure(read_jsonl(os.path.join(path, TRAINER_LOG)), aepo=is_aepo_run(path))
-            plot = gr.update(value=figure)
+            records = read_jsonl(os.path.join(path, TRAINER_LOG))
+            plot = gr.update(value=rl_figure(records, aepo=is_aepo_run(path)))
+            warned = gaming_warnings(records, lang_value)
         text = gr.skip() if line == state.get("line") else line
-        return plot, text, {**state, "signature": signature, "line": line}
+        warnings = gr.skip() if warned == state.get("warnings", "") else warned
+        return plot, text, warnings, {**state, "signature": signature, "line": line, "warnings": warned}
 
     monitor["_timer"].tick(
         on_tick,
         [lang, stage, model_name, finetuning_type, lf["output_dir"], monitor["_monitor_state"]],
-        [monitor["rl_viewer"], monitor["rollout_progress"], monitor["_monitor_state"]],
+        [monitor["rl_viewer"], monitor["rollout_progress"], monitor["rl_warnings"], monitor["_monitor_state"]],
         show_progress="hidden",
         concurrency_limit=None,
     )

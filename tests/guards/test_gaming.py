@@ -159,6 +159,15 @@ def test_live_callback_writes_warnings_to_trainer_log(tmp_path):
     assert written[flagged[0]]["rollout/tool_calls_per_traj"] == records[flagged[0]]["rollout/tool_calls_per_traj"]
     # the offline scan of the written log finds the same warning
     assert [w.pattern for w in scan_log(tmp_path / "trainer_log.jsonl")] == ["tool_calls_per_correct"]
+    # LLaMA-Board's monitor lists it under the RL plot, with its step (webui/monitor.py, wired in the browser test)
+    from llamafactory_agentic.webui.monitor import gaming_warnings, read_jsonl
+
+    shown = gaming_warnings(read_jsonl(str(tmp_path / "trainer_log.jsonl")))
+    step = written[flagged[0]]["current_steps"]
+    assert shown.startswith("⚠ **Reward-gaming monitor**: 1 warning(s)"), shown
+    assert f"- step {step}: reward gaming? [tool_calls_per_correct]" in shown, shown
+    assert "第 " in gaming_warnings(read_jsonl(str(tmp_path / "trainer_log.jsonl")), "zh")
+    assert gaming_warnings(records) == ""  # the recorded run's own records carry no warnings
 
 
 @pytest.mark.slow

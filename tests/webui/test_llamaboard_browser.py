@@ -376,6 +376,22 @@ def test_arpo_from_llamaboard(page, board, board_env):
     titles = [panel["title"] for panel in rl_panels(read_jsonl(str(run_dir / "trainer_log.jsonl")))]
     assert "identical-reward groups (share, rolled out)" in titles, titles  # drawn in the plot above
 
+    # the reward-gaming monitor's warnings appear under the RL plot as soon as the trainer log holds one. Two steps
+    # raise none (the monitor needs two windows of 10 rollout records), so the record the live monitor writes for the
+    # recorded seed-0 run with the tool bonus (tests/guards/test_gaming.py) is appended as it would be written
+    warnings_box = page.locator("#agentic_rl_warnings")
+    assert "Reward-gaming" not in warnings_box.inner_text()
+    from guards.test_gaming import recorded_runs
+
+    from llamafactory_agentic.guards.gaming import scan_records
+
+    (raised,) = scan_records(recorded_runs("cpu")[("arpo", 0)], tool_bonus=0.1)
+    with open(run_dir / "trainer_log.jsonl", "a", encoding="utf-8") as log:
+        log.write(json.dumps({"current_steps": 2, "total_steps": 2, "warnings": [raised.message()]}) + "\n")
+    shown = ui.wait_text(warnings_box, r"Reward-gaming monitor", timeout=30)
+    assert "step 2: reward gaming? [tool_calls_per_correct]" in shown and "agentic_reward_tool_bonus" in shown, shown
+    ui.shot("rl_warnings", warnings_box)
+
     # the output directory now holds a finished run: the checks warn (Start would resume it past its end)
     text = ui.run_checks("finished run")
     assert f"{run_dir.name} holds a finished run (step 2 of 2)" in text, text
