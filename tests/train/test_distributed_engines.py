@@ -22,6 +22,9 @@ mechanism on the CPU with the real tiny Qwen2 model and the real hf engine:
   prologue stand in for DeepSpeed's `ZeROOrderedDict`.
 * FSDP: real `FullyShardedDataParallel` (version 1) on the CPU with a one-process gloo group: the rollout called the
   nested FSDP units first, and the root's forward then failed; and a sampling generator made for another device.
+
+And FSDP2 (`fully_shard`) on two CPU ranks: every decode step all-gathered each unit, so a rank decoding more steps
+than another waited for it (a gloo timeout); the rollout now gathers once.
 """
 
 import functools
@@ -191,3 +194,68 @@ def test_fsdp_rollout_runs_plain_modules_on_full_weights_and_leaves_the_root_usa
 
     with fsdp_unsharded(plain, plain) as taken:  # not FSDP: nothing to do
         assert taken == 0
+
+
+def _fsdp2_rank(rank: int, world: int, port: int, model_dir: str, out: str) -> None:
+    """One rank of the FSDP2 test: rank 0 decodes alone inside `fsdp_unsharded` while rank 1 waits at the exit."""
+    import datetime
+    import json
+
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+    from torch.distributed.tensor import DTensor
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=20),
+    )  # fmt: skip
+    result = {"rank": rank}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        expected = _generate(AutoModelForCausalLM.from_pretrained(model_dir), tokenizer, seed=rank)
+        model = AutoModelForCausalLM.from_pretrained(model_dir)
+        mesh = init_device_mesh("cpu", (world,))
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        assert isinstance(next(model.parameters()), DTensor)
+        with fsdp_unsharded(model, model) as count:
+            result["units"] = count
+            result["plain_inside"] = not any(isinstance(p, DTensor) for p in model.parameters())
+            if rank == 0:  # a collective in any decode step would wait for rank 1, which is not decoding: a timeout
+                result["same_tokens"] = _generate(model, tokenizer, seed=rank) == expected
+        result["sharded_after"] = all(isinstance(p, DTensor) for p in model.parameters())
+        result["reshard_after_forward"] = all(
+            m._get_fsdp_state()._fsdp_param_group.post_forward_mesh_info is not None
+            for m in model.modules()
+            if isinstance(m, FSDPModule) and m is not model
+        )
+        ids = torch.tensor([_prompt(tokenizer)])
+        model(input_ids=ids, labels=ids).loss.backward()  # the training step after the rollout, on both ranks
+        result["trained"] = all(p.grad is not None for p in model.parameters())
+    except Exception as err:  # the parent asserts on the result file
+        result["error"] = f"{type(err).__name__}: {err}"[:500]
+    finally:
+        with open(f"{out}/rank{rank}.json", "w") as f:
+            json.dump(result, f)
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_fsdp2_rollout_gathers_once_and_decodes_without_collectives(tiny_model_dir, tmp_path):
+    """FSDP2 (`fully_shard`) on two CPU ranks (gloo): inside `fsdp_unsharded` rank 0 decodes 12 tokens alone (ranks
+    decode different numbers of steps in a rollout) with the full weights, and the units reshard and train afterwards.
+    Without it every decode step all-gathers each unit: rank 0 waits for rank 1 until the group's timeout."""
+    import json
+
+    import torch.multiprocessing as mp
+
+    mp.spawn(_fsdp2_rank, args=(2, _free_port(), str(tiny_model_dir), str(tmp_path)), nprocs=2, join=True)
+    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    for result in results:
+        assert "error" not in result, results
+        assert result["units"] == 3 and result["plain_inside"] and result["sharded_after"], result  # 2 layers + root
+        assert result["reshard_after_forward"] and result["trained"], result
+    assert results[0]["same_tokens"], results

@@ -30,6 +30,13 @@ to run believe it was the root (`_is_root`), and the training forward then faile
 decode different numbers of steps. `fsdp_unsharded` gathers every parameter once, collectively
 (`summon_full_params(writeback=False)`), and puts the wrapped modules in place of their FSDP units for the rollout, so
 decoding runs plain modules on full weights (CUDA graphs included) and the shards are left as they were.
+
+FSDP2 (`fully_shard`, accelerate's `fsdp_version: 2`) changes the modules' classes in place instead of wrapping them,
+and each unit's forward hooks all-gather its parameters and, with `reshard_after_forward`, free them again: on several
+ranks every decode step would be a collective that ranks decoding different numbers of steps never match (a hang).
+`fsdp_unsharded` unshards every unit once (a collective every rank enters) and turns `reshard_after_forward` off for the
+rollout, so the units' hooks find their parameters gathered and communicate nothing; on exit the setting is restored
+and the units are resharded.
 """
 
 from collections.abc import Iterator
@@ -103,25 +110,73 @@ def _fsdp_class() -> type | None:
     return FullyShardedDataParallel
 
 
+def _fsdp2_units(module: torch.nn.Module) -> list[Any]:
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # torch without FSDP2
+        return []
+    return [m for m in module.modules() if isinstance(m, FSDPModule)]
+
+
+def _reshards_after_forward(unit: Any) -> bool:
+    r"""Whether an FSDP2 unit frees its gathered parameters after each forward (True when it cannot be told)."""
+    group = getattr(unit._get_fsdp_state(), "_fsdp_param_group", None)
+    if group is None:  # a unit without parameters of its own
+        return True
+    return getattr(group, "post_forward_mesh_info", True) is not None
+
+
+_LOGGED: set[str] = set()
+
+
+@contextmanager
+def _fsdp2_unsharded(units: list[Any]) -> Iterator[int]:
+    if "fsdp2" not in _LOGGED:
+        from ...common.log import get_logger
+
+        _LOGGED.add("fsdp2")
+        get_logger(__name__).info(
+            "[agentic] FSDP2: the hf rollout gathers the %d fully_shard units once per rollout (no collective per "
+            "decode step) and reshards them after it",
+            len(units),
+        )
+    settings = [_reshards_after_forward(unit) for unit in units]
+    for unit in units:
+        unit.set_reshard_after_forward(False, recurse=False)
+    try:
+        for unit in units:  # the all-gathers, in the same order on every rank
+            unit.unshard()
+        yield len(units)
+    finally:
+        for unit, setting in zip(units, settings):
+            unit.set_reshard_after_forward(setting, recurse=False)
+        for unit in units:
+            unit.reshard()
+
+
 @contextmanager
 def fsdp_unsharded(wrapped: Any, module: torch.nn.Module) -> Iterator[int]:
-    r"""Inside: `module` (the unwrapped policy) holds no FSDP unit and computes with full, unsharded parameters.
+    r"""Inside: `module` (the unwrapped policy) computes with full, unsharded parameters and no per-call collective.
 
-    A no-op unless `wrapped` (the trainer's `model_wrapped`) is an FSDP (version 1) root. Every rank must enter it
-    (the parameters are gathered collectively). With `use_orig_params: true` (LLaMA-Factory's default) the original
-    parameters are the gathered tensors inside; nothing is written back on exit.
+    FSDP (version 1, `wrapped` an FSDP root): the parameters are gathered (`summon_full_params`) and the units are
+    taken out of the tree, so `module` holds none; with `use_orig_params: true` (LLaMA-Factory's default) the original
+    parameters are the gathered tensors inside; nothing is written back on exit. FSDP2 (`module` holds `fully_shard`
+    units): every unit is unsharded once and keeps its parameters gathered until the exit, which restores
+    `reshard_after_forward` and reshards (module docstring). A no-op for any other model. Every rank must enter it:
+    the gathering is a collective.
 
     Args:
         wrapped: The trainer's `model_wrapped`.
         module: The module the rollout calls (`accelerator.unwrap_model(wrapped)`).
 
     Yields:
-        The number of FSDP units taken out of the tree.
+        The number of FSDP units taken out of the tree (version 1) or unsharded (FSDP2).
     """
     fsdp = _fsdp_class()
     if fsdp is None or not isinstance(wrapped, fsdp):
-        with nullcontext():
-            yield 0
+        units = _fsdp2_units(module)
+        with _fsdp2_unsharded(units) if units else nullcontext(0) as count:
+            yield count
         return
     swaps: list[tuple[torch.nn.Module, str, torch.nn.Module]] = []
     with fsdp.summon_full_params(wrapped, writeback=False, recurse=True):
