@@ -259,3 +259,68 @@ def test_fsdp2_rollout_gathers_once_and_decodes_without_collectives(tiny_model_d
         assert result["units"] == 3 and result["plain_inside"] and result["sharded_after"], result  # 2 layers + root
         assert result["reshard_after_forward"] and result["trained"], result
     assert results[0]["same_tokens"], results
+
+
+@pytest.mark.parametrize("engine", ["fsdp", "fsdp2"])
+def test_lora_rollout_under_fsdp_decodes_the_merged_weights_and_restores_the_shards(
+    engine, gloo_group, tiny_model_dir, tiny_tokenizer
+):
+    """LoRA under FSDP (v1, use_orig_params) and FSDP2 on one CPU rank: inside the rollout's contexts
+    (`fsdp_unsharded`, then `GenerationWeights.applied` merging W + BA as the trainer nests them) the engine decodes
+    the tokens of the merged plain model; afterwards every base weight and adapter is as before and the wrapped model
+    trains."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
+
+    from llamafactory_agentic.rollout.generation_weights import GenerationWeights
+
+    def lora_model():
+        torch.manual_seed(
+            0
+        )  # the same adapters every time (init_lora_weights=False: B is not zero, the merge matters)
+        base = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
+        config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+        return get_peft_model(base, config)
+
+    expected = _generate(lora_model().merge_and_unload(), tiny_tokenizer)
+    assert expected != _generate(AutoModelForCausalLM.from_pretrained(str(tiny_model_dir)), tiny_tokenizer)
+    model = lora_model()
+    if engine == "fsdp":
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+
+        policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={Qwen2DecoderLayer})
+        wrapped = FSDP(model, auto_wrap_policy=policy, use_orig_params=True, device_id=torch.device("cpu"))
+        unwrapped = wrapped.module
+
+        def full_state():
+            with FSDP.summon_full_params(wrapped, writeback=False):
+                return {
+                    n.replace("_fsdp_wrapped_module.", ""): p.detach().clone() for n, p in unwrapped.named_parameters()
+                }
+    else:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh("cpu", (1,))
+        for layer in model.base_model.model.model.layers:
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        wrapped = unwrapped = model
+
+        def full_state():
+            return {n: p.full_tensor().detach().clone() for n, p in unwrapped.named_parameters()}
+
+    before = full_state()
+    weights = GenerationWeights(None, "gpu")
+    with fsdp_unsharded(wrapped, unwrapped), weights.applied(unwrapped):
+        assert weights.last["merged_layers"] == 2 * 2  # q_proj and v_proj of both layers
+        assert _generate(unwrapped, tiny_tokenizer) == expected
+    after = full_state()
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    ids = torch.tensor([_prompt(tiny_tokenizer)])
+    wrapped(input_ids=ids, labels=ids).loss.backward()
+    trained = [n for n, p in unwrapped.named_parameters() if p.requires_grad]
+    assert trained and all("lora_" in n for n in trained)
+    assert all(p.grad is not None for p in unwrapped.parameters() if p.requires_grad)
