@@ -19,7 +19,8 @@ given as token ids, `SamplingParams(stop=[...], include_stop_str_in_output=True,
 trajectory. Written for vLLM 0.22.1 - 0.23.0 (the `vllm` extra of setup.py: the releases that pin the project's torch
 2.11, README "Optional parts"), whose engine is V1 only: with `VLLM_ENABLE_V1_MULTIPROCESSING=0` and
 `distributed_executor_backend="external_launcher"` (as TRL's colocate mode) the engine core and its worker live in
-the trainer's process. Weights are pushed through the public `LLM.apply_model(fn)` (vLLM runs `fn` on the worker's
+the trainer's process; the torchrun variables that executor reads are set when the launch did not set them
+(`external_launcher_env`: one GPU without torchrun). Weights are pushed through the public `LLM.apply_model(fn)` (vLLM runs `fn` on the worker's
 `get_model()`, the model unwrapped from its CUDA-graph wrapper; read from the 0.22.1 wheel's
 `v1/worker/worker_base.py`) with the model's own `load_weights`, after each optimiser step, and the prefix cache is
 reset. `logprobs_mode="processed_logprobs"` (as TRL 0.24's colocate mode): the returned log-probs are those of the
@@ -44,6 +45,41 @@ from .weight_sync import GatherFn, base_model_of, push_weights
 
 
 LOGPROBS_MODE = "processed_logprobs"  # vLLM >= 0.10.1: log-probs after temperature / top-k / top-p
+
+
+def external_launcher_env() -> dict[str, str]:
+    r"""Set the torchrun variables vLLM's `external_launcher` executor reads, where the launch did not set them.
+
+    vLLM 0.22's `ExecutorWithExternalLauncher` reads `RANK` and `LOCAL_RANK` from the environment and joins
+    `env://` (`MASTER_ADDR`, `MASTER_PORT`, `WORLD_SIZE`): a trainer started without torchrun (one GPU, plain
+    `llamafactory-cli train`) has none of them and the engine failed at start with `KeyError: 'RANK'`. Values already
+    set (torchrun, accelerate) are kept; otherwise rank and world size come from an initialised `torch.distributed`
+    group, else 0 and 1, the address is the loopback and the port a free one.
+
+    Returns:
+        The variables this call set (name -> value); {} when the launch had set them all.
+    """
+    import socket
+
+    import torch.distributed as dist
+
+    initialised = dist.is_available() and dist.is_initialized()
+    rank = dist.get_rank() if initialised else 0
+    defaults = {
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "WORLD_SIZE": str(dist.get_world_size() if initialised else 1),
+        "MASTER_ADDR": "127.0.0.1",
+    }
+    added = {}
+    for name, value in defaults.items():
+        if not os.environ.get(name):
+            os.environ[name] = added[name] = value
+    if not os.environ.get("MASTER_PORT"):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = added["MASTER_PORT"] = str(sock.getsockname()[1])
+    return added
 
 
 def _import_vllm():
@@ -118,6 +154,9 @@ class VLLMEngine(GenerationEngine):
         self.sleeping = False
         if llm is None:
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+            llm_kwargs.setdefault("distributed_executor_backend", "external_launcher")
+            if llm_kwargs["distributed_executor_backend"] == "external_launcher":
+                external_launcher_env()
             base = base_model_of(model)
             llm = self.vllm.LLM(
                 model=getattr(base, "name_or_path", None) or base.config._name_or_path,
@@ -125,7 +164,6 @@ class VLLMEngine(GenerationEngine):
                 max_model_len=max_model_len,
                 enable_prefix_caching=True,
                 enable_sleep_mode=enable_sleep_mode,
-                distributed_executor_backend="external_launcher",
                 seed=seed,
                 dtype=str(next(model.parameters()).dtype).replace("torch.", ""),
                 logprobs_mode=LOGPROBS_MODE,
@@ -187,7 +225,7 @@ class VLLMEngine(GenerationEngine):
                     n=1,
                     temperature=max(sampling.temperature, 0.0),
                     top_p=sampling.top_p,
-                    top_k=sampling.top_k if sampling.top_k > 0 else -1,
+                    top_k=max(sampling.top_k, 0),  # 0: off (vLLM 0.22 accepts -1 but prefers 0)
                     max_tokens=req.max_tokens,
                     stop=list(sampling.stop_strings),
                     include_stop_str_in_output=True,

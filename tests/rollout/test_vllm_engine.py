@@ -270,3 +270,42 @@ def test_vllm_logprobs_mode_cannot_be_overridden(fake_vllm, tiny_model, tiny_tok
     llm.llm_engine.model_config = types.SimpleNamespace(logprobs_mode="raw_logprobs")  # an engine built elsewhere
     with pytest.raises(ValueError, match="was built with logprobs_mode='raw_logprobs'"):
         build_engine("vllm", tiny_model, tiny_tokenizer, default_rollout_config(), llm=llm)
+
+
+def test_vllm_engine_sets_the_external_launcher_variables_a_plain_launch_lacks(
+    fake_vllm, monkeypatch, tiny_model, tiny_tokenizer
+):
+    """vLLM 0.22's `external_launcher` executor reads `os.environ["RANK"]` and `["LOCAL_RANK"]` and joins `env://`
+    (vllm/v1/executor/uniproc_executor.py): one GPU without torchrun had none of them (`KeyError: 'RANK'` at start).
+    The fake LLM records the environment it was built in; values a launcher set are kept."""
+    import os
+
+    seen = {}
+
+    class RecordingLLM(FakeLLM):
+        def __init__(self, **kwargs):
+            names = (
+                "RANK",
+                "LOCAL_RANK",
+                "WORLD_SIZE",
+                "MASTER_ADDR",
+                "MASTER_PORT",
+                "VLLM_ENABLE_V1_MULTIPROCESSING",
+            )
+            seen.update({name: os.environ.get(name) for name in names})
+            super().__init__(tiny_tokenizer, [], **kwargs)
+
+    fake_vllm.LLM = RecordingLLM
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    tiny_model.config._name_or_path = "tiny"
+    engine = build_engine("vllm", tiny_model, tiny_tokenizer, default_rollout_config())
+    assert engine.llm.kwargs["distributed_executor_backend"] == "external_launcher"
+    assert seen["RANK"] == "0" and seen["LOCAL_RANK"] == "0" and seen["WORLD_SIZE"] == "1"
+    assert seen["MASTER_ADDR"] == "127.0.0.1" and int(seen["MASTER_PORT"]) > 0
+
+    monkeypatch.setenv("RANK", "3")  # a launcher's values win
+    monkeypatch.setenv("MASTER_PORT", "29517")
+    build_engine("vllm", tiny_model, tiny_tokenizer, default_rollout_config())
+    assert seen["RANK"] == "3" and seen["MASTER_PORT"] == "29517"
