@@ -423,7 +423,7 @@ def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any, templat
         engine = build_engine("hf", model, tokenizer, rollout_config, max_batch_size=a.eval_batch_size)
         return engine, None
     if backend == "vllm":
-        from ..rollout.vllm_engine import VLLMEngine, _import_vllm
+        from ..rollout.vllm_engine import LOGPROBS_MODE, VLLMEngine, _import_vllm
 
         if m.adapter_name_or_path:
             raise EvalConfigError(
@@ -446,6 +446,7 @@ def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any, templat
             enforce_eager=m.vllm_enforce_eager,
             enable_prefix_caching=True,
             seed=setup.eval_args.eval_seed,
+            logprobs_mode=LOGPROBS_MODE,  # VLLMEngine refuses vLLM's default raw_logprobs (round entropy)
             **(m.vllm_config or {}),
         )
         return VLLMEngine(None, tokenizer, llm=llm, enable_sleep_mode=False), None

@@ -278,6 +278,9 @@ class _FakeLLM:
     def __init__(self, **kwargs):
         self.kwargs, self.calls = kwargs, []
         self.tokenizer = None
+        # vLLM 0.22: `LLM.llm_engine.model_config.logprobs_mode` (default raw_logprobs), which VLLMEngine checks
+        config = types.SimpleNamespace(logprobs_mode=kwargs.get("logprobs_mode", "raw_logprobs"))
+        self.llm_engine = types.SimpleNamespace(model_config=config)
         _FakeLLM.instances.append(self)
 
     def generate(self, prompts, sampling_params=None, use_tqdm=False):
@@ -298,9 +301,13 @@ class _FakeLLM:
 
 
 def test_vllm_backend_against_a_fake_vllm_module(tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch):
+    import importlib.machinery
+
     import llamafactory.hparams.parser as lf_parser
+    from llamafactory.model import load_tokenizer  # noqa: F401  (TRL's import-time package scan must not see the fake)
 
     module = types.ModuleType("vllm")
+    module.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
     module.LLM = _FakeLLM
     module.SamplingParams = lambda **kw: types.SimpleNamespace(**kw)
     monkeypatch.setitem(sys.modules, "vllm", module)
@@ -315,7 +322,7 @@ def test_vllm_backend_against_a_fake_vllm_module(tmp_path, tiny_model_dir, tiny_
     metrics = evaluate(base_config(tmp_path, tiny_model_dir, infer_backend="vllm", eval_runs=1))
     llm = _FakeLLM.instances[-1]
     assert llm.kwargs["model"] == str(tiny_model_dir) and llm.kwargs["enable_prefix_caching"] is True
-    assert llm.kwargs["max_model_len"] == 32768
+    assert llm.kwargs["max_model_len"] == 32768 and llm.kwargs["logprobs_mode"] == "processed_logprobs"
     sp = llm.calls[0]
     assert sp.stop == ["</search>", "</python>", "</answer>", "<result>"] and sp.include_stop_str_in_output
     assert sp.repetition_penalty == 1.1 and isinstance(sp.seed, int) and sp.max_tokens == 4096
