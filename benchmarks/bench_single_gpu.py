@@ -544,6 +544,7 @@ def part_memory(args, results: Results, deadline: float) -> None:
             context=case["prompt"] + case["response"],
             slots=case["slots"],
             micro_batch_tokens=case["extra"]["rl_micro_batch_tokens"],
+            prompt_length=case["prompt"],
         )
         out = loop_run(args, results, deadline, "memory", case)
         if "row" not in out:

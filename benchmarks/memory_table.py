@@ -33,7 +33,7 @@ from llamafactory_agentic.train.arpo.memory import ModelShape, estimate_step_mem
 
 
 CARDS = {"80 GB": 80e9 / 2**30, "141 GB": 141e9 / 2**30}
-LENGTHS = {"reasoning 1536 + 4096": 1536 + 4096, "deep search 2000 + 6192": 2000 + 6192}
+LENGTHS = {"reasoning 1536 + 4096": (1536, 4096), "deep search 2000 + 6192": (2000, 6192)}  # prompt, response
 METHODS = {
     "full, pure_bf16": dict(finetuning="full"),
     "full, fp32 master weights": dict(finetuning="full", fp32_master=True),
@@ -44,7 +44,7 @@ SLOTS = (128, 64, 32, 16, 8)
 TOKENS = (32768, 16384, 8192, 4096)
 
 
-def fit(shape: ModelShape, method: dict, context: int, capacity_gib: float):
+def fit(shape: ModelShape, method: dict, lengths: tuple[int, int], capacity_gib: float):
     r"""(slots, tokens, LoRA merge, estimate) of the largest setting that fits, or None.
 
     LoRA tries `arpo_hf_lora_merge: gpu` (merged copies on the GPU, fastest) before `cpu` (merged in place).
@@ -55,8 +55,9 @@ def fit(shape: ModelShape, method: dict, context: int, capacity_gib: float):
         for merge in merges:
             for tokens in TOKENS:
                 est = estimate_step_memory(
-                    shape, context=context, slots=slots, micro_batch_tokens=tokens, lora_merge=merge, **method
-                )
+                    shape, context=sum(lengths), slots=slots, micro_batch_tokens=tokens, lora_merge=merge,
+                    prompt_length=lengths[0], **method,
+                )  # fmt: skip
                 if est.peak <= usable:
                     return slots, tokens, merge, est
     return None
@@ -73,13 +74,13 @@ def table() -> str:
         for method_name, method in METHODS.items():
             if method.get("fp32_master") and name not in ("qwen2.5-7b",):
                 continue  # shown once, for the issue's 7B case
-            for length_name, context in LENGTHS.items():
-                if name in ("qwen2.5-0.5b", "qwen2.5-1.5b") and context > 6000:
+            for length_name, lengths in LENGTHS.items():
+                if name in ("qwen2.5-0.5b", "qwen2.5-1.5b") and sum(lengths) > 6000:
                     continue
-                static = estimate_step_memory(shape, context=context, **method).static
+                static = estimate_step_memory(shape, context=sum(lengths), **method).static
                 cells = []
                 for capacity in CARDS.values():
-                    found = fit(shape, method, context, capacity)
+                    found = fit(shape, method, lengths, capacity)
                     if found is None:
                         cells.append("does not fit")
                         continue

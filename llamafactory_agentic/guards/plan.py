@@ -529,7 +529,8 @@ def plan_recipe(
 
 
 def _memory(plan: Plan, shape, device, world, finetuning, lora_rank, fp32_master, gc, zero, off_opt, off_par, ds_src,
-            precision, context, slots, micro_tokens, chunk, vllm_util, lora_merge, rl: bool) -> None:  # fmt: skip
+            precision, context, slots, micro_tokens, chunk, vllm_util, lora_merge, rl: bool,
+            prompt_length: int | None = None) -> None:  # fmt: skip
     est = estimate_step_memory(
         shape,
         finetuning=finetuning,
@@ -541,6 +542,7 @@ def _memory(plan: Plan, shape, device, world, finetuning, lora_rank, fp32_master
         gradient_checkpointing=gc,
         chunk_size=chunk or 1024,
         lora_merge=lora_merge,
+        prompt_length=prompt_length,
     )
     weights, grads, states = est.weights, est.gradients, est.optimizer_states
     shard = max(world, 1)
@@ -569,8 +571,11 @@ def _memory(plan: Plan, shape, device, world, finetuning, lora_rank, fp32_master
             rollout_peak += est.rollout_peak - (
                 est.weights + est.optimizer_states + est.generation_copy + est.kv_cache
             )
-            # (the last term is the decode step's float32 logits and sampling buffers)
-            rsrc = f"KV cache {est.kv_cache:.1f} GiB: {slots} slots x {context} tokens (arpo_hf_generation_batch_size)"
+            # (the last term: the decode step's float32 logits and sampling buffers or the prefill's transients)
+            rsrc = (
+                f"KV cache {est.kv_cache:.1f} GiB: {slots} slots x {context} tokens (arpo_hf_generation_batch_size); "
+                f"prefill transients {est.prefill:.1f} GiB"
+            )
         plan.add("memory: rollout peak", f"{rollout_peak:.1f} GiB per rank", rsrc, "rollout_peak_gib", rollout_peak)
     else:
         rollout_peak = 0.0
@@ -639,7 +644,7 @@ def _plan_rl(plan, values, shape, device, world, finetuning, lora_rank, fp32_mas
     )
     _memory(plan, shape, device, world, finetuning, lora_rank, fp32_master, gc, zero, off_opt, off_par, ds_src,
             precision, prompt_len + budget, slots, micro, int(values.get("rl_logprob_chunk_size") or 1024), vllm_util,
-            str(values["arpo_hf_lora_merge"]), rl=True)  # fmt: skip
+            str(values["arpo_hf_lora_merge"]), rl=True, prompt_length=prompt_len)  # fmt: skip
 
     # ---- time per rollout step
     tools = _tools(values, base_dir)

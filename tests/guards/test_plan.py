@@ -76,7 +76,7 @@ def test_memory_matches_the_estimator_and_the_card():
     fits = make_plan(recipe, gpu="a100-80g", num_gpus=1, overrides=dict(
         common, arpo_hf_generation_batch_size=64, rl_micro_batch_tokens=16384))  # fmt: skip
     est = estimate_step_memory(ModelShape.from_config(real_size_config("qwen2.5-7b")), context=1536 + 4096, slots=64,
-                               micro_batch_tokens=16384)  # fmt: skip
+                               micro_batch_tokens=16384, prompt_length=1536)  # fmt: skip
     assert fits.numbers["peak_gib"] == pytest.approx(est.peak, rel=1e-6)
     assert fits.numbers["fits"] == 1.0
     big = make_plan(recipe, gpu="a100-80g", num_gpus=1, overrides=dict(

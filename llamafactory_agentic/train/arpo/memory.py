@@ -179,6 +179,7 @@ class MemoryEstimate:
     logprob_head: float  # chunked fused head: chunk logits and the float32 weight-gradient buffer
     rollout_peak: float
     loss_peak: float
+    prefill: float = 0.0  # transient activations of the hf engine's largest prefill forward (in rollout_peak)
 
     @property
     def static(self) -> float:
@@ -208,6 +209,8 @@ def estimate_step_memory(
     gradient_checkpointing: bool = True,
     chunk_size: int = 1024,
     lora_merge: str = "gpu",
+    prompt_length: int | None = None,
+    prefill_chunk: int = 512,
 ) -> MemoryEstimate:
     r"""Estimated memory of one ARPO step (AdamW, bf16 compute, `rl_logprob_chunk_size` fused head).
 
@@ -224,6 +227,9 @@ def estimate_step_memory(
         gradient_checkpointing: Whether decoder layers are checkpointed.
         chunk_size: `rl_logprob_chunk_size`.
         lora_merge: `arpo_hf_lora_merge` (`gpu` keeps merged copies of the adapted weights during the rollout).
+        prompt_length: Prompt budget (`arpo_max_prompt_length`): the keys the first prefill attends to (None: the
+            whole `context`, an upper bound).
+        prefill_chunk: Tokens per row of one prefill forward of the hf engine (`HFEngine(prefill_chunk=512)`).
 
     Returns:
         A `MemoryEstimate` (GiB). The CUDA allocator's fragmentation and the CUDA context (~0.5-1 GiB) are not
@@ -259,8 +265,19 @@ def estimate_step_memory(
     else:
         activations = t * layers * per_layer_token * 2 / GIB
     logprob_head = (3 * min(chunk_size, t) * vocab * 4) / GIB + head_grad
-    rollout_peak = weights + states + generation_copy + kv + logits_step  # gradients are freed between steps
+    # the hf engine's prefill (rollout/hf_engine.py `_prefill`): all slots admitted at once, `prefill_chunk` tokens of
+    # each per forward, no gradient, so only one layer's transients live: the SwiGLU MLP's three [tokens, I] tensors,
+    # or the attention's gathered and GQA-repeated keys and values of every row (an explicit mask keeps transformers'
+    # SDPA path on repeat_kv) plus the mask; and a few [tokens, H] hidden states either way (bf16)
+    prompt = min(prompt_length or context, context)
+    rows, cols = slots, min(prefill_chunk, prompt)
+    tokens = rows * cols
+    mlp = tokens * 3 * i * 2
+    attention = rows * prompt * shape.head_dim * (2 * shape.kv_heads + 2 * shape.heads) * 2 + rows * cols * prompt * 3
+    prefill = (max(mlp, attention) + tokens * h * 4 * 2) / GIB
+    # gradients are freed between steps; the decode step's buffers and the prefill's transients never coexist
+    rollout_peak = weights + states + generation_copy + kv + max(logits_step, prefill)
     loss_peak = weights + grads + states + activations + logprob_head
     return MemoryEstimate(
-        weights, grads, states, generation_copy, kv, activations, logprob_head, rollout_peak, loss_peak
+        weights, grads, states, generation_copy, kv, activations, logprob_head, rollout_peak, loss_peak, prefill
     )
