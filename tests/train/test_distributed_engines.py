@@ -324,3 +324,89 @@ def test_lora_rollout_under_fsdp_decodes_the_merged_weights_and_restores_the_sha
     trained = [n for n, p in unwrapped.named_parameters() if p.requires_grad]
     assert trained and all("lora_" in n for n in trained)
     assert all(p.grad is not None for p in unwrapped.parameters() if p.requires_grad)
+
+
+def _vllm_push_rank(rank: int, world: int, port: int, model_dir: str, out: str, engine: str) -> None:
+    """One rank of the vLLM weight-push test: the pipeline's `PolicyGeneration` syncs an FSDP-wrapped policy into an
+    engine that records what `load_weights` receives (vLLM itself cannot run here)."""
+    import datetime
+    import json
+
+    import torch.distributed as dist
+    from accelerate.utils import extract_model_from_parallel
+    from transformers import AutoModelForCausalLM
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
+
+    from llamafactory_agentic.rollout.weight_sync import push_weights
+    from llamafactory_agentic.train.arpo.pipeline import PolicyGeneration
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=30),
+    )  # fmt: skip
+    result = {"rank": rank}
+    try:
+        full = dict(AutoModelForCausalLM.from_pretrained(model_dir).named_parameters())
+        model = AutoModelForCausalLM.from_pretrained(model_dir)
+        if engine == "fsdp":
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+            from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+
+            policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={Qwen2DecoderLayer})
+            wrapped = FSDP(model, auto_wrap_policy=policy, use_orig_params=True, device_id=torch.device("cpu"))
+        else:
+            from torch.distributed.device_mesh import init_device_mesh
+            from torch.distributed.fsdp import fully_shard
+
+            mesh = init_device_mesh("cpu", (world,))
+            for layer in model.model.layers:
+                fully_shard(layer, mesh=mesh)
+            wrapped = fully_shard(model, mesh=mesh)
+        received = {}
+
+        class RecordingEngine:  # stands in for VLLMEngine.set_model: push_weights into vLLM's load_weights
+            def set_model(self, policy):
+                push_weights(policy, lambda pairs: received.update((n, t.detach().clone()) for n, t in pairs))
+
+        session = types.SimpleNamespace(
+            backend="vllm", engine=RecordingEngine(), lora_merge="gpu", set_phase=lambda *a: None,
+            sync_weights=lambda policy: session.engine.set_model(policy), rollout=lambda *a, **k: None,
+        )  # fmt: skip
+        accelerator = types.SimpleNamespace(unwrap_model=extract_model_from_parallel,
+                                            state=types.SimpleNamespace(deepspeed_plugin=None))  # fmt: skip
+        PolicyGeneration(session, accelerator, None)(wrapped, [], training=True, global_step=0)
+        result["names_match"] = sorted(received) == sorted(full)
+        result["extra_names"] = sorted(set(received) - set(full))[:3]
+        result["plain_tensors"] = all(type(t) is torch.Tensor for t in received.values())
+        result["values_match"] = all(
+            n in received and received[n].shape == p.shape and torch.equal(received[n], p.detach())
+            for n, p in full.items()
+        )
+        ids = torch.tensor([[1, 2, 3, 4]])
+        wrapped(input_ids=ids, labels=ids).loss.backward()  # the shards are usable for training afterwards
+        result["trained"] = True
+    except Exception as err:  # the parent asserts on the result file
+        result["error"] = f"{type(err).__name__}: {err}"[:500]
+    finally:
+        with open(f"{out}/rank{rank}.json", "w") as f:
+            json.dump(result, f)
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["fsdp", "fsdp2"])
+def test_vllm_weight_push_under_fsdp_sends_full_tensors_under_base_names(engine, tiny_model_dir, tmp_path):
+    """The vllm backend's weight sync (`PolicyGeneration`, once per optimiser step) under FSDP v1 and FSDP2 on two CPU
+    ranks: `load_weights` gets every parameter of the base model, full-sized, as a plain tensor, under its own name.
+    Before, it got the rank's shards: FSDP v1's names carried `_fsdp_wrapped_module.` and its views held half the
+    values; FSDP2 handed DTensors."""
+    import json
+
+    import torch.multiprocessing as mp
+
+    mp.spawn(_vllm_push_rank, args=(2, _free_port(), str(tiny_model_dir), str(tmp_path), engine), nprocs=2, join=True)
+    for rank in range(2):
+        result = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert "error" not in result, result
+        assert result["names_match"] and result["plain_tensors"] and result["values_match"], result
+        assert result["trained"], result

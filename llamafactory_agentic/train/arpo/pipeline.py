@@ -241,7 +241,7 @@ class PolicyGeneration:
     generation form (`rollout.generation_weights`: parameters in the training compute dtype, e.g. bf16 instead of
     LLaMA-Factory's float32 master weights, and LoRA adapters merged per `arpo_hf_lora_merge`; restored bit for bit
     afterwards). vllm engine: the weights are pushed with `session.sync_weights` once per optimiser step (under ZeRO-3
-    the engine gathers the parameters module by module). A rank without prompts still enters the same collectives
+    the engine gathers the parameters module by module; under FSDP the whole model is gathered for the copy). A rank without prompts still enters the same collectives
     and gets None.
 
     Args:
@@ -292,8 +292,13 @@ class PolicyGeneration:
 
         if session.engine is not None and self._synced_step != global_step:
             # push the weights once per optimiser step; under ZeRO-3 the engine gathers one module at a time
-            # (rollout.weight_sync), so the whole model is never materialised on one GPU for the copy
-            with unwrap_model_for_generation(model_wrapped, self.accelerator, gather_deepspeed3_params=False) as model:
+            # (rollout.weight_sync), so the whole model is never materialised on one GPU for the copy. Under FSDP the
+            # parameters the module holds are shards (FSDP2: DTensors; v1: views of the flat shard, names with
+            # `_fsdp_wrapped_module.`): `fsdp_unsharded` gathers the whole model for the copy (a collective)
+            with (
+                unwrap_model_for_generation(model_wrapped, self.accelerator, gather_deepspeed3_params=False) as model,
+                fsdp_unsharded(model_wrapped, model),
+            ):
                 session.sync_weights(model)
             self._synced_step = global_step
         return session.rollout(prompts, training=training, ground_truths=ground_truths) if prompts else None
