@@ -94,8 +94,20 @@ class FakeSamplingParams:
         self.__dict__.update(kwargs)
 
 
+LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "VLLM_ENABLE_V1_MULTIPROCESSING")
+
+
 @pytest.fixture()
 def fake_vllm(monkeypatch):
+    # a VLLMEngine built here sets the torchrun variables vLLM's external launcher reads (`external_launcher_env`);
+    # recorded first, so that teardown removes them: a RANK left in the environment makes the next Accelerate state
+    # of this test worker start a process group
+    import os
+
+    for name in LAUNCH_VARIABLES:
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+        if not os.environ[name]:
+            monkeypatch.delenv(name)
     module = types.ModuleType("vllm")
     module.SamplingParams = FakeSamplingParams
     module.LLM = FakeLLM
@@ -297,7 +309,7 @@ def test_vllm_engine_sets_the_external_launcher_variables_a_plain_launch_lacks(
 
     fake_vllm.LLM = RecordingLLM
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name, raising=False)  # a plain launch (the fixture restores the environment after)
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     tiny_model.config._name_or_path = "tiny"
     engine = build_engine("vllm", tiny_model, tiny_tokenizer, default_rollout_config())
