@@ -20,8 +20,8 @@ trajectory. Written for vLLM 0.22.1 - 0.23.0 (the `vllm` extra of setup.py: the 
 2.11, README "Optional parts"), whose engine is V1 only: with `VLLM_ENABLE_V1_MULTIPROCESSING=0` and
 `distributed_executor_backend="external_launcher"` (as TRL's colocate mode) the engine core and its worker live in
 the trainer's process; the torchrun variables that executor reads are set when the launch did not set them
-(`external_launcher_env`: one GPU without torchrun). Weights are pushed through the public `LLM.apply_model(fn)` (vLLM runs `fn` on the worker's
-`get_model()`, the model unwrapped from its CUDA-graph wrapper; read from the 0.22.1 wheel's
+(`external_launcher_env`: one GPU without torchrun). Weights are pushed through the public `LLM.apply_model(fn)` (vLLM
+runs `fn` on the worker's `get_model()`, the model unwrapped from its CUDA-graph wrapper; read from the 0.22.1 wheel's
 `v1/worker/worker_base.py`) with the model's own `load_weights`, after each optimiser step, and the prefix cache is
 reset. `logprobs_mode="processed_logprobs"` (as TRL 0.24's colocate mode): the returned log-probs are those of the
 distribution sampled from, i.e. after temperature, top-k and top-p, so the round entropy matches the hf engine's at

@@ -241,8 +241,8 @@ class PolicyGeneration:
     generation form (`rollout.generation_weights`: parameters in the training compute dtype, e.g. bf16 instead of
     LLaMA-Factory's float32 master weights, and LoRA adapters merged per `arpo_hf_lora_merge`; restored bit for bit
     afterwards). vllm engine: the weights are pushed with `session.sync_weights` once per optimiser step (under ZeRO-3
-    the engine gathers the parameters module by module; under FSDP the whole model is gathered for the copy). A rank without prompts still enters the same collectives
-    and gets None.
+    the engine gathers the parameters module by module; under FSDP the whole model is gathered for the copy). A rank
+    without prompts still enters the same collectives and gets None.
 
     Args:
         session: The `RolloutSession`.
