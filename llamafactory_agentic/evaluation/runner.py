@@ -394,7 +394,7 @@ def _endpoint_engine(cls: Any, a: EvalArguments, tokenizer: Any, api_key: str | 
 
 
 def _build_engine(setup: EvalSetup, tokenizer: Any, rollout_config: Any, template: Any = None) -> tuple[Any, Any]:
-    r"""`(engine, closer)` for the configured backend (`template`: the run's chat template, for the chat API's turns)."""
+    r"""`(engine, closer)` for the configured backend (`template`: the run's chat template, for the chat turns)."""
     from ..rollout import build_engine
 
     a, m = setup.eval_args, setup.model_args
