@@ -391,9 +391,10 @@ class OpenAIChatEngine(OpenAICompletionsEngine):
       (LLaMA-Factory's `llamafactory-cli api` takes only u/a/u/.../u conversations) is refused by `check_endpoints`.
     * **turns** (`tool_format` a `NativeToolFormat`: `agentic_tool_protocol: template`): every model turn is an
       assistant message (its text as the server returned it, tool calls included) and every observation a `tool`
-      message, so any chat server renders the conversation with its own template: LLaMA-Factory's API
-      (`llamafactory-cli api`), `vllm serve`, hosted APIs. No `tools` list is sent (the in-process evaluation renders
-      its prompts without one either), so the reply's text is the model's whole turn. The template's tool message is
+      message, so a server that renders messages with the model's chat template takes the conversation:
+      LLaMA-Factory's API (`llamafactory-cli api`), `vllm serve` (not an API that demands `tool_calls` ids on the
+      assistant message and a matching `tool_call_id`, as OpenAI's hosted one). No `tools` list is sent (the
+      in-process evaluation renders its prompts without one either), so the reply's text is the model's whole turn. The template's tool message is
       what the in-process loop inserts, so on the same model and greedy decoding the trajectories are the in-process
       ones; they differ where the server's text does not re-encode to the sampled ids (LLaMA-Factory decodes with
       `skip_special_tokens` and `clean_up_tokenization_spaces`, `stats["retokenised"]` counts such replies).
@@ -556,7 +557,7 @@ class OpenAIChatEngine(OpenAICompletionsEngine):
                 "(observations inside the assistant turn): LLaMA-Factory's `llamafactory-cli api` takes only "
                 "u/a/u/.../u conversations. Serve the model with vLLM (`vllm serve`, chat or completions) or SGLang, "
                 "or, for a model trained with the template's own tool calls, set agentic_tool_protocol: template "
-                "(each model turn and each observation is then a message of its own, which every chat server takes)."
+                "(each model turn and each observation is then a message of its own, which LLaMA-Factory's API takes)."
             )
 
     def _choice_text(self, choice: dict[str, Any]) -> str:
