@@ -397,8 +397,8 @@ class OpenAIChatEngine(OpenAICompletionsEngine):
       in-process evaluation renders its prompts without one either), so the reply's text is the model's whole turn.
       The template's tool message is what the in-process loop inserts, so on the same model and greedy decoding the
       trajectories are the in-process ones; they differ where the server's text does not re-encode to the sampled
-      ids (LLaMA-Factory decodes with `skip_special_tokens` and `clean_up_tokenization_spaces`;
-      `stats["retokenised"]` counts such replies).
+      ids (LLaMA-Factory returns text only, decoded with `skip_special_tokens` and `clean_up_tokenization_spaces`;
+      `stats["retokenised"]` counts the replies re-encoded).
       LLaMA-Factory's API reads `presence_penalty` as its repetition penalty; when the start-up check recognises it
       (its `Only supports u/a/u/a/u...` answer to a continued assistant message) the repetition penalty is sent there.
 
