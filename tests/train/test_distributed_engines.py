@@ -209,7 +209,7 @@ def _fsdp2_rank(rank: int, world: int, port: int, model_dir: str, out: str) -> N
 
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-        timeout=datetime.timedelta(seconds=20),
+        timeout=datetime.timedelta(seconds=90),
     )  # fmt: skip
     result = {"rank": rank}
     try:
@@ -342,7 +342,7 @@ def _vllm_push_rank(rank: int, world: int, port: int, model_dir: str, out: str, 
 
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-        timeout=datetime.timedelta(seconds=30),
+        timeout=datetime.timedelta(seconds=90),
     )  # fmt: skip
     result = {"rank": rank}
     try:
