@@ -331,14 +331,20 @@ class OpenAICompletionsEngine(GenerationEngine):
         choice = data["choices"][0]
         text = self._choice_text(choice)
         ids = choice.get("token_ids")
+        finish = choice.get("finish_reason")
+        stop_reason = choice.get("stop_reason")
+        ends = [(text.find(s) + len(s), s) for s in sampling.stop_strings if s in text]
+        if ends and min(ends)[0] < len(text):
+            # text past a stop string: the server ignored `stop` (LLaMA-Factory's hf engine warns and generates on);
+            # cut where a server honouring it would have stopped, and encode what is left
+            end, stop_reason = min(ends)
+            text, ids, finish = text[:end], None, "stop"
         if ids is None:
             ids = self.tokenizer.encode(text, add_special_tokens=False)
             with self._lock:
                 self.stats["retokenised"] += 1
         ids = [int(t) for t in ids]
         eos = [int(t) for t in sampling.eos_token_ids]
-        finish = choice.get("finish_reason")
-        stop_reason = choice.get("stop_reason")
         if finish == "stop":
             stop = stop_reason if isinstance(stop_reason, str) and stop_reason in sampling.stop_strings else None
             if stop is None:

@@ -72,3 +72,22 @@ def test_a_reply_with_parsed_tool_calls_is_the_templates_text_of_the_call(turns)
         {"id": "call_1", "type": "function", "function": {"name": "python", "arguments": '{"code": "print(1+1)"}'}},
     ]}}  # fmt: skip
     assert engine._choice_text(choice) == CALL
+
+
+def test_text_past_a_stop_string_is_cut_where_a_server_honouring_stop_would_have_stopped(turns):
+    """LLaMA-Factory's hf engine ignores `stop` (it warns and generates on to the end of the turn); the reply is cut
+    right after the first stop string, as vLLM would have stopped, and encoded again."""
+    engine, _, tok = turns
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    sampling = SamplingSettings(temperature=0.0, stop_strings=("</answer>", "</search>"), eos_token_ids=(eos,))
+    reply = {"choices": [{"message": {"role": "assistant", "content": "<answer> 2 </answer> and more"},
+                          "finish_reason": "stop"}]}  # fmt: skip
+    result = engine._parse(reply, sampling)
+    assert result.finish_reason == "stop" and result.stop_string == "</answer>"
+    assert tok.decode(result.token_ids) == "<answer> 2 </answer>"
+    # a reply that ends with its stop string, or has none, is left as the server sent it
+    ended = {"choices": [{"message": {"content": "<answer> 2 </answer>"}, "finish_reason": "stop"}]}
+    assert engine._parse(ended, sampling).stop_string == "</answer>"
+    turn_end = {"choices": [{"message": {"content": "no tags"}, "finish_reason": "stop"}]}
+    done = engine._parse(turn_end, sampling)
+    assert done.finish_reason == "eos" and done.token_ids[-1] == eos
