@@ -19,6 +19,11 @@ that helper to always return a `(exists, version)` tuple, so every flag is a non
 imports packages that are not installed (`mergekit` in `trl.trainer.callbacks`, pulled in by `GRPOTrainer`). We
 replace each tuple flag with its boolean first element before any TRL trainer module is imported. On a TRL/Transformers
 pair without the problem nothing changes.
+
+TRL's vLLM flag is turned off as well: the plugin drives vLLM itself (`rollout/vllm_engine.py`) and never uses TRL's
+`use_vllm` paths, while TRL 0.24's `grpo_trainer` imports `vllm.sampling_params.GuidedDecodingParams` at module level
+whenever vLLM is installed; vLLM 0.22 (the `[vllm]` extra) no longer has that class, so with the extra installed the
+`arpo` stage died at import (`ImportError: cannot import name 'GuidedDecodingParams'`, seen on the H200).
 """
 
 import trl.import_utils as _trl_import_utils
@@ -34,7 +39,15 @@ def fix_trl_availability_flags() -> list[str]:
     return fixed
 
 
+def disable_trl_vllm() -> bool:
+    r"""Make TRL believe vLLM is absent (its vLLM code paths are unused here); return whether it had found vLLM."""
+    found = bool(getattr(_trl_import_utils, "_vllm_available", False))
+    _trl_import_utils._vllm_available = False
+    return found
+
+
 FIXED_FLAGS = fix_trl_availability_flags()
+TRL_VLLM_DISABLED = disable_trl_vllm()
 
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.models import prepare_deepspeed, unwrap_model_for_generation  # noqa: E402
@@ -43,6 +56,7 @@ from trl.trainer.utils import pad, selective_log_softmax  # noqa: E402
 
 __all__ = [
     "FIXED_FLAGS",
+    "TRL_VLLM_DISABLED",
     "GRPOConfig",
     "GRPOTrainer",
     "pad",

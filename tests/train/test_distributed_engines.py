@@ -410,3 +410,115 @@ def test_vllm_weight_push_under_fsdp_sends_full_tensors_under_base_names(engine,
         assert "error" not in result, result
         assert result["names_match"] and result["plain_tensors"] and result["values_match"], result
         assert result["trained"], result
+
+
+class _FakeGatheredParameters:
+    """Stands in for `deepspeed.zero.GatheredParameters` (DeepSpeed cannot run here): full data inside, partitioned
+    (an empty tensor, as ZeRO-3 leaves it) after."""
+
+    calls = 0
+
+    def __init__(self, params, modifier_rank=None):
+        self.params = list(params)
+
+    def __enter__(self):
+        type(self).calls += 1
+        for p in self.params:
+            p.data = p.ds_full
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.params:
+            p.data = torch.empty(0, dtype=p.ds_full.dtype)
+        return False
+
+
+def test_lora_loss_under_zero3_gathers_the_frozen_head_instead_of_recomputing_it(tiny_model, monkeypatch):
+    """ZeRO-3 + LoRA (the H200 smoke rows z3-hf-lora, z3off-hf-lora): the frozen LM head is partitioned (its data an
+    empty tensor outside a gather). DeepSpeed's hooks gathered it for the forward, but when the loss's per-chunk
+    checkpoint re-ran the head in the backward pass it met the partitioned `[0]` tensor: `CheckpointError:
+    Recomputed values ... have different metadata`. Hooks that gather in the forward only stand in for that (as seen
+    on the GPU); DeepSpeed's `GatheredParameters` is a stand-in too. Now the head is gathered once and its copy feeds
+    the closed form: the same log-probs and LoRA gradients as without partitioning."""
+    import sys
+
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(0)
+    # an untied head (tied, ZeRO-3 would gather it with the embedding; untied is the case of most models of size)
+    tiny_model.config.tie_word_embeddings = False
+    tiny_model.lm_head.weight = torch.nn.Parameter(tiny_model.lm_head.weight.detach().clone())
+    model = get_peft_model(tiny_model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    ids = torch.randint(3, 200, (2, 14))
+    mask = torch.ones_like(ids)
+    select = torch.ones(2, 6, dtype=torch.bool)
+
+    def lora_grads():
+        model.zero_grad()
+        logp, _ = response_log_probs(model, ids, mask, 6, select, 1.0, 4)
+        logp.sum().backward()
+        return logp.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+
+    expected, expected_grads = lora_grads()
+
+    head = model.get_output_embeddings()
+    weight = head.weight
+    assert not weight.requires_grad  # LoRA: the head is frozen
+    weight.ds_id, weight.ds_full = 7, weight.data.clone()
+    weight.data = torch.empty(0)
+
+    def gather(module, args):  # DeepSpeed's fetch before a forward, not in the backward's recomputation
+        if not torch._C._current_graph_task_id() >= 0:
+            weight.data = weight.ds_full
+
+    def release(module, args, output):
+        weight.data = torch.empty(0)
+
+    head.register_forward_pre_hook(gather)
+    head.register_forward_hook(release)
+    monkeypatch.setitem(sys.modules, "deepspeed", types.SimpleNamespace(zero=types.SimpleNamespace()))
+    monkeypatch.setattr(sys.modules["deepspeed"].zero, "GatheredParameters", _FakeGatheredParameters, raising=False)
+    _FakeGatheredParameters.calls = 0
+
+    got, got_grads = lora_grads()
+    assert _FakeGatheredParameters.calls == 1  # one gather per loss forward
+    assert weight.data.numel() == 0  # partitioned again afterwards
+    torch.testing.assert_close(got, expected)
+    assert got_grads.keys() == expected_grads.keys()
+    for name in expected_grads:
+        torch.testing.assert_close(got_grads[name], expected_grads[name], msg=name)
+
+
+def test_fsdp2_bf16_output_cast_keeps_float32_log_probs_and_gradients(gloo_group, tiny_model_dir):
+    """FSDP2 under accelerate's bf16 mixed precision casts every unit's output to bf16 (`output_dtype`), the root's
+    too: the fused head's float32 log-probs came back in bf16 and the loss died in `masked_scatter_: expected self and
+    source to have same dtypes but got Float and BFloat16` (the H200 smoke rows fsdp2-hf-full, fsdp2-hf-lora). Real
+    `fully_shard` on one CPU rank with that policy: the float32 values of the plain model, and its gradients."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    ids = torch.randint(3, 200, (2, 14))
+    mask = torch.ones_like(ids)
+    select = torch.rand(2, 6) > 0.3
+
+    plain = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
+    expected, _ = response_log_probs(plain, ids, mask, 6, select, 1.0, 4)
+    expected.sum().backward()
+    expected_grads = {n: p.grad.clone() for n, p in plain.named_parameters()}
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
+    mesh = init_device_mesh("cpu", (1,))
+    for layer in model.model.layers:
+        fully_shard(layer, mesh=mesh)
+    # accelerate sets output_dtype bf16 on every unit; on the root alone here, so that the layers' float32 outputs keep
+    # the comparison with the plain model exact
+    fully_shard(model, mesh=mesh, mp_policy=MixedPrecisionPolicy(output_dtype=torch.bfloat16))
+    assert model(input_ids=ids).logits.dtype == torch.bfloat16  # the cast this is about
+    got, _ = response_log_probs(model, ids, mask, 6, select, 1.0, 4)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, expected)
+    got.sum().backward()
+    for name, param in model.named_parameters():
+        torch.testing.assert_close(param.grad.full_tensor(), expected_grads[name], msg=name)

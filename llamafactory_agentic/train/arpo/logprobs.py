@@ -86,6 +86,34 @@ def _plain_linear(head: torch.nn.Module) -> bool:
     return True
 
 
+def _zero3_frozen_linear(head: torch.nn.Module) -> bool:
+    r"""An `nn.Linear` with DeepSpeed ZeRO-3 partitioned parameters of which none trains (the LM head under LoRA)."""
+    params = [p for p in (getattr(head, "weight", None), getattr(head, "bias", None)) if p is not None]
+    return (
+        isinstance(head, torch.nn.Linear)
+        and hasattr(head.weight, "ds_id")
+        and not any(p.requires_grad for p in params)
+    )
+
+
+def _gathered_frozen_linear(head: torch.nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
+    r"""Full copies of a ZeRO-3 partitioned frozen linear's weight and bias (one all-gather, every rank enters).
+
+    Under ZeRO-3 with LoRA the frozen LM head went through `module_log_probs`, whose per-chunk checkpoint re-runs the
+    head in the backward pass; there DeepSpeed 0.16.9 did not gather the frozen weight again, and the recomputation
+    met the partitioned `[0]` tensor: `CheckpointError: Recomputed values ... have different metadata` (the H200
+    smoke rows z3-hf-lora and z3off-hf-lora, issue 25). A frozen head needs no weight gradient, so a gathered copy
+    (vocab x hidden, e.g. 1.1 GB for a 7B Qwen2.5 in bf16, freed after the loss) feeds the closed form instead.
+    """
+    import deepspeed
+
+    params = [p for p in (head.weight, head.bias) if p is not None]
+    with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
+        weight = head.weight.detach().clone()
+        bias = None if head.bias is None else head.bias.detach().clone()
+    return weight, bias
+
+
 class ResponseHead(torch.nn.Module):
     r"""Stands in for the output projection during one forward; see the module docstring.
 
@@ -107,6 +135,7 @@ class ResponseHead(torch.nn.Module):
         self.temperature, self.chunk_size = temperature, chunk_size
         self.with_entropy, self.entropy_grad = with_entropy, entropy_grad
         self.entropy: torch.Tensor | None = None
+        self.log_probs: torch.Tensor | None = None  # the float32 values, before any cast of the model's output
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         r"""`[b, s, H]` hidden states -> `[n]` log-probs of the selected positions (entropy kept in `self.entropy`)."""
@@ -125,9 +154,12 @@ class ResponseHead(torch.nn.Module):
         )
         if _plain_linear(head):
             logp, entropy = linear_log_probs(chosen, head.weight, targets, bias=head.bias, **kwargs)
+        elif _zero3_frozen_linear(head):
+            weight, bias = _gathered_frozen_linear(head)
+            logp, entropy = linear_log_probs(chosen, weight, targets, bias=bias, **kwargs)
         else:
             logp, entropy = module_log_probs(chosen, head, targets, **kwargs)
-        self.entropy = entropy
+        self.entropy, self.log_probs = entropy, logp
         return logp
 
 
@@ -211,8 +243,13 @@ def response_log_probs(
         kwargs["logits_to_keep"] = width + 1
     with _swapped_head(model, build) as head:
         flat_logp = model(**kwargs).logits
-        flat_entropy = head.entropy
-        head.entropy = None
+        flat_entropy, exact = head.entropy, head.log_probs
+        head.entropy = head.log_probs = None
+    if flat_logp.dtype != exact.dtype:
+        # a wrapper cast the model's output (accelerate's FSDP2 sets `output_dtype` bf16 under bf16 mixed precision,
+        # so the float32 log-probs arrived in bf16 and the scatter below failed, issue 25): keep the float32 values
+        # and let the gradient pass through the cast output, where the wrapper's backward hooks sit
+        flat_logp = exact.detach() + (flat_logp - flat_logp.detach()).to(exact.dtype)
     shape = select.shape
     logps = torch.zeros(shape, dtype=torch.float32, device=flat_logp.device).masked_scatter(select, flat_logp)
     entropy = None
