@@ -15,6 +15,7 @@
 """The `vllm` rollout backend on one GPU: parity with the hf engine on the same weights, and the ARPO step.
 
     python benchmarks/bench_vllm_gpu.py --out DIR [--parts parity,step] [--sizes qwen2.5-0.5b,qwen2.5-7b]
+    python benchmarks/bench_vllm_gpu.py --out DIR --parts step --backends hf --smoke   # CPU check of the step part
 
 Needs vLLM (the `[vllm]` extra; on the GPU machine `scripts/gpu/carry_wheels.sh`). Random-weight models of the named
 Qwen2.5 shapes with the padded tokenizer of `build_real_size_model` (no model hub).
@@ -219,10 +220,10 @@ def run_parity(args: argparse.Namespace, results: Results, size: str) -> None:
 def run_step(args: argparse.Namespace, results: Results, size: str) -> None:
     work = Path(args.work) / "step"
     work.mkdir(parents=True, exist_ok=True)
-    model_dir = build_model(Path(args.work), size, False)
+    model_dir = build_model(Path(args.work), size, args.smoke)
     data_dir = write_dataset(work / size, prompt_texts(model_dir, args.prompts, args.prompt_length))
     updates = args.prompts * args.group // (args.micro * args.accum)
-    rows = {}
+    rollouts: dict[str, list[dict]] = {}
     for backend in args.backends.split(","):
         extra = {"arpo_rollout_backend": backend, "arpo_vllm_gpu_memory_utilization": args.gpu_memory_utilization}
         values = recipe(
@@ -240,39 +241,44 @@ def run_step(args: argparse.Namespace, results: Results, size: str) -> None:
             extra=extra,
         )
         run = run_train(work, values, args.timeout, f"{size}_{backend}", logs=Path(args.out) / "logs")
-        if run["rc"] != 0:
-            rows[backend] = results.add("step", size=size, backend=backend, rc=run["rc"], wall_s=run["wall_s"])
-            continue
-        measured = [r for r in run["records"] if isinstance(r.get("time/step_rollout_total"), (int, float))]
-        last = measured[-1] if measured else {}
-        steps = [r for r in run["records"] if isinstance(r.get("time/training"), (int, float))]
-        update = sum(float(r["time/training"]) for r in steps[-updates:]) / max(updates, 1)
-        generation = float(last.get("time/generation", 0.0)) or None
-        tokens = float(last.get("rollout/generated_tokens", 0.0))
-        rows[backend] = results.add(
-            "step",
-            size=size,
-            backend=backend,
-            rc=0,
-            rollouts_logged=len(measured),
-            rollout_s=last.get("time/step_rollout_total"),
-            generation_s=generation,
-            generated_tokens=tokens,
-            tokens_per_s=tokens / generation if generation else None,
-            update_s=update,
-            step_s=(float(last.get("time/step_rollout_total", 0.0)) + update * updates) or None,
-            peak_gib=largest(run["records"], "perf/peak_gpu_memory_gib"),
-            wall_s=run["wall_s"],
-        )
-    hf, vllm = rows.get("hf"), rows.get("vllm")
-    if hf and vllm and hf.get("rc") == 0 and vllm.get("rc") == 0:
-        ratio = {}
-        for key in ("rollout_s", "generation_s", "update_s", "step_s", "peak_gib"):
-            if hf.get(key) and vllm.get(key):
-                ratio[f"{key}_vllm_over_hf"] = vllm[key] / hf[key]
-        if hf.get("tokens_per_s") and vllm.get("tokens_per_s"):
-            ratio["tokens_per_s_vllm_over_hf"] = vllm["tokens_per_s"] / hf["tokens_per_s"]
-        results.add("step_ratio", size=size, **ratio)
+        # one row per logged rollout; a run stopped by --timeout after its first rollout still reports it (rc says so)
+        rollouts[backend] = []
+        records = run["records"]
+        starts = [i for i, r in enumerate(records) if isinstance(r.get("time/step_rollout_total"), (int, float))]
+        for n, i in enumerate(starts):
+            own = records[i : i + updates]  # the rollout's record and its updates' records
+            first = own[0]
+            generation = float(first.get("time/generation", 0.0)) or None
+            tokens = float(first.get("rollout/generated_tokens", 0.0))
+            update = sum(float(r.get("time/training", 0.0)) for r in own) / max(len(own), 1)
+            rollouts[backend].append(
+                results.add(
+                    "step",
+                    size=size,
+                    backend=backend,
+                    rc=run["rc"],
+                    rollout=n + 1,
+                    rollout_s=first["time/step_rollout_total"],
+                    generation_s=generation,
+                    generated_tokens=tokens,
+                    tokens_per_s=tokens / generation if generation else None,
+                    update_s=update,
+                    step_s=float(first["time/step_rollout_total"]) + update * updates,
+                    peak_gib=largest(own, "perf/peak_gpu_memory_gib"),
+                    wall_s=run["wall_s"],
+                )
+            )
+        if not starts:
+            results.add("step", size=size, backend=backend, rc=run["rc"], wall_s=run["wall_s"])
+    hf, vllm = rollouts.get("hf") or [], rollouts.get("vllm") or []
+    compared = min(len(hf), len(vllm))  # like with like: the last rollout both runs logged (the 2nd when both did)
+    if compared:
+        a, b = hf[compared - 1], vllm[compared - 1]
+        ratio = {f"{k}_vllm_over_hf": b[k] / a[k] for k in ("rollout_s", "generation_s", "update_s", "step_s", "peak_gib")
+                 if a.get(k) and b.get(k)}  # fmt: skip
+        if a.get("tokens_per_s") and b.get("tokens_per_s"):
+            ratio["tokens_per_s_vllm_over_hf"] = b["tokens_per_s"] / a["tokens_per_s"]
+        results.add("step_ratio", size=size, rollout=compared, **ratio)
 
 
 def main() -> None:
@@ -292,8 +298,11 @@ def main() -> None:
     parser.add_argument("--prompt-length", type=int, default=512)
     parser.add_argument("--micro", type=int, default=32)
     parser.add_argument("--accum", type=int, default=2)
-    parser.add_argument("--timeout", type=float, default=500.0, help="seconds per training run")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per training run (vLLM's start: ~2 min)")
+    parser.add_argument("--smoke", action="store_true", help="step part on a tiny model (CPU: --backends hf)")
     args = parser.parse_args()
+    if args.smoke:
+        args.prompts, args.group, args.response, args.prompt_length, args.micro, args.accum = 2, 4, 16, 32, 4, 1
     os.environ.setdefault("PYTHONPATH", str(REPO))
     results = Results(Path(args.out))
     sizes = args.sizes.split(",")

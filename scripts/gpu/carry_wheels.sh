@@ -61,11 +61,13 @@ werkzeug wheel wrapt xarray xxhash yarl zipp
 llamafactory trl datasets dill multiprocess omegaconf antlr4-python3-runtime bm25s math-verify latex2sympy2-extended
 tenacity fire termcolor orjson opentelemetry-api"
 
-# VLLM_SET=lean (default) leaves out vLLM's optional kernel packages, 790 of its 1131 MiB: FlashInfer (the cubin
-# package alone is 344 MiB), the CUTLASS DSL, TileLang, tokenspeed, CUDA's nvcc/nvvm wheels and their needs. vLLM
-# then uses its bundled FlashAttention and PyTorch sampling (not yet seen running on the H200: check with the first
-# call). VLLM_SET=full carries all of it (21 batches).
-VLLM_LEAN_OUT="flashinfer-cubin flashinfer-python apache-tvm-ffi torch-c-dlpack-ext nvidia-cutlass-dsl
+# VLLM_SET=lean (default) leaves out vLLM's optional kernel packages, about 787 of its 1131 MiB: FlashInfer (the
+# cubin package alone is 344 MiB), the CUTLASS DSL, TileLang, tokenspeed, CUDA's nvcc/nvvm wheels and their needs.
+# vLLM then uses its bundled FlashAttention and PyTorch sampling: seen running on the H200 on 2026-12-04
+# (benchmarks/results/scale_h200). apache-tvm-ffi (and its torch-c-dlpack-ext) stay in: xgrammar, which vLLM's
+# request path imports, needs `tvm_ffi` (without it: `ModuleNotFoundError: No module named 'tvm_ffi'` at the first
+# generate). VLLM_SET=full carries all of it (21 batches).
+VLLM_LEAN_OUT="flashinfer-cubin flashinfer-python nvidia-cutlass-dsl
 nvidia-cutlass-dsl-libs-base nvidia-cutlass-dsl-libs-cu13 cuda-python cuda-tile tilelang z3-solver tokenspeed-triton
 tokenspeed-mla humming-kernels quack-kernels nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-crt nvidia-cuda-cccl"
 

@@ -522,3 +522,31 @@ def test_fsdp2_bf16_output_cast_keeps_float32_log_probs_and_gradients(gloo_group
     got.sum().backward()
     for name, param in model.named_parameters():
         torch.testing.assert_close(param.grad.full_tensor(), expected_grads[name], msg=name)
+
+
+def test_memory_log_counts_fsdp2_shards(gloo_group, tiny_model_dir):
+    """The trainer's memory log after an optimiser step under FSDP2 died on the H200 (`Attempted to access the data
+    pointer on an invalid python storage`: a DTensor has no storage of its own). Real `fully_shard` on one CPU rank,
+    a real AdamW step: weights, gradients and states are counted from the local shards (the whole model on one rank)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from transformers import AutoModelForCausalLM
+
+    from llamafactory_agentic.train.arpo.memory import training_state_bytes
+
+    plain = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
+    mesh = init_device_mesh("cpu", (1,))
+    for layer in model.model.layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(3, 200, (2, 10))
+    model(input_ids=ids, labels=ids).loss.backward()
+    optimizer.step()
+
+    got = training_state_bytes(model, optimizer)
+    weights = sum(p.numel() * p.element_size() for p in plain.parameters())  # tied embedding counted once
+    assert got["weights"] == weights
+    assert got["gradients"] == weights
+    assert got["optimizer_states"] >= 2 * weights  # exp_avg and exp_avg_sq (+ step counters)

@@ -32,15 +32,26 @@ GIB = float(2**30)
 
 
 def unique_bytes(tensors) -> int:
-    r"""Bytes of the distinct storages behind `tensors` (a tied or shared tensor counts once; None is skipped)."""
+    r"""Bytes of the distinct storages behind `tensors` (a tied or shared tensor counts once; None is skipped).
+
+    A DTensor (FSDP2's parameters, gradients and optimiser states) counts its local shard: the wrapper has no storage
+    of its own (`data pointer on an invalid python storage`, seen on the H200 under FSDP2, issue 25).
+    """
     seen: set[tuple[str, int]] = set()
     total = 0
     for t in tensors:
         if t is None:
             continue
-        storage = t.untyped_storage()
-        key = (str(t.device), storage.data_ptr())
-        if storage.data_ptr() == 0:  # no data (meta device, empty): count the view
+        if callable(getattr(t, "to_local", None)):  # torch.distributed.tensor.DTensor
+            t = t.to_local()
+        try:
+            storage = t.untyped_storage()
+            pointer = storage.data_ptr()
+        except (RuntimeError, NotImplementedError):  # another tensor subclass without a storage: count the view
+            total += t.numel() * t.element_size()
+            continue
+        key = (str(t.device), pointer)
+        if pointer == 0:  # no data (meta device, empty): count the view
             total += t.numel() * t.element_size()
         elif key not in seen:
             seen.add(key)
