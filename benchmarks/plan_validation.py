@@ -78,6 +78,36 @@ def memory_rows() -> list[tuple]:
     return rows
 
 
+# benchmarks/results/scale_h200/peer_results.jsonl (2026-12-04, `bench_vs_trl_gpu.py`, one run alone on the H200):
+# Qwen2.5-0.5B shape, 16 prompts x 8, 512-token prompts, every response 1024 tokens (a random policy), 2 updates of
+# 32 x 2, pure bf16, LLaMA-Factory's default gradient checkpointing, no tools. (side, initial rollouts, measured
+# perf/decode_step_ms, measured step s = train_runtime of the rollout step, measured memory/peak_loss_gib)
+H200_PEER = [("grpo", 8, 5.856, 16.76, 9.855), ("arpo", 4, 5.515, 20.86, 9.982)]
+
+
+def gpu_step_rows() -> list[tuple]:
+    rows = []
+    for side, initial, decode_ms, step_s, loss_gib in H200_PEER:
+        overrides = {
+            "deepspeed": None, "pure_bf16": True, "arpo_rollout_backend": "hf", "arpo_rollout_n": 8,
+            "arpo_initial_rollouts": initial, "arpo_budget_fill": "all_at_once", "arpo_rollout_schedule": "continuous",
+            "arpo_rollout_batch_size": 16, "per_device_train_batch_size": 32, "gradient_accumulation_steps": 2,
+            "arpo_max_prompt_length": 576, "arpo_max_response_length": 1024, "arpo_hf_generation_batch_size": 128,
+            "rl_micro_batch_tokens": 0, "finetuning_type": "full", "max_steps": 2, "rl_dynamic_sampling": False,
+        }  # fmt: skip
+        # the fills of ARPO's all-at-once budget fill: M - N per group (a random policy calls no tool: no branches)
+        measured = {"response_tokens": 1024, "tool_calls_per_traj": 0.0, "fills_per_step": 16 * (8 - initial),
+                    "decode_step_s": decode_ms / 1e3}  # fmt: skip
+        plan = make_plan(GPU_RECIPE, gpu="h200", num_gpus=1, model_shape="qwen2.5-0.5b", overrides=overrides,
+                         measured=measured)  # fmt: skip
+        label = f"{side}, Qwen2.5-0.5B, 16 x 8, 512 + 1024, one rollout + 2 updates (decode step from the run's log)"
+        source = "results/scale_h200/peer_results.jsonl (bench_vs_trl_gpu.py)"
+        rows.append(("H200 step time", label, plan.numbers["step_s"], step_s, "s", source))
+        rows.append(("H200 peak memory", f"{side}, the same run (loss phase)", plan.numbers["peak_gib"], loss_gib,
+                     "GiB", source))  # fmt: skip
+    return rows
+
+
 def cpu_rows(tmp: Path) -> list[tuple]:
     rows = []
     four = demo_shape(tmp, 4)
@@ -127,7 +157,7 @@ def cpu_rows(tmp: Path) -> list[tuple]:
 
 def table() -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        rows = memory_rows() + cpu_rows(Path(tmp))
+        rows = memory_rows() + gpu_step_rows() + cpu_rows(Path(tmp))
     lines = [
         "| figure | run | predicted | measured | error | measured in |",
         "| --- | --- | --- | --- | --- | --- |",
