@@ -240,15 +240,27 @@ def peak_gib(rows: list[dict]) -> float | None:
     return max(values) if values else None
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s*")
+EXCEPTION_LINE = re.compile(r"^([\w.]+(Error|Exception|Interrupt)|Killed|OutOfMemory\w*)\b.*")
+
+
 def first_error(log: Path) -> str:
-    """The first line that names an error (the root cause usually comes first), else the log's last line."""
+    """The first exception line (`SomeError: message`), else the first line naming an error, else the last line.
+
+    Lines are read without terminal escapes and torchrun's `[rankN]: ` prefix; a `Traceback (most recent call last):`
+    header is skipped for the exception it introduces (the first rank's exception is usually the root cause).
+    """
     if not log.is_file():
         return "no log"
-    lines = log.read_text(errors="replace").splitlines()
+    lines = [RANK_PREFIX.sub("", ANSI.sub("", line)).strip() for line in log.read_text(errors="replace").splitlines()]
     for line in lines:
-        if ERROR.search(line) and "warn" not in line.lower():
-            return line.strip()[:300]
-    return (lines[-1].strip() if lines else "empty log")[:300]
+        if EXCEPTION_LINE.match(line) and "warn" not in line.lower():
+            return line[:300]
+    for line in lines:
+        if ERROR.search(line) and "warn" not in line.lower() and not line.startswith("Traceback"):
+            return line[:300]
+    return (lines[-1] if lines else "empty log")[:300]
 
 
 def run(cmd: list[str], env: dict, log: Path, timeout: int) -> tuple[int, float]:

@@ -69,6 +69,18 @@ def test_log_readers(smoke, tmp_path):
     log = tmp_path / "train.log"
     log.write_text("loading\nUserWarning: something\nRuntimeError: Expected a 'cuda' device type\nTraceback\n")
     assert smoke.first_error(log) == "RuntimeError: Expected a 'cuda' device type"
+    # what torchrun printed on the H200 (the table's error column read `\x1b[A[rank0]: Traceback (most recent ...`)
+    log.write_text(
+        "\x1b[A[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/x/launcher.py", line 185, in <module>\n'
+        "[rank0]:     raise CheckpointError(\n"
+        "[rank0]: torch.utils.checkpoint.CheckpointError: torch.utils.checkpoint: Recomputed values differ\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+    )
+    assert (
+        smoke.first_error(log)
+        == "torch.utils.checkpoint.CheckpointError: torch.utils.checkpoint: Recomputed values differ"
+    )
 
 
 def test_missing_packages_give_skip_rows(smoke, tmp_path, monkeypatch):
