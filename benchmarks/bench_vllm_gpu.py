@@ -34,9 +34,10 @@ weights, by teacher-forcing vLLM's sampled tokens (temperature 1, no top-k / top
   * `sleep`: free GPU memory before `release()`, after it and after `wake_up()`, and the log-probs after waking.
 `step`: for each size, the ARPO step of `bench_vs_trl_gpu.py`'s peer geometry (16 prompts x 8, 512-token prompts,
 up to 1024 response tokens, M/2 initial rollouts with all-at-once budget fill, 2 updates of 32 x 2 per rollout, no
-tools), two rollouts, with `arpo_rollout_backend: hf` and `vllm`; of the second rollout: rollout time
-(`time/step_rollout_total`), generation time, generated tokens per second, update time, peak GPU memory; then the
-ratios vllm / hf. Writes `DIR/results.jsonl`, `DIR/summary.csv` and the runs' logs under `DIR/logs/`.
+tools), two rollouts, with `arpo_rollout_backend: hf` and `vllm`; one row per logged rollout: rollout time
+(`time/step_rollout_total`), generation time, generated tokens per second, update time, peak GPU memory (a run stopped
+by `--timeout` reports the rollouts it logged, with its exit code); then the ratios vllm / hf of the last rollout both
+runs logged (the second, when both got there; the first pays vLLM's and the CUDA graphs' warm-up). Writes `DIR/results.jsonl`, `DIR/summary.csv` and the runs' logs under `DIR/logs/`.
 """
 
 import argparse
