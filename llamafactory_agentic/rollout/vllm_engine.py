@@ -15,7 +15,7 @@
 """`vllm` generation backend (extra: `pip install llamafactory-agentic[vllm]`).
 
 Colocated `vllm.LLM` with prefix caching (shared prefixes of branches computed once, docs/algorithms.md §3.4), prompts
-given as token ids, `SamplingParams(stop=[...], include_stop_str_in_output=True, logprobs=k, max_tokens=...)` per
+given as token ids, `SamplingParams(stop=[...], include_stop_str_in_output=True, logprobs=k, flat_logprobs=True, max_tokens=...)` per
 trajectory. Written for vLLM 0.22.1 - 0.23.0 (the `vllm` extra of setup.py: the releases that pin the project's torch
 2.11, README "Optional parts"), whose engine is V1 only: with `VLLM_ENABLE_V1_MULTIPROCESSING=0` and
 `distributed_executor_backend="external_launcher"` (as TRL's colocate mode) the engine core and its worker live in
@@ -29,7 +29,8 @@ any temperature; vLLM's default `raw_logprobs` would give the untempered model d
 engine's memory during training. On the H200 with vLLM 0.22.1 (docs/scaling.md, "The vLLM backend on the H200") the
 pushed weights gave log-probs within bf16 rounding of transformers on the same weights (mean 0.013 nats, max 0.057;
 LoRA merged: max 0.10), sleep freed the engine's memory and waking restored it, and ARPO trained through
-`llamafactory-cli train`; the tests here use a fake that honours the public `LLM.generate` / `apply_model` /
+`llamafactory-cli train` (that run asked for vLLM's default dict log-prob container; the flat one, cheaper on the host,
+has not run on a GPU yet); the tests here use a fake that honours the public `LLM.generate` / `apply_model` /
 `SamplingParams` contract.
 
 LoRA (and other peft adapters) are supported: vLLM holds the base architecture and receives the merged weights under
@@ -233,7 +234,12 @@ class VLLMEngine(GenerationEngine):
                     stop=list(sampling.stop_strings),
                     include_stop_str_in_output=True,
                     stop_token_ids=list(sampling.eos_token_ids),
-                    logprobs=sampling.entropy_topk,
+                    # top-k log-probs at every generated position (vLLM cannot limit them to the first
+                    # `entropy_tokens` the branching rule reads), in vLLM's flat container: a constant number of
+                    # Python objects per request instead of a dict of k + 1 `Logprob`s per position
+                    # (benchmarks/bench_vllm_logprobs_cpu.py); none at all when no entropy is asked for
+                    logprobs=sampling.entropy_topk if sampling.entropy_tokens > 0 else None,
+                    flat_logprobs=True,
                     skip_special_tokens=False,
                     **extra,
                 )
@@ -246,7 +252,12 @@ class VLLMEngine(GenerationEngine):
         for i, out in zip(index, outputs):
             completion = out.outputs[0]
             token_ids = list(completion.token_ids)
-            terms = [logprob_dict_entropy_term(lp) for lp in (completion.logprobs or [])[: sampling.entropy_tokens]]
+            # by index: vLLM's `FlatLogprobs` returns one position's {token_id: Logprob} dict per index (its slice of
+            # zero positions raises), a plain list does the same
+            logprobs = completion.logprobs or ()
+            terms = [
+                logprob_dict_entropy_term(logprobs[j]) for j in range(min(len(logprobs), sampling.entropy_tokens))
+            ]
             stop_reason = getattr(completion, "stop_reason", None)
             if completion.finish_reason == "stop" and isinstance(stop_reason, str):
                 reason, stop = "stop", stop_reason
