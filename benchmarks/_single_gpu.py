@@ -172,11 +172,16 @@ def recipe(
     accum: int,
     steps: int,
     finetuning: str = "full",
-    gradient_checkpointing: bool = False,
+    gradient_checkpointing: bool = True,
     slots: int | None = None,
     extra: dict | None = None,
 ) -> dict:
-    r"""A `llamafactory-cli train` recipe (LLaMA-Factory's key order) for an ARPO run on the synthetic prompts."""
+    r"""A `llamafactory-cli train` recipe (LLaMA-Factory's key order) for an ARPO run on the synthetic prompts.
+
+    `gradient_checkpointing` is set through LLaMA-Factory's own switch, `disable_gradient_checkpointing` (LLaMA-Factory
+    checkpoints unless it is set, whatever the Trainer's `gradient_checkpointing` says); until 2026-12-04 only the
+    Trainer's key was written, so every run of these benchmarks, `gc` False in their results included, checkpointed.
+    """
     gpu = cuda()
     values: dict[str, Any] = {
         "model_name_or_path": str(model_dir),
@@ -214,6 +219,7 @@ def recipe(
         per_device_train_batch_size=micro,
         gradient_accumulation_steps=accum,
         gradient_checkpointing=gradient_checkpointing,
+        disable_gradient_checkpointing=not gradient_checkpointing,
         learning_rate=1.0e-6,
         max_steps=steps,
         lr_scheduler_type="constant",

@@ -425,7 +425,7 @@ def loop_run(args, results: Results, deadline: float, part: str, case: dict) -> 
         accum=1,
         steps=case.get("steps", 1),
         finetuning=case["finetuning"],
-        gradient_checkpointing=case.get("gc", False),
+        gradient_checkpointing=case.get("gc", True),
         slots=case.get("slots"),
         extra={k: v for k, v in extra.items() if v is not None},
     )
@@ -435,7 +435,7 @@ def loop_run(args, results: Results, deadline: float, part: str, case: dict) -> 
         "label": case["label"],
         "model": case["model"],
         "finetuning": case["finetuning"],
-        "gc": case.get("gc", False),
+        "gc": case.get("gc", True),
         "rc": run["rc"],
         "wall_s": run["wall_s"],
         "prompts": prompts,

@@ -18,7 +18,10 @@
         [--micro 32 --accum 2] [--sides trl,grpo,arpo] [--smoke]
 
 One process launch per side, the same random-weight model, prompts (rendered with the `qwen` template), M, response
-length and micro-batch geometry (micro x accum trajectories per update, 2 updates from one rollout), no tools:
+length, micro-batch geometry (micro x accum trajectories per update, 2 updates from one rollout) and gradient
+checkpointing (off unless `--gradient-checkpointing`; until 2026-12-04 this project's sides checkpointed regardless,
+since only the Trainer's key reached LLaMA-Factory, so the update ratios measured before compare a checkpointed update
+with TRL's plain one), no tools:
 
 * `trl`: `trl.GRPOTrainer` (bf16 weights, `loss_type: dapo`, `beta: 0`), in a child process of this script; under
   Transformers 5.6 it needs `model.warnings_issued = {}` and TRL's package-availability flags fixed
@@ -263,7 +266,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-length", type=int, default=512)
     parser.add_argument("--micro", type=int, default=32)
     parser.add_argument("--accum", type=int, default=2)
-    parser.add_argument("--gradient-checkpointing", action="store_true")
+    parser.add_argument("--gradient-checkpointing", action="store_true", help="checkpoint activations on every side")
     parser.add_argument("--sides", default="trl,grpo,arpo")
 
 
