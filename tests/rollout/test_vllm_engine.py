@@ -352,9 +352,8 @@ def test_vllm_engine_sets_the_external_launcher_variables_a_plain_launch_lacks(
 def test_vllm_engine_asks_for_flat_log_probs_and_none_without_entropy(fake_vllm, tiny_model, tiny_tokenizer):
     """The engine asks vLLM for its flat log-prob container (a constant number of Python objects per request; vLLM's
     dict per position cost 153 us per position against 89 flat on the 2-core development machine,
-    `benchmarks/bench_vllm_logprobs_cpu.py`) and reads
-    it by index; with `entropy_tokens` 0 it asks for no log-probs at all (and a zero-position slice of the flat
-    container, which raises in vLLM, is never taken)."""
+    `benchmarks/bench_vllm_logprobs_cpu.py`) and reads it by index; with `entropy_tokens` 0 it asks for no log-probs
+    at all (and a zero-position slice of the flat container, which raises in vLLM, is never taken)."""
     text = "<answer> Paris </answer> and more text"
     p = tiny_tokenizer.encode("<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n")
     llm = FakeLLM(tiny_tokenizer, [text, text])

@@ -468,7 +468,7 @@ def test_lora_loss_under_zero3_gathers_the_frozen_head_instead_of_recomputing_it
     weight.data = torch.empty(0)
 
     def gather(module, args):  # DeepSpeed's fetch before a forward, not in the backward's recomputation
-        if not torch._C._current_graph_task_id() >= 0:
+        if torch._C._current_graph_task_id() < 0:  # -1: no backward pass running
             weight.data = weight.ds_full
 
     def release(module, args, output):

@@ -6,9 +6,10 @@
 
 On the H200 with the `[vllm]` extra (vLLM 0.22.1) installed, every `arpo` run died at import:
 `ImportError: cannot import name 'GuidedDecodingParams' from 'vllm.sampling_params'` (TRL's `grpo_trainer` imports
-it at module level when it finds vLLM). vLLM cannot be installed here, so a stand-in package is put on the path: a
-`vllm` module with vLLM 0.22's relevant shape (a `sampling_params` module without that class) and a dist-info so
-that TRL's package check finds version 0.22.1; TRL's own import fails on it, the plugin's trainer imports. Fake because vLLM needs a GPU and cannot be installed on this machine.
+it at module level when it finds vLLM). vLLM needs a GPU and cannot be installed on this machine, so a stand-in
+package is put on the path: a `vllm` module with vLLM 0.22's relevant shape (a `sampling_params` module without that
+class) and a dist-info, so that TRL's package check finds version 0.22.1. TRL's own import fails on it; the plugin's
+trainer imports.
 """
 
 import subprocess
