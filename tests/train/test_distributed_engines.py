@@ -465,6 +465,7 @@ def test_lora_loss_under_zero3_gathers_the_frozen_head_instead_of_recomputing_it
     weight = head.weight
     assert not weight.requires_grad  # LoRA: the head is frozen
     weight.ds_id, weight.ds_full = 7, weight.data.clone()
+    weight.ds_status = types.SimpleNamespace(name="NOT_AVAILABLE")  # DeepSpeed's ZeroParamStatus when partitioned
     weight.data = torch.empty(0)
 
     def gather(module, args):  # DeepSpeed's fetch before a forward, not in the backward's recomputation

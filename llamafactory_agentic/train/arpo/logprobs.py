@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from ...algorithms.logprobs import linear_log_probs, module_log_probs
+from ...rollout.weight_sync import zero3_gather
 
 
 _LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier_scale")
@@ -103,12 +104,10 @@ def _gathered_frozen_linear(head: torch.nn.Linear) -> tuple[torch.Tensor, torch.
     head in the backward pass; there DeepSpeed 0.16.9 did not gather the frozen weight again, and the recomputation
     met the partitioned `[0]` tensor: `CheckpointError: Recomputed values ... have different metadata` (the H200
     smoke rows z3-hf-lora and z3off-hf-lora, issue 25). A frozen head needs no weight gradient, so a gathered copy
-    (vocab x hidden, e.g. 1.1 GB for a 7B Qwen2.5 in bf16, freed after the loss) feeds the closed form instead.
+    (vocab x hidden, e.g. 1.1 GB for a 7B Qwen2.5 in bf16, freed after the loss) feeds the closed form instead. The
+    gather is the weight push's (`rollout.weight_sync.zero3_gather`: only what is partitioned right now).
     """
-    import deepspeed
-
-    params = [p for p in (head.weight, head.bias) if p is not None]
-    with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
+    with zero3_gather([p for p in (head.weight, head.bias) if p is not None]):
         weight = head.weight.detach().clone()
         bias = None if head.bias is None else head.bias.detach().clone()
     return weight, bias
