@@ -44,6 +44,25 @@ SMOKE_SHAPE = dict(  # `--smoke`: every code path on CPU in seconds
     tie_word_embeddings=False,
 )
 SYSTEM = "You are a helpful assistant."
+# `--smoke` geometry of the peer step (`add_peer_geometry`): every code path on CPU in seconds
+PEER_SMOKE_GEOMETRY = dict(prompts=2, group=4, response=16, prompt_length=32, micro=4, accum=1)
+
+
+def add_peer_geometry(parser: Any) -> None:
+    r"""The peer step's batch geometry options (16 prompts x 8, 512 + 1024 tokens, 2 updates of 32 x 2 per rollout),
+    one declaration for `bench_vs_trl_gpu.py` and `bench_vllm_gpu.py`, whose runs are then the same step."""
+    parser.add_argument("--prompts", type=int, default=16)
+    parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--response", type=int, default=1024)
+    parser.add_argument("--prompt-length", type=int, default=512)
+    parser.add_argument("--micro", type=int, default=32)
+    parser.add_argument("--accum", type=int, default=2)
+
+
+def use_smoke_geometry(args: Any) -> None:
+    r"""Replace the parsed geometry by `PEER_SMOKE_GEOMETRY` (`--smoke`)."""
+    for key, value in PEER_SMOKE_GEOMETRY.items():
+        setattr(args, key, value)
 
 
 def cuda() -> bool:

@@ -52,12 +52,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _single_gpu import (  # noqa: E402
     REPO,
     Results,
+    add_peer_geometry,
     build_model,
     largest,
     prompt_texts,
     recipe,
     render,
     run_train,
+    use_smoke_geometry,
     write_dataset,
 )
 
@@ -293,17 +295,12 @@ def main() -> None:
     parser.add_argument("--parity-prompts", type=int, default=16)
     parser.add_argument("--parity-prompt-length", type=int, default=256)
     parser.add_argument("--parity-new", type=int, default=128)
-    parser.add_argument("--prompts", type=int, default=16)
-    parser.add_argument("--group", type=int, default=8)
-    parser.add_argument("--response", type=int, default=1024)
-    parser.add_argument("--prompt-length", type=int, default=512)
-    parser.add_argument("--micro", type=int, default=32)
-    parser.add_argument("--accum", type=int, default=2)
+    add_peer_geometry(parser)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per training run (vLLM's start: ~2 min)")
     parser.add_argument("--smoke", action="store_true", help="step part on a tiny model (CPU: --backends hf)")
     args = parser.parse_args()
     if args.smoke:
-        args.prompts, args.group, args.response, args.prompt_length, args.micro, args.accum = 2, 4, 16, 32, 4, 1
+        use_smoke_geometry(args)
     os.environ.setdefault("PYTHONPATH", str(REPO))
     results = Results(Path(args.out))
     sizes = args.sizes.split(",")

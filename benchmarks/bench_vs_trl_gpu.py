@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _single_gpu import (  # noqa: E402
     Results,
+    add_peer_geometry,
     build_model,
     cuda,
     first,
@@ -56,6 +57,7 @@ from _single_gpu import (  # noqa: E402
     render,
     run_train,
     total,
+    use_smoke_geometry,
     write_dataset,
 )
 
@@ -260,12 +262,7 @@ def run_peer(args: argparse.Namespace, results: Results, deadline: float) -> lis
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="qwen2.5-0.5b")
-    parser.add_argument("--prompts", type=int, default=16)
-    parser.add_argument("--group", type=int, default=8)
-    parser.add_argument("--response", type=int, default=1024)
-    parser.add_argument("--prompt-length", type=int, default=512)
-    parser.add_argument("--micro", type=int, default=32)
-    parser.add_argument("--accum", type=int, default=2)
+    add_peer_geometry(parser)
     parser.add_argument("--gradient-checkpointing", action="store_true", help="checkpoint activations on every side")
     parser.add_argument("--sides", default="trl,grpo,arpo")
 
@@ -285,7 +282,7 @@ def main() -> None:
         trl_child(args)
         return
     if args.smoke:
-        args.prompts, args.group, args.response, args.prompt_length, args.micro, args.accum = 2, 4, 16, 32, 4, 1
+        use_smoke_geometry(args)
     results = Results(Path(args.out))
     print(f"peer benchmark on {'cuda' if cuda() else 'cpu'}: {vars(args)}", flush=True)
     run_peer(args, results, time.perf_counter() + args.budget_s)
