@@ -26,8 +26,9 @@ checkpoint (`resume_from_checkpoint`) for one more step. Row fields:
 started (the trainer began its loop), trained (the log reached step `--steps`), saved (the checkpoint holds
 `trainer_state.json` at that step), resumed (the second run logged step `--steps + 1` and no earlier step), step time (seconds per step
 from the plugin's `time/step_rollout_total` + `time/training`, else the trainer's elapsed time over the steps), peak
-memory (largest `memory/peak_gib` / `perf/peak_gpu_memory_gib` logged, GiB) and the first error line of a failed
-run. A `vllm` row on a machine without vLLM reads `vllm not installed`, a DeepSpeed row without DeepSpeed `deepspeed
+memory (largest `memory/peak_gib` / `perf/peak_gpu_memory_gib` logged, GiB), the largest gradient norm (the reward
+is a graded length reward, `SMOKE_REWARD`, so that a random model's updates have gradients: 0 here means nothing was
+trained) and the first error line of a failed run. A `vllm` row on a machine without vLLM reads `vllm not installed`, a DeepSpeed row without DeepSpeed `deepspeed
 not installed`. Writes `DIR/smoke.csv`, `DIR/smoke.md` (with date and machine) and the runs' logs under `DIR/runs/`.
 Exit code 0 when every selected row passed (skipped rows do not count as failures).
 """
@@ -63,7 +64,10 @@ ENGINES = [*DEEPSPEED, *FSDP, "plain"]
 BACKENDS = ["hf", "vllm"]
 TUNING = ["full", "lora"]
 DEFAULT_ENGINES = [*DEEPSPEED, *FSDP]
-FIELDS = ["combo", "started", "trained", "saved", "resumed", "step_s", "peak_gib", "resume_step_s", "seconds", "error"]
+FIELDS = [
+    "combo", "started", "trained", "saved", "resumed", "step_s", "peak_gib", "grad_norm", "resume_step_s", "seconds",
+    "error",
+]  # fmt: skip
 TASK_SIZES = {"sft": 32, "train": 64, "heldout": 16}
 ERROR = re.compile(r"(Error|Exception|error:|CUDA error|Traceback|Killed|OutOfMemory)")
 
@@ -97,6 +101,17 @@ def prepare(work: Path, size: str, seed: int) -> tuple[Path, Path]:
     return data, model
 
 
+# A random-weight model never writes a well-formed answer, so the task's F1 reward is -1 for every trajectory, every
+# advantage 0 and every gradient 0 (the H200 table of 2026-12-04 logged loss 0 and grad norm 0): the runs exercised
+# the engines' forward and backward but applied no update. This graded reward gives every group a spread.
+SMOKE_REWARD = '''"""recipe_smoke_gpu.py: a graded reward (response length up to 400 characters) for a random-weight model."""
+
+
+def reward(model_text, ground_truth, metadata=None):
+    return min(len(model_text), 400) / 400.0
+'''
+
+
 def base_recipe(work: Path, cuda: bool, steps: int) -> dict:
     """The demo's ARPO recipe at smoke size, paths absolute under `work`."""
     from llamafactory_agentic.tasks.demo import RL_RECIPE, recipe_text
@@ -112,6 +127,7 @@ def base_recipe(work: Path, cuda: bool, steps: int) -> dict:
         arpo_max_response_length=96,
         arpo_hf_generation_batch_size=16,
         arpo_rollout_log_ratio=0.0,
+        agentic_reward="smoke_reward:reward",  # graded (SMOKE_REWARD): every update has gradients to apply
         rl_dynamic_sampling=False,  # a random model: every group may be equal; dynamic sampling would roll out more
         per_device_train_batch_size=8,
         gradient_accumulation_steps=2,
@@ -245,6 +261,12 @@ RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s*")
 EXCEPTION_LINE = re.compile(r"^([\w.]+(Error|Exception|Interrupt)|Killed|OutOfMemory\w*)\b.*")
 
 
+def largest_grad_norm(rows: list[dict]) -> float | None:
+    """The largest `grad_norm` the run logged (0 for a run whose updates had nothing to apply)."""
+    values = [float(r["grad_norm"]) for r in rows if r.get("grad_norm") is not None]
+    return max(values) if values else None
+
+
 def first_error(log: Path) -> str:
     """The first exception line (`SomeError: message`), else the first line naming an error, else the last line.
 
@@ -306,6 +328,7 @@ def smoke(combo: str, base: dict, runs: Path, steps: int, timeout: int) -> dict:
     row["saved"] = state.is_file() and json.loads(state.read_text()).get("global_step") == steps
     row["step_s"] = step_time(rows, steps)
     row["peak_gib"] = peak_gib(rows)
+    row["grad_norm"] = largest_grad_norm(rows)
     row["seconds"] = round(wall, 1)
     if code != 0 or not row["saved"]:
         row["resumed"] = False
@@ -400,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.datetime.now(datetime.timezone.utc)
     data, model = prepare(out, args.size, args.seed)
     base = base_recipe(out, cuda, args.steps)
+    (out / "smoke_reward.py").write_text(SMOKE_REWARD)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(out), os.environ.get("PYTHONPATH")) if p)
     print(f"{len(selected)} combinations, {args.steps} steps + 1 resumed, model {model}, data {data}", flush=True)
 
     def one(combo: str) -> dict:
