@@ -15,7 +15,7 @@
 """TRL 0.24's `GRPOTrainer` (its HF-generate rollout) against this project's GRPO (N = M) and ARPO on one GPU.
 
     python benchmarks/bench_vs_trl_gpu.py --out DIR [--model qwen2.5-0.5b] [--prompts 16 --group 8 --response 1024]
-        [--micro 32 --accum 2] [--sides trl,grpo,arpo] [--smoke]
+        [--micro 32 --accum 2] [--rollouts 2] [--sides trl,grpo,arpo] [--smoke]
 
 One process launch per side, the same random-weight model, prompts (rendered with the `qwen` template), M, response
 length, micro-batch geometry (micro x accum trajectories per update, 2 updates from one rollout) and gradient
@@ -30,9 +30,13 @@ with TRL's plain one), no tools:
 * `arpo`: the same with N = M / 2 and `all_at_once` budget fill (a random policy calls no tool, so the other half are
   fills).
 
-Prints per side: step time (`train_runtime` of both updates), rollout time (generation, scoring and the old-log-prob
-pass: everything before the first update), update time (the rest per update, optimiser step included), generated
+Each side runs `--rollouts` generation batches (default 2), each followed by its updates. Prints per side: step time
+(`train_runtime` per generation batch), rollout time (generation, scoring and the old-log-prob pass: everything
+before a batch's first update), update time (the rest per update, optimiser step included, the first update's warm-up
+of kernels and allocator included), the last update's time (the wall time of the last optimiser step, which has no
+rollout in it: the update at steady state; TRL's from its step ends, this project's from `time/step`), generated
 tokens per second of the rollout and the peak GPU memory; then the ratios against TRL. Writes `DIR/peer.json`.
+Sides of this project may carry recipe keys (`--sides 'trl,grpo,grpo:rl_logprob_chunk_size=0'`).
 """
 
 import argparse
@@ -96,7 +100,7 @@ def trl_child(args: argparse.Namespace) -> None:
         top_p=1.0,
         learning_rate=1.0e-6,
         lr_scheduler_type="constant",
-        max_steps=args.prompts * args.group // (args.micro * args.accum),
+        max_steps=args.rollouts * args.prompts * args.group // (args.micro * args.accum),
         logging_steps=1,
         save_strategy="no",
         report_to=[],
@@ -155,7 +159,7 @@ def trl_child(args: argparse.Namespace) -> None:
 def run_trl(args: argparse.Namespace, model_dir: Path, work: Path, timeout: float) -> dict:
     result = work / "trl.json"
     cmd = [sys.executable, __file__, "--child-trl", "--model-dir", str(model_dir), "--result", str(result)]
-    for key in ("prompts", "group", "response", "prompt_length", "micro", "accum"):
+    for key in ("prompts", "group", "response", "prompt_length", "micro", "accum", "rollouts"):
         cmd += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
     if args.gradient_checkpointing:
         cmd.append("--gradient-checkpointing")
@@ -172,27 +176,48 @@ def run_trl(args: argparse.Namespace, model_dir: Path, work: Path, timeout: floa
         print(f"[trl] exit {rc}:\n{log[-4000:]}", flush=True)
         return {"side": "trl", "rc": rc, "wall_s": time.perf_counter() - t0}
     data = json.loads(result.read_text())
-    updates = data["updates"]
+    updates = data["updates"]  # over all rollouts
+    ends = data.get("step_ends_s") or []
     return {
         "side": "trl",
         "rc": 0,
-        "step_s": data["runtime_s"],
-        "rollout_s": data["rollout_s"],
+        "step_s": data["runtime_s"] / args.rollouts,
+        "rollout_s": data["rollout_s"] / args.rollouts,
         "update_s": (data["runtime_s"] - data["rollout_s"]) / updates,
-        "tokens_per_s": (data["generated_tokens"] or 0.0) / max(data["rollout_s"], 1e-9),
+        # the last optimiser step has no rollout in it (2 updates per rollout): the update at steady state
+        "last_update_s": ends[-1] - ends[-2] if len(ends) >= 2 else None,
+        "tokens_per_s": (data["generated_tokens"] or 0.0) * args.rollouts / max(data["rollout_s"], 1e-9),
         "peak_gib": data["peak_gib"],
     }
 
 
+def parse_side(spec: str) -> tuple[str, dict]:
+    r"""`grpo` / `arpo[:KEY=VALUE;KEY=VALUE]` -> (`grpo` or `arpo`, recipe keys to set); values are read as YAML."""
+    import yaml
+
+    side, _, rest = spec.partition(":")
+    if side not in ("grpo", "arpo"):
+        raise SystemExit(f"--sides: {spec!r}: a side is trl, grpo or arpo, optionally with :KEY=VALUE;KEY=VALUE")
+    extra = {}
+    for item in filter(None, rest.split(";")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--sides: {spec!r}: expected KEY=VALUE, got {item!r}")
+        extra[key] = yaml.safe_load(value)
+    return side, extra
+
+
 def run_ours(
-    args: argparse.Namespace, side: str, model_dir: Path, data_dir: Path, work: Path, timeout: float, logs: Path
+    args: argparse.Namespace, spec: str, model_dir: Path, data_dir: Path, work: Path, timeout: float, logs: Path
 ):
+    side, extra = parse_side(spec)
+    name = spec.replace(":", "_").replace(";", "_").replace("=", "-")  # a folder name
     initial = args.group if side == "grpo" else max(args.group // 2, 1)
-    updates = args.prompts * args.group // (args.micro * args.accum)
+    updates = args.rollouts * args.prompts * args.group // (args.micro * args.accum)
     values = recipe(
         model_dir,
         data_dir,
-        work / f"{side}_out",
+        work / f"{name}_out",
         prompts=args.prompts,
         group=args.group,
         initial=initial,
@@ -202,22 +227,26 @@ def run_ours(
         accum=args.accum,
         steps=updates,
         gradient_checkpointing=args.gradient_checkpointing,
+        extra=extra,
     )
-    run = run_train(work, values, timeout, side, logs=logs)
+    run = run_train(work, values, timeout, name, logs=logs)
     if run["rc"] != 0:
-        return {"side": side, "rc": run["rc"], "wall_s": run["wall_s"]}
+        return {"side": spec, "rc": run["rc"], "wall_s": run["wall_s"]}
     records = run["records"]
     runtime = float(run["metrics"].get("train_runtime", run["wall_s"]))
-    rollout = first(records, "time/step_rollout_total", 0.0)
-    generation = first(records, "time/generation", 0.0)
+    rollout = total(records, "time/step_rollout_total")
+    generation = total(records, "time/generation")
+    steps = [float(r["time/step"]) for r in records if isinstance(r.get("time/step"), (int, float))]
     return {
-        "side": side,
+        "side": spec,
         "rc": 0,
-        "step_s": runtime,
-        "rollout_s": rollout,
+        "logprob_chunk": extra.get("rl_logprob_chunk_size", 1024),
+        "step_s": runtime / args.rollouts,
+        "rollout_s": rollout / args.rollouts,
         "update_s": (runtime - rollout) / updates,
+        "last_update_s": steps[-1] if len(steps) >= 2 else None,  # `time/step` of the last step: no rollout in it
         "update_fwd_bwd_s": total(records, "time/training") / updates,
-        "tokens_per_s": first(records, "rollout/generated_tokens", 0.0) / max(generation, 1e-9),
+        "tokens_per_s": total(records, "rollout/generated_tokens") / max(generation, 1e-9),
         "decode_step_ms": first(records, "perf/decode_step_ms"),
         "peak_gib": largest(records, "perf/peak_gpu_memory_gib"),
         "peak_loss_gib": largest(records, "memory/peak_loss_gib"),
@@ -250,6 +279,9 @@ def run_peer(args: argparse.Namespace, results: Results, deadline: float) -> lis
             ratios = {
                 "rollout_speedup_vs_trl": trl["rollout_s"] / max(row["rollout_s"], 1e-9),
                 "update_time_vs_trl": row["update_s"] / max(trl["update_s"], 1e-9),
+                "last_update_time_vs_trl": (row["last_update_s"] / trl["last_update_s"])
+                if row.get("last_update_s") and trl.get("last_update_s")
+                else None,
                 "step_speedup_vs_trl": trl["step_s"] / max(row["step_s"], 1e-9),
                 "tokens_per_s_vs_trl": row["tokens_per_s"] / max(trl["tokens_per_s"], 1e-9),
             }
@@ -264,7 +296,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="qwen2.5-0.5b")
     add_peer_geometry(parser)
     parser.add_argument("--gradient-checkpointing", action="store_true", help="checkpoint activations on every side")
-    parser.add_argument("--sides", default="trl,grpo,arpo")
+    parser.add_argument("--rollouts", type=int, default=2, help="generation batches per side (each with its updates)")
+    parser.add_argument("--sides", default="trl,grpo,arpo", help="trl, grpo, arpo; ours may carry recipe keys: "
+                        "'grpo:rl_logprob_chunk_size=1024' (several joined by ';')")  # fmt: skip
 
 
 def main() -> None:

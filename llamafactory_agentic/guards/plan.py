@@ -540,7 +540,7 @@ def _memory(plan: Plan, shape, device, world, finetuning, lora_rank, fp32_master
         slots=slots,
         micro_batch_tokens=micro_tokens,
         gradient_checkpointing=gc,
-        chunk_size=chunk or 1024,
+        chunk_size=chunk,  # 0: the materialising path's full logits (estimated since 2026-12-04; before, as 1024)
         lora_merge=lora_merge,
         prompt_length=prompt_length,
     )
@@ -643,7 +643,7 @@ def _plan_rl(plan, values, shape, device, world, finetuning, lora_rank, fp32_mas
         trajs,
     )
     _memory(plan, shape, device, world, finetuning, lora_rank, fp32_master, gc, zero, off_opt, off_par, ds_src,
-            precision, prompt_len + budget, slots, micro, int(values.get("rl_logprob_chunk_size") or 1024), vllm_util,
+            precision, prompt_len + budget, slots, micro, int(values.get("rl_logprob_chunk_size", 1024)), vllm_util,
             str(values["arpo_hf_lora_merge"]), rl=True, prompt_length=prompt_len)  # fmt: skip
 
     # ---- time per rollout step
@@ -819,7 +819,7 @@ def _plan_sft(plan, values, shape, device, world, finetuning, lora_rank, fp32_ma
     seq = DEFAULTS["sft_fill"] * cutoff
     micro = per_device * cutoff
     _memory(plan, shape, device, world, finetuning, lora_rank, fp32_master, gc, zero, off_opt, off_par, ds_src,
-            precision, cutoff, 0, micro, 0, 0.0, "gpu", rl=False)  # fmt: skip
+            precision, cutoff, 0, micro, 1024, 0.0, "gpu", rl=False)  # fmt: skip
     tokens = per_device * accum * seq  # per rank and optimiser step
     train_s = _train_seconds(shape, tokens, gc, device)
     if device.kind == "cpu":

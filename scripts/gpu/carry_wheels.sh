@@ -134,6 +134,9 @@ PY
 build_deepspeed() {
   local dest=$1
   "$PY" -c "import torch" 2>/dev/null || die "PYTHON=$PY has no torch (DeepSpeed's setup.py imports it)"
+  # --no-build-isolation runs DeepSpeed's setup.py with PYTHON's own packages: without `wheel` it stops at
+  # "error: invalid command 'bdist_wheel'" (a fresh `make install` venv has none)
+  "$PY" -c "import wheel" 2>/dev/null || die "PYTHON=$PY has no 'wheel' package: $PY -m pip install wheel"
   DS_BUILD_OPS=0 "$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$dest/all" "deepspeed==$DEEPSPEED_VERSION"
   local specs=()
   for p in "${DEEPSPEED_DEPS[@]}"; do specs+=("$(pin "$p")"); done

@@ -14,7 +14,7 @@ import pytest
 
 from llamafactory_agentic.guards.plan import PlanError, make_plan, read_measured
 from llamafactory_agentic.testing import real_size_config
-from llamafactory_agentic.train.arpo.memory import ModelShape, estimate_step_memory
+from llamafactory_agentic.train.arpo.memory import GIB, MATERIALISED_HEAD_BYTES, ModelShape, estimate_step_memory
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,6 +88,29 @@ def test_memory_matches_the_estimator_and_the_card():
     z3 = make_plan(recipe, gpu="h200", num_gpus=8)
     z1 = make_plan(recipe, gpu="h200", num_gpus=8, overrides={"deepspeed": None})
     assert z3.numbers["static_gib"] == pytest.approx(z1.numbers["static_gib"] / 8, rel=1e-6)
+
+
+def test_materialised_log_probs_are_planned_with_their_full_logits():
+    """`rl_logprob_chunk_size: 0` (full `[b, C, vocab]` logits) was planned as the fused 1024-position chunk; on the
+    H200 that path peaked at 127.9 GiB where the fused one peaked at 74.2 GiB (0.5B, 32 x (576 + 1024) tokens per
+    micro-batch, no checkpointing; docs/plan.md). The plan now carries the logits of the scored positions."""
+    recipe = REPO / "recipes/arpo/qwen2.5_7b_reasoning_full.yaml"
+    common = {"deepspeed": None, "pure_bf16": True, "arpo_rollout_backend": "hf", "arpo_rollout_batch_size": 16,
+              "arpo_rollout_n": 8, "per_device_train_batch_size": 32, "gradient_accumulation_steps": 2,
+              "arpo_max_prompt_length": 576, "arpo_max_response_length": 1024, "arpo_hf_generation_batch_size": 128,
+              "rl_micro_batch_tokens": 0, "disable_gradient_checkpointing": True}  # fmt: skip
+    fused = make_plan(recipe, gpu="h200", num_gpus=1, model_shape="qwen2.5-0.5b",
+                      overrides=dict(common, rl_logprob_chunk_size=1024))  # fmt: skip
+    full = make_plan(recipe, gpu="h200", num_gpus=1, model_shape="qwen2.5-0.5b",
+                     overrides=dict(common, rl_logprob_chunk_size=0))  # fmt: skip
+    shape = ModelShape.from_config(real_size_config("qwen2.5-0.5b"))
+    est = estimate_step_memory(shape, context=1600, slots=128, micro_batch_tokens=32 * 1600, gradient_checkpointing=False,
+                               chunk_size=0, prompt_length=576)  # fmt: skip
+    scored = 32 * 1600 * (1 - 576 / 1600)  # the response positions of the micro-batch
+    assert est.logprob_head == pytest.approx(scored * shape.vocab * MATERIALISED_HEAD_BYTES / GIB, rel=1e-9)
+    assert full.numbers["loss_peak_gib"] - fused.numbers["loss_peak_gib"] > 40
+    for plan, measured in ((fused, 74.2), (full, 127.9)):
+        assert plan.numbers["loss_peak_gib"] == pytest.approx(measured, rel=0.1)
 
 
 def test_shape_from_local_config_json(tmp_path):

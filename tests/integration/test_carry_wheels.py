@@ -98,3 +98,16 @@ def test_install_refuses_a_corrupted_part(tmp_path):
 def test_usage(command):
     result = subprocess.run(["bash", str(SCRIPT), command], capture_output=True, text=True)
     assert result.returncode == 2 and "build deepspeed" in result.stdout
+
+
+def test_deepspeed_build_names_the_missing_wheel_package(tmp_path):
+    """DeepSpeed's wheel is built with --no-build-isolation, so PYTHON's own `wheel` package must be there; without
+    it pip stopped with "invalid command 'bdist_wheel'" (a fresh `make install` venv). The script says so first.
+
+    PYTHON is a stand-in interpreter (it has torch, lacks wheel), so nothing is downloaded or built."""
+    python = tmp_path / "python"
+    python.write_text('#!/bin/bash\n[ "$1" = "-c" ] && [ "$2" = "import wheel" ] && exit 1\nexit 0\n')
+    python.chmod(0o755)
+    result = sh("build", "deepspeed", str(tmp_path / "dest"), env=dict(os.environ, PYTHON=str(python)), check=False)
+    assert result.returncode == 1
+    assert f"PYTHON={python} has no 'wheel' package: {python} -m pip install wheel" in result.stderr

@@ -245,12 +245,15 @@ def test_metrics_reach_logs_and_rollout_log(tmp_path, tiny_model_dir, tiny_token
         "time/generation",
         "time/reward",
         "time/training",
+        "time/step",
         "loss/clip_frac",
         "aepo/grad_preserved_frac",
         "aepo/trained_entropy_p90",
         "aepo/global_samples_per_group",
     ):
         assert key in record, key
+    # the whole optimiser step: this step's rollout and its forward/backward are inside it
+    assert record["time/step"] >= record["time/step_rollout_total"] + record["time/training"] > 0
     assert record["reward/accuracy"] == pytest.approx(0.25)
     lines = (tmp_path / "rollouts.jsonl").read_text().splitlines()
     group = json.loads(lines[0])

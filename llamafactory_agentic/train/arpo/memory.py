@@ -29,6 +29,11 @@ import torch
 
 
 GIB = float(2**30)
+# bytes per scored position and vocabulary entry of the materialising log-prob path (`rl_logprob_chunk_size: 0`)
+# in bf16: the logits the model returns, the temperature-divided copy, the log-softmax kept for the backward and the
+# logits' gradient (2 bytes each) and transients; 12 is fitted to one H200 run (0.5B, 32 x 1024 scored positions,
+# no checkpointing: 127.9 GiB measured at the loss, 124.4 estimated; 10 gave 115.1; docs/plan.md)
+MATERIALISED_HEAD_BYTES = 12
 
 
 def unique_bytes(tensors) -> int:
@@ -236,7 +241,8 @@ def estimate_step_memory(
         slots: `arpo_hf_generation_batch_size` (KV-cache slots).
         micro_batch_tokens: Padded tokens of the largest training micro-batch (`rl_micro_batch_tokens`).
         gradient_checkpointing: Whether decoder layers are checkpointed.
-        chunk_size: `rl_logprob_chunk_size`.
+        chunk_size: `rl_logprob_chunk_size`: > 0 the fused head (one chunk's float32 logits, their exponent and
+            gradient); 0 the materialising path (`materialised_head_bytes` per scored position).
         lora_merge: `arpo_hf_lora_merge` (`gpu` keeps merged copies of the adapted weights during the rollout).
         prompt_length: Prompt budget (`arpo_max_prompt_length`): the keys the first prefill attends to (None: the
             whole `context`, an upper bound).
@@ -275,7 +281,12 @@ def estimate_step_memory(
         activations = (t * layers * h + t * per_layer_token) * 2 / GIB
     else:
         activations = t * layers * per_layer_token * 2 / GIB
-    logprob_head = (3 * min(chunk_size, t) * vocab * 4) / GIB + head_grad
+    if chunk_size > 0:
+        logprob_head = (3 * min(chunk_size, t) * vocab * 4) / GIB + head_grad
+    else:  # the response positions of the micro-batch, projected at once
+        prompt_share = min(prompt_length or 0, context) / max(context, 1)
+        scored = t * (1.0 - prompt_share)
+        logprob_head = scored * vocab * MATERIALISED_HEAD_BYTES / GIB  # the head's gradient is in `grads`
     # the hf engine's prefill (rollout/hf_engine.py `_prefill`): all slots admitted at once, `prefill_chunk` tokens of
     # each per forward, no gradient, so only one layer's transients live: the SwiGLU MLP's three [tokens, I] tensors,
     # or the attention's gathered and GQA-repeated keys and values of every row (an explicit mask keeps transformers'

@@ -47,6 +47,7 @@ entries), `memory.py`, and the patches of TRL and LLaMA-Factory in `integration/
 
 import math
 import os
+import time
 from typing import Any
 
 import torch
@@ -186,6 +187,7 @@ class ArpoTrainer(GRPOTrainer):
             args.seed,
         )
         self.add_callback(_MemoryCallback(self))
+        self.add_callback(_StepClock(self))
         status = os.path.join(args.output_dir, ROLLOUT_PROGRESS_NAME) if args.should_save else None
         session.show_progress(self.accelerator.is_main_process, status)
         self.policy = PolicyScorer(self.temperature, loss_config.logprob_chunk_size, self.model_kwarg_keys)
@@ -390,6 +392,28 @@ class _MemoryCallback(TrainerCallback):
 
     def on_optimizer_step(self, args, state, control, **kwargs):
         self.trainer.step_logger.log_memory(self.trainer.model, self.trainer.optimizer)
+
+
+class _StepClock(TrainerCallback):
+    r"""Logs `time/step`: wall seconds of each optimiser step, from `on_step_begin` to `on_step_end`.
+
+    The step's log follows `on_step_end`. Inside: its rollout when it has one (with the weight push before it),
+    every micro-step's forward and backward, and the optimiser step. A step without a rollout (the later updates of a
+    generation batch) is the update's whole cost; the peer benchmark compares it with TRL's
+    (`benchmarks/bench_vs_trl_gpu.py`).
+    """
+
+    def __init__(self, trainer: ArpoTrainer) -> None:
+        self.trainer = trainer
+        self.start: float | None = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.start is not None:
+            self.trainer._metrics["train"]["time/step"].append(time.perf_counter() - self.start)
+            self.start = None
 
 
 def _reward_name_holder(*args, **kwargs):
