@@ -108,6 +108,47 @@ def gpu_step_rows() -> list[tuple]:
     return rows
 
 
+# The second H200 session of 2026-12-04 (benchmarks/results/scale_h200/README.md, "Second session"): the peer step
+# without activation checkpointing on either side, and a 7B ARPO step (bench_vllm_gpu.py --parts step, hf engine).
+PEER_NO_GC = {
+    "deepspeed": None, "pure_bf16": True, "arpo_rollout_backend": "hf", "arpo_rollout_n": 8,
+    "arpo_initial_rollouts": 8, "arpo_budget_fill": "all_at_once", "arpo_rollout_schedule": "continuous",
+    "arpo_rollout_batch_size": 16, "per_device_train_batch_size": 32, "gradient_accumulation_steps": 2,
+    "arpo_max_prompt_length": 576, "arpo_max_response_length": 1024, "arpo_hf_generation_batch_size": 128,
+    "rl_micro_batch_tokens": 0, "finetuning_type": "full", "max_steps": 4, "rl_dynamic_sampling": False,
+    "disable_gradient_checkpointing": True,
+}  # fmt: skip
+STEP_7B = dict(PEER_NO_GC, arpo_initial_rollouts=4, per_device_train_batch_size=16, gradient_accumulation_steps=4,
+               disable_gradient_checkpointing=False)  # fmt: skip
+
+
+def gpu_second_session_rows() -> list[tuple]:
+    rows = []
+    source = "results/scale_h200/peer_steady.json (bench_vs_trl_gpu.py --rollouts 2)"
+    plan = make_plan(GPU_RECIPE, gpu="h200", num_gpus=1, model_shape="qwen2.5-0.5b", overrides=PEER_NO_GC,
+                     measured={"response_tokens": 1024, "tool_calls_per_traj": 0.0, "fills_per_step": 0,
+                               "decode_step_s": 5.831e-3})  # fmt: skip
+    label = "grpo, Qwen2.5-0.5B, 16 x 8, 512 + 1024, no checkpointing, per rollout step (decode step from the log)"
+    rows.append(("H200 step time", label, plan.numbers["step_s"], 15.02, "s", source))
+    rows.append(("H200 peak memory", "grpo, the same run (loss phase, fused head)", plan.numbers["peak_gib"], 76.21,
+                 "GiB", source))  # fmt: skip
+    full = make_plan(GPU_RECIPE, gpu="h200", num_gpus=1, model_shape="qwen2.5-0.5b",
+                     overrides=dict(PEER_NO_GC, rl_logprob_chunk_size=0))  # fmt: skip
+    rows.append(("H200 peak memory", "grpo, one rollout, materialised logits (rl_logprob_chunk_size 0; calibration: "
+                 "MATERIALISED_HEAD_BYTES was fitted to it)", full.numbers["peak_gib"], 127.9, "GiB",
+                 "results/scale_h200/peer_chunk.json (bench_vs_trl_gpu.py)"))  # fmt: skip
+    # no decode step given: the planner's own bandwidth model (the run's log did not come back)
+    plan = make_plan(GPU_RECIPE, gpu="h200", num_gpus=1, model_shape="qwen2.5-7b", overrides=STEP_7B,
+                     measured={"response_tokens": 1024, "tool_calls_per_traj": 0.0, "fills_per_step": 64})  # fmt: skip
+    source = "results/scale_h200/step_7b_hf.jsonl (bench_vllm_gpu.py --parts step)"
+    label = (
+        "arpo, Qwen2.5-7B full, 16 x 8 (N 4), 512 + 1024, checkpointing, second rollout step (planner's decode model)"
+    )
+    rows.append(("H200 step time", label, plan.numbers["step_s"], 47.42, "s", source))
+    rows.append(("H200 peak memory", "arpo 7B, the same run", plan.numbers["peak_gib"], 68.98, "GiB", source))
+    return rows
+
+
 def cpu_rows(tmp: Path) -> list[tuple]:
     rows = []
     four = demo_shape(tmp, 4)
@@ -157,7 +198,7 @@ def cpu_rows(tmp: Path) -> list[tuple]:
 
 def table() -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        rows = memory_rows() + gpu_step_rows() + cpu_rows(Path(tmp))
+        rows = memory_rows() + gpu_step_rows() + gpu_second_session_rows() + cpu_rows(Path(tmp))
     lines = [
         "| figure | run | predicted | measured | error | measured in |",
         "| --- | --- | --- | --- | --- | --- |",

@@ -95,6 +95,12 @@ GPUS: dict[str, Device] = {
     "rtx4090": Device("NVIDIA RTX 4090 24 GB", 24e9 / GIB, 1.008e12, 165e12),
 }
 
+# what the GPU step-time model was checked against (docs/plan.md, "Prediction against measurement")
+GPU_STEP_CHECK = (
+    "checked on one H200: Qwen2.5-7B +20%, 0.5B about half the measured time (per-rollout and first-update costs, "
+    "low MFU of small models; docs/plan.md)"
+)
+
 # Defaults of the time model. Each is printed as the source of the figures it feeds; docs/plan.md says where it came
 # from and how well the predictions built on it matched measured runs.
 DEFAULTS: dict[str, float] = {
@@ -748,7 +754,8 @@ def _plan_rl(plan, values, shape, device, world, finetuning, lora_rank, fp32_mas
         "time: per rollout step",
         _fmt_time(step),
         "rollout + tools + update"
-        + (f"; dynamic sampling: {dyn:.1f} rollouts per update (demo measured 2.2)" if dyn > 1 else ""),
+        + (f"; dynamic sampling: {dyn:.1f} rollouts per update (demo measured 2.2)" if dyn > 1 else "")
+        + (f"; {GPU_STEP_CHECK}" if device.kind == "gpu" else ""),
         "step_s",
         step,
     )
