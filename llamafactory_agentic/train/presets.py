@@ -285,11 +285,13 @@ def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose
         finetuning_args: LLaMA-Factory's `FinetuningArguments` extended with `AgenticArguments` (or any object with the
             same attributes); modified in place.
         output_dir: If given, the effective values are written to `<output_dir>/agentic_config.json`.
-        verbose: Print the effective values (one line per key, `(preset)` or `(explicit)` after each).
+        verbose: Print the effective values (one line per key, `(preset)`, `(explicit)`, `(default)` or
+            `(= rl_epsilon)` after each; a reported key outside the presets is `explicit` when it differs from its
+            declared default).
 
     Returns:
         `{"stage", "preset", "values": {key: value}, "explicit": [keys set in the recipe], "from_preset": [keys filled],
-        "warnings": [keys set in the recipe that have no effect in this run, see `inert_key_warnings`]}` (the
+        "derived": [`rl_epsilon_high` when it was left to equal `rl_epsilon`], "warnings": [keys set in the recipe that have no effect in this run, see `inert_key_warnings`]}` (the
         warnings are logged when `verbose`).
 
     Raises:
@@ -315,14 +317,17 @@ def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose
     if group_size is not None and not 1 <= initial <= group_size:
         raise ValueError(f"`arpo_initial_rollouts` must be in [1, arpo_rollout_n={group_size}], got {initial}.")
 
+    derived = []
     if finetuning_args.rl_epsilon_high is None:
         finetuning_args.rl_epsilon_high = finetuning_args.rl_epsilon
+        derived.append("rl_epsilon_high")
 
     warnings = inert_key_warnings(finetuning_args, explicit)
     values = {key: getattr(finetuning_args, key) for key in preset}
     values.update({key: getattr(finetuning_args, key) for key in _REPORTED_KEYS})
     stage = getattr(finetuning_args, "agentic_stage", None) or getattr(finetuning_args, "stage", None)
-    result = {"stage": stage, "preset": name, "values": values, "explicit": explicit, "from_preset": filled}
+    result = {"stage": stage, "preset": name, "values": values, "explicit": explicit, "from_preset": filled,
+              "derived": derived}  # fmt: skip
     if verbose:
         print(format_effective_config(result))
         logger = get_logger(__name__)
@@ -341,7 +346,14 @@ def format_effective_config(result: dict[str, Any]) -> str:
     lines = [f"[llamafactory-agentic] stage `{result['stage']}`, preset `{result['preset']}`; effective values:"]
     explicit, from_preset = set(result["explicit"]), set(result["from_preset"])
     for key, value in result["values"].items():
-        origin = "explicit" if key in explicit else "preset" if key in from_preset else "default"
+        if key in explicit:
+            origin = "explicit"
+        elif key in from_preset:
+            origin = "preset"
+        elif key in result.get("derived", ()):
+            origin = "= rl_epsilon"  # rl_epsilon_high: None means equal to rl_epsilon
+        else:  # a reported key outside the presets: set in the recipe unless it still has its declared default
+            origin = "default" if value == agentic_default(key) else "explicit"
         lines.append(f"  {key}: {value!r} ({origin})")
     return "\n".join(lines)
 

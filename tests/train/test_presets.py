@@ -59,6 +59,12 @@ def test_explicit_key_wins_and_effective_values_saved(tmp_path, capsys):
     assert saved["values"]["rl_epsilon_high"] == 0.3 and saved["preset"] == "aepo"
     printed = capsys.readouterr().out
     assert "aepo_balanced_clip: False (explicit)" in printed and "aepo_branch_penalty: 0.05 (preset)" in printed
+    # keys outside the presets: labelled by their value against the declared default (a recipe's
+    # `arpo_rollout_backend: vllm` was printed as "'vllm' (default)" in the H200 smoke runs of 2026-12-04)
+    assert "rl_epsilon: 0.3 (explicit)" in printed and "rl_epsilon_high: 0.3 (= rl_epsilon)" in printed
+    assert "arpo_rollout_backend: 'hf' (default)" in printed
+    resolve_presets(agentic_args("arpo", arpo_rollout_backend="vllm"))
+    assert "arpo_rollout_backend: 'vllm' (explicit)" in capsys.readouterr().out
 
 
 def test_unknown_stage_or_variant():

@@ -242,7 +242,8 @@ def estimate_step_memory(
         micro_batch_tokens: Padded tokens of the largest training micro-batch (`rl_micro_batch_tokens`).
         gradient_checkpointing: Whether decoder layers are checkpointed.
         chunk_size: `rl_logprob_chunk_size`: > 0 the fused head (one chunk's float32 logits, their exponent and
-            gradient); 0 the materialising path (`materialised_head_bytes` per scored position).
+            gradient); 0 the materialising path (`MATERIALISED_HEAD_BYTES` per response position of the
+            micro-batch and vocabulary entry).
         lora_merge: `arpo_hf_lora_merge` (`gpu` keeps merged copies of the adapted weights during the rollout).
         prompt_length: Prompt budget (`arpo_max_prompt_length`): the keys the first prefill attends to (None: the
             whole `context`, an upper bound).
