@@ -53,6 +53,7 @@ from typing import Any, TypedDict
 
 import torch
 from accelerate.utils import gather_object
+from transformers.trainer_callback import TrainerCallback
 
 from ...algorithms import (
     compute_entropy_loss,
@@ -184,6 +185,50 @@ class StepTimer:
     def pop(self, name: str, default: float = 0.0) -> float:
         r"""Remove and return `name`'s seconds (`default` when absent)."""
         return self.seconds.pop(name, default)
+
+
+class MemoryCallback(TrainerCallback):
+    r"""Logs the memory split of each update right after its optimiser step (`StepLogger.log_memory`).
+
+    Args:
+        trainer: The `ArpoTrainer` (its `step_logger`, `model` and `optimizer`, read at each step).
+    """
+
+    def __init__(self, trainer: Any) -> None:
+        r"""See the class docstring."""
+        self.trainer = trainer
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        r"""Record weights, gradients, optimiser states and the phases' peaks of this update."""
+        self.trainer.step_logger.log_memory(self.trainer.model, self.trainer.optimizer)
+
+
+class StepClock(TrainerCallback):
+    r"""Logs `time/step`: wall seconds of each optimiser step, from `on_step_begin` to `on_step_end`.
+
+    The step's log follows `on_step_end`. Inside: its rollout when it has one (with the weight push before it),
+    every micro-step's forward and backward, and the optimiser step. A step without a rollout (the later updates of a
+    generation batch) is the update's whole cost; the peer benchmark compares it with TRL's
+    (`benchmarks/bench_vs_trl_gpu.py`).
+
+    Args:
+        metrics: The trainer's `_metrics["train"]` (name -> list of values, averaged per logging step).
+    """
+
+    def __init__(self, metrics: dict[str, list[float]]) -> None:
+        r"""See the class docstring."""
+        self.metrics = metrics
+        self.start: float | None = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        r"""The step starts (before its first micro-step, so before a rollout inside it)."""
+        self.start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        r"""The optimiser stepped: append the step's seconds (logged with the step)."""
+        if self.start is not None:
+            self.metrics["time/step"].append(time.perf_counter() - self.start)
+            self.start = None
 
 
 # ---------------------------------------------------------------------------------------------- score

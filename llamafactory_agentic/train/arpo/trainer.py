@@ -47,7 +47,6 @@ entries), `memory.py`, and the patches of TRL and LLaMA-Factory in `integration/
 
 import math
 import os
-import time
 from typing import Any
 
 import torch
@@ -65,8 +64,10 @@ from .config import ArpoLossConfig
 from .metrics import ROLLOUT_LOG_NAME, combine_tool_metrics, validation_metrics
 from .pipeline import (
     ArpoStep,
+    MemoryCallback,
     MicroBatch,
     PolicyScorer,
+    StepClock,
     StepLogger,
     StepTimer,
     accumulate_update,
@@ -186,8 +187,8 @@ class ArpoTrainer(GRPOTrainer):
             loss_config.rollout_log_ratio,
             args.seed,
         )
-        self.add_callback(_MemoryCallback(self))
-        self.add_callback(_StepClock(self))
+        self.add_callback(MemoryCallback(self))
+        self.add_callback(StepClock(self._metrics["train"]))
         status = os.path.join(args.output_dir, ROLLOUT_PROGRESS_NAME) if args.should_save else None
         session.show_progress(self.accelerator.is_main_process, status)
         self.policy = PolicyScorer(self.temperature, loss_config.logprob_chunk_size, self.model_kwarg_keys)
@@ -382,38 +383,6 @@ class ArpoTrainer(GRPOTrainer):
                 "precision). The run stops before this update and saves nothing, so no NaN weights are written."
             )
         return grad_norm
-
-
-class _MemoryCallback(TrainerCallback):
-    r"""Logs the memory split of each update right after its optimiser step (`StepLogger.log_memory`)."""
-
-    def __init__(self, trainer: ArpoTrainer) -> None:
-        self.trainer = trainer
-
-    def on_optimizer_step(self, args, state, control, **kwargs):
-        self.trainer.step_logger.log_memory(self.trainer.model, self.trainer.optimizer)
-
-
-class _StepClock(TrainerCallback):
-    r"""Logs `time/step`: wall seconds of each optimiser step, from `on_step_begin` to `on_step_end`.
-
-    The step's log follows `on_step_end`. Inside: its rollout when it has one (with the weight push before it),
-    every micro-step's forward and backward, and the optimiser step. A step without a rollout (the later updates of a
-    generation batch) is the update's whole cost; the peer benchmark compares it with TRL's
-    (`benchmarks/bench_vs_trl_gpu.py`).
-    """
-
-    def __init__(self, trainer: ArpoTrainer) -> None:
-        self.trainer = trainer
-        self.start: float | None = None
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self.start = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.start is not None:
-            self.trainer._metrics["train"]["time/step"].append(time.perf_counter() - self.start)
-            self.start = None
 
 
 def _reward_name_holder(*args, **kwargs):
