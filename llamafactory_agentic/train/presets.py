@@ -291,8 +291,8 @@ def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose
 
     Returns:
         `{"stage", "preset", "values": {key: value}, "explicit": [keys set in the recipe], "from_preset": [keys filled],
-        "derived": [`rl_epsilon_high` when it was left to equal `rl_epsilon`], "warnings": [keys set in the recipe that have no effect in this run, see `inert_key_warnings`]}` (the
-        warnings are logged when `verbose`).
+        "derived": [`rl_epsilon_high` when it was left to equal `rl_epsilon`], "warnings": [keys set in the recipe
+        that have no effect in this run, see `inert_key_warnings`]}` (the warnings are logged when `verbose`).
 
     Raises:
         ValueError: for an unknown stage or variant, `arpo_initial_rollouts` outside [1, M], or set to other than M

@@ -362,11 +362,9 @@ def effective_values(stage: str, args: dict[str, Any]) -> dict[str, Any]:
     namespace.stage = namespace.agentic_stage = stage
     preset, from_preset, reported = None, set(), {}
     if stage in RL_STAGES:
-        epsilon_high_unset = namespace.rl_epsilon_high is None
         result = resolve_presets(namespace, verbose=False)
         preset, from_preset, reported = result["preset"], set(result["from_preset"]), result["values"]
-        if epsilon_high_unset:
-            from_preset.add("rl_epsilon_high")
+        from_preset.update(result["derived"])  # rl_epsilon_high left unset: shown as "rl_epsilon" below
 
     keys = [f.key for f in panel_fields() if stage in f.stages]
     keys += [key for key in reported if key not in keys]
