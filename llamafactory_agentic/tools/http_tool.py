@@ -46,7 +46,7 @@ from .base import (
     error_text,
     truncate_middle,
 )
-from .registry import ToolConfigError, register_tool
+from .registry import ToolConfigError, describe_value, register_tool
 
 
 logger = get_logger(__name__)
@@ -87,9 +87,11 @@ class HTTPTool(BaseTool):
         import httpx
 
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ValueError(f"`url` of an HTTP tool must start with http:// or https://, got {url!r}")
+            raise ValueError(f"`url` of an HTTP tool must start with http:// or https://, got {describe_value(url)}")
         if headers is not None and not isinstance(headers, dict):
-            raise ValueError(f"`headers` of an HTTP tool must be a mapping of names to strings, got {headers!r}")
+            raise ValueError(
+                f"`headers` of an HTTP tool must be a mapping of names to strings, got {describe_value(headers)}"
+            )
         if tool_name is not None and kwargs.get("tag") is None:
             kwargs["tag"] = tool_name
         super().__init__(**kwargs)
@@ -206,12 +208,14 @@ def http_tool_specs(path: str, entries: Any, environ: dict[str, str] | None = No
     for i, entry in enumerate(entries):
         where = f"{path}: http_tools[{i}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
-            raise ToolConfigError(f"{where} needs a `name` (the tool's name, also its tag by default), got {entry!r}")
+            raise ToolConfigError(
+                f"{where} needs a `name` (the tool's name, also its tag by default), got {describe_value(entry)}"
+            )
         where = f"{where} ({entry['name']})"
         entry, secrets = checked_entry(where, entry, HTTP_TOOL_KEYS, environ)
         url = entry.get("url")
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ToolConfigError(f"{where}: `url` must be an http:// or https:// endpoint, got {url!r}")
+            raise ToolConfigError(f"{where}: `url` must be an http:// or https:// endpoint, got {describe_value(url)}")
         if entry.get("tag") is None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", entry["name"]):
             raise ToolConfigError(f"{where}: the name is not a usable tag; add `tag:` (letters, digits, _ or -)")
         if entry.get("headers") is not None and not isinstance(entry["headers"], dict):

@@ -57,7 +57,7 @@ from .base import (
     error_text,
     truncate_middle,
 )
-from .registry import ToolConfigError, register_tool
+from .registry import ToolConfigError, describe_value, register_tool
 
 
 logger = get_logger(__name__)
@@ -371,7 +371,7 @@ def _tool_entries(server: str, tools: Any) -> list[tuple[str, str | None]]:
     if isinstance(tools, str):
         tools = [tools]
     if not isinstance(tools, list):
-        raise ValueError(f"`tools` of MCP server `{server}` must be a list of tool names, got {tools!r}")
+        raise ValueError(f"`tools` of MCP server `{server}` must be a list of tool names, got {describe_value(tools)}")
     out = []
     for item in tools:
         if isinstance(item, str) and item:
@@ -380,7 +380,7 @@ def _tool_entries(server: str, tools: Any) -> list[tuple[str, str | None]]:
             out.append((item["name"], item.get("tag")))
         else:
             raise ValueError(
-                f"`tools` of MCP server `{server}`: each item is a tool name or {{name: ..., tag: ...}}, got {item!r}"
+                f"`tools` of MCP server `{server}`: each item is a tool name or {{name: ..., tag: ...}}, got {describe_value(item)}"
             )
     return out
 
@@ -590,10 +590,10 @@ def _server_settings(
     connect_timeout_s: float = 30.0,
 ) -> dict[str, Any]:
     if args is not None and not (isinstance(args, list) and all(isinstance(a, (str, int, float)) for a in args)):
-        raise ValueError(f"MCP server `args` must be a list of strings, got {args!r}")
+        raise ValueError(f"MCP server `args` must be a list of strings, got {describe_value(args)}")
     for key, value in (("env", env), ("headers", headers)):
         if value is not None and not isinstance(value, dict):
-            raise ValueError(f"MCP server `{key}` must be a mapping of names to strings, got {value!r}")
+            raise ValueError(f"MCP server `{key}` must be a mapping of names to strings, got {describe_value(value)}")
     if server is None:  # a label for messages: the host of the URL or the program's name
         from urllib.parse import urlsplit
 
@@ -657,7 +657,7 @@ def mcp_server_specs(path: str, entries: Any, environ: dict[str, str] | None = N
     for i, entry in enumerate(entries):
         where = f"{path}: mcp_servers[{i}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
-            raise ToolConfigError(f"{where} needs a `name` (a label for the server), got {entry!r}")
+            raise ToolConfigError(f"{where} needs a `name` (a label for the server), got {describe_value(entry)}")
         where = f"{where} ({entry['name']})"
         if not set(entry) - set(allowed) and bool(entry.get("command")) == bool(entry.get("url")):
             raise ToolConfigError(

@@ -58,10 +58,60 @@ _ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 ENTRY_KEYS = ("name", "class", "tag", "timeout", "retries", "call_limit", "dedup", "params")
 CACHE_KEYS = ("path", "mode", "tools", "ttl_s", "cache_errors")
 TOP_KEYS = ("tools", "mcp_servers", "http_tools", "cache")
+MAX_CONFIG_BYTES = 1 << 20  # a tool config is a few lines; anything larger is not read
 
 
 class ToolConfigError(ValueError):
-    r"""A tool config (file entry or recipe keys) that cannot be used; the message names where and the fix."""
+    r"""A tool config (file entry or recipe keys) that cannot be used; the message names where and the fix.
+
+    The message never echoes the file's content (a typed path may name any file on the host, and LLaMA-Board shows
+    the message in the page): values are described by their kind, unknown keys are counted and named only when they
+    are near-misses of an allowed key, a YAML syntax error gives its line and column (docs/tools.md §Tool config).
+    """
+
+
+def describe_value(value: Any) -> str:
+    r"""What a YAML value is, without its content ("a string", "a list of 2 items", "a mapping with 3 keys")."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)} item{'s' * (len(value) != 1)}"
+    if isinstance(value, dict):
+        return f"a mapping with {len(value)} key{'s' * (len(value) != 1)}"
+    return f"a {type(value).__name__}"
+
+
+def unknown_keys_text(unknown: Any, allowed: Any, what: str = "keys") -> str:
+    r"""`unknown keys ['timout'] (`timout`: did you mean `timeout`?)` without naming a key that could be content.
+
+    A key is named only when it is a near-miss of an allowed key (a typo of a known word cannot be a secret of the
+    file); the others are counted. Returns "" when `unknown` is empty.
+    """
+    allowed = [str(a) for a in allowed]
+    named, hints, hidden = [], [], 0
+    for key in unknown:
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.75) if isinstance(key, str) else []
+        if close and len(key) <= 40:
+            named.append(key)
+            hints.append(f"`{key}`: did you mean `{close[0]}`?")
+        else:
+            hidden += 1
+    parts = []
+    if named:
+        parts.append(f"unknown {what} {sorted(named)} ({'; '.join(hints)})")
+    if hidden:
+        other = " other" if named else ""
+        parts.append(
+            f"{hidden}{other} unknown {what[:-1] if hidden == 1 else what} (not named: only near-misses of the "
+            "allowed ones are, so that no content of the file is shown)"
+        )
+    return " and ".join(parts)
 
 
 def register_tool(name: str):
@@ -89,7 +139,9 @@ def resolve_tool_class(name: str) -> type[BaseTool]:
     """
     _ensure_builtin_tools()
     if not isinstance(name, str) or not name.strip():
-        raise ToolConfigError(f"a tool needs a name (registered: {', '.join(sorted(TOOL_REGISTRY))}), got {name!r}")
+        raise ToolConfigError(
+            f"a tool needs a name (registered: {', '.join(sorted(TOOL_REGISTRY))}), got {describe_value(name)}"
+        )
     if name in TOOL_REGISTRY:
         return TOOL_REGISTRY[name]
     if ":" in name:
@@ -133,9 +185,11 @@ def checked_entry(
     Raises:
         ToolConfigError: naming `where`: unknown keys (with the allowed ones and `hint`), or an unset `${VAR}`.
     """
-    unknown = sorted(set(entry) - set(allowed))
+    unknown = [key for key in entry if key not in allowed]
     if unknown:
-        raise ToolConfigError(f"{where} has unknown keys {unknown}; allowed: {', '.join(allowed)}{hint}")
+        raise ToolConfigError(
+            f"{where} has {unknown_keys_text(unknown, allowed)}; allowed: {', '.join(allowed)}{hint}"
+        )
     secrets: list[str] = []
     try:
         return substitute_env(entry, secrets, environ), secrets
@@ -220,21 +274,29 @@ def accepted_params(cls: type[BaseTool], params: dict[str, Any] | None = None) -
 
 
 def _check_entry(where: str, entry: dict[str, Any]) -> None:
+    key = "timeout"
     try:  # null (or no key) means the run's value for timeout and retries, unlimited for call_limit
         if entry.get("timeout") is not None:
             check_number("timeout", entry["timeout"])
+        key = "retries"
         if entry.get("retries") is not None:
             check_number("retries", entry["retries"], integer=True, minimum=1, inclusive=True)
+        key = "call_limit"
         check_number("call_limit", entry.get("call_limit"), integer=True, inclusive=True, allow_none=True)
     except ValueError as exc:
-        raise ToolConfigError(f"{where}: {exc}") from None
+        text, value = str(exc), entry.get(key)
+        if not isinstance(value, (int, float)):  # a number is shown as it is, anything else by its kind
+            text = re.sub(r", got .*$", f", got {describe_value(value)}", text, flags=re.S)
+        raise ToolConfigError(f"{where}: {text}") from None
     if entry.get("dedup") is not None and not isinstance(entry["dedup"], bool):
-        raise ToolConfigError(f"{where}: `dedup` must be true or false, got {entry['dedup']!r}")
+        raise ToolConfigError(f"{where}: `dedup` must be true or false, got {describe_value(entry['dedup'])}")
     tag = entry.get("tag")
     if tag is not None and not (isinstance(tag, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", tag)):
-        raise ToolConfigError(f"{where}: `tag` must be a word such as `search` (letters, digits, _ or -), got {tag!r}")
+        raise ToolConfigError(f"{where}: `tag` must be a word such as `search` (letters, digits, _ or -)")
     if not isinstance(entry.get("params") or {}, dict):
-        raise ToolConfigError(f"{where}: `params` must be a mapping of constructor arguments, got {entry['params']!r}")
+        raise ToolConfigError(
+            f"{where}: `params` must be a mapping of constructor arguments, got {describe_value(entry['params'])}"
+        )
 
 
 def _check_cache_section(path: str, cache: Any) -> dict[str, Any]:
@@ -242,16 +304,20 @@ def _check_cache_section(path: str, cache: Any) -> dict[str, Any]:
 
     if not isinstance(cache, dict):
         raise ToolConfigError(f"{path}: `cache` must be a mapping with keys among {', '.join(CACHE_KEYS)}")
-    unknown = sorted(set(cache) - set(CACHE_KEYS))
+    unknown = [key for key in cache if key not in CACHE_KEYS]
     if unknown:
-        raise ToolConfigError(f"{path}: `cache` has unknown keys {unknown}; allowed: {', '.join(CACHE_KEYS)}")
+        raise ToolConfigError(
+            f"{path}: `cache` has {unknown_keys_text(unknown, CACHE_KEYS)}; allowed: {', '.join(CACHE_KEYS)}"
+        )
     if cache.get("path") is not None and not isinstance(cache["path"], str):
         raise ToolConfigError(f"{path}: cache `path` must be a SQLite file path or a redis:// URL")
     if cache.get("mode") is not None and cache["mode"] not in CACHE_MODES:
-        raise ToolConfigError(f"{path}: cache `mode` must be one of {', '.join(CACHE_MODES)}, got {cache['mode']!r}")
+        raise ToolConfigError(f"{path}: cache `mode` must be one of {', '.join(CACHE_MODES)}")
     tools = cache.get("tools")
-    if tools is not None and not (isinstance(tools, str) or all(isinstance(t, str) for t in tools or [])):
-        raise ToolConfigError(f"{path}: cache `tools` must be a list of tool names, got {tools!r}")
+    if tools is not None and not (
+        isinstance(tools, str) or (isinstance(tools, list) and all(isinstance(t, str) for t in tools))
+    ):
+        raise ToolConfigError(f"{path}: cache `tools` must be a list of tool names, got {describe_value(tools)}")
     try:
         check_number("ttl_s", cache.get("ttl_s"), allow_none=True)
     except ValueError as exc:
@@ -278,17 +344,34 @@ def load_tool_config(path: str | os.PathLike, environ: dict[str, str] | None = N
     path = str(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"tool config {path} does not exist (agentic_tool_config / --tool-config)")
+    if os.path.getsize(path) > MAX_CONFIG_BYTES:
+        raise ToolConfigError(
+            f"{path}: {os.path.getsize(path)} bytes is not a tool config (at most {MAX_CONFIG_BYTES} bytes; see "
+            "recipes/tools/*.yaml)"
+        )
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ToolConfigError(f"{path}: not valid YAML: {exc}") from None
+    except yaml.YAMLError as exc:  # its text quotes the offending line: give the place only
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ToolConfigError(
+            f"{path}: not valid YAML{where} (a syntax error; the file's text is not shown): fix the file there"
+        ) from None
+    except UnicodeDecodeError:
+        raise ToolConfigError(
+            f"{path}: not a text file (a tool config is UTF-8 YAML, see recipes/tools/*.yaml)"
+        ) from None
     if isinstance(raw, list):
         raw = {"tools": raw}
     if not isinstance(raw, dict) or not isinstance(raw.get("tools") or [], list):
-        raise ToolConfigError(f"{path}: expected a mapping with a `tools` list (see recipes/tools/*.yaml)")
-    unknown_top = sorted(set(raw) - set(TOP_KEYS))
+        raise ToolConfigError(
+            f"{path}: expected a mapping with a `tools` list (see recipes/tools/*.yaml), got {describe_value(raw)}"
+        )
+    unknown_top = [key for key in raw if key not in TOP_KEYS]
     if unknown_top:
-        raise ToolConfigError(f"{path}: unknown top-level keys {unknown_top}; allowed: {', '.join(TOP_KEYS)}")
+        raise ToolConfigError(
+            f"{path}: {unknown_keys_text(unknown_top, TOP_KEYS, 'top-level keys')}; allowed: {', '.join(TOP_KEYS)}"
+        )
     specs = []
     for i, entry in enumerate(raw.get("tools") or []):
         where = f"{path}: tools[{i}]"
@@ -296,7 +379,7 @@ def load_tool_config(path: str | os.PathLike, environ: dict[str, str] | None = N
             entry = {"name": entry}
         if not isinstance(entry, dict) or not ("name" in entry or "class" in entry):
             raise ToolConfigError(f"{where} needs a `name` (a registered tool such as python or search, or "
-                                  f"`module:Class`), got {entry!r}")  # fmt: skip
+                                  f"`module:Class`), got {describe_value(entry)}")  # fmt: skip
         name = entry.get("class") or entry.get("name")
         where = f"{where} ({name})"
         hint = " (constructor arguments of the tool go under `params:`)"
@@ -309,12 +392,10 @@ def load_tool_config(path: str | os.PathLike, environ: dict[str, str] | None = N
         params = dict(entry.get("params") or {})
         allowed = accepted_params(cls, params)
         if allowed is not None:
-            bad = sorted(set(params) - allowed)
+            bad = [name for name in params if name not in allowed]
             if bad:
-                close = {b: difflib.get_close_matches(b, allowed, n=1) for b in bad}
-                hints = "; ".join(f"`{b}`: did you mean `{c[0]}`?" for b, c in close.items() if c)
                 raise ToolConfigError(
-                    f"{where}: unknown params {bad}{' (' + hints + ')' if hints else ''}; {cls.__name__} accepts "
+                    f"{where}: {unknown_keys_text(bad, sorted(allowed), 'params')}; {cls.__name__} accepts "
                     f"{', '.join(sorted(allowed))}"
                 )
         specs.append(

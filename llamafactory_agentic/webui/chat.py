@@ -54,7 +54,7 @@ def tool_config_choices(cwd: str | os.PathLike | None = None) -> list[tuple[str,
     r"""`(label, value)` choices of the Chat tab's tool config.
 
     The built-in tools first, then the YAML files of `recipes/tools/` in the working directory and in the plugin's
-    repository (any other path can be typed).
+    repository (a path can be typed: `checked_tool_config` accepts only YAML files under `tool_config_roots`).
     """
     choices = [("built-in: python + search (agentic_* keys)", BUILTIN_TOOLS)]
     seen = set()
@@ -68,6 +68,50 @@ def tool_config_choices(cwd: str | os.PathLike | None = None) -> list[tuple[str,
     return choices
 
 
+def tool_config_roots(cwd: str | os.PathLike | None = None) -> list[Path]:
+    r"""The folders whose tool configs the Chat tab may read: the plugin's `recipes/` and the working directory.
+
+    The working directory counts only when it is not the file system's root (LLaMA-Board started from `/` would
+    otherwise open every file of the host); then its `recipes/` folder does.
+    """
+    here = Path(cwd or os.getcwd()).resolve()
+    roots = [REPO_RECIPES.parent.resolve()]
+    roots.append(here / "recipes" if here == Path(here.anchor) else here)
+    return roots
+
+
+def checked_tool_config(value: str, cwd: str | os.PathLike | None = None) -> str:
+    r"""The tool config path the Chat tab may read, checked before anything is read (docs/webui.md §Chat with tools).
+
+    LLaMA-Board binds every address by default and often runs as root, and its dropdown accepts typed paths: a path
+    is accepted only when it names a `.yaml`/`.yml` file (after following links) under `tool_config_roots`; nothing
+    else is opened, so the loader's messages can only ever be about a tool config.
+
+    Args:
+        value: The dropdown's value ("" for the built-in tools); relative paths are taken from `cwd`.
+        cwd: The working directory (default: the process's).
+
+    Returns:
+        The resolved path, or "" for the built-in tools.
+
+    Raises:
+        ValueError: the path is outside those folders or not a YAML file (the message names the folders, never
+            whether the file exists).
+    """
+    if not str(value or "").strip():
+        return BUILTIN_TOOLS
+    base = Path(cwd or os.getcwd())
+    path = Path(os.path.expanduser(str(value).strip()))
+    resolved = (path if path.is_absolute() else base / path).resolve()
+    roots = tool_config_roots(base)
+    if resolved.suffix.lower() in (".yaml", ".yml") and any(resolved.is_relative_to(root) for root in roots):
+        return str(resolved)
+    raise ValueError(
+        f"the Chat tab reads only tool configs: a .yaml or .yml file under {' or '.join(map(str, roots))}; "
+        f"`{value}` is not one (nothing was read): copy the config there or pick one from the list"
+    )
+
+
 def build_chat_executor(settings: ChatTools) -> Any:
     r"""The tool executor of training for the chat's settings (`tools.build_executor_from_args`).
 
@@ -75,6 +119,7 @@ def build_chat_executor(settings: ChatTools) -> Any:
     `hparams.PYTHON_MIN_ISOLATION`), so code the model writes in Chat runs where it would run in a rollout.
 
     Raises:
+        ValueError: a tool config outside the allowed folders (`checked_tool_config`), refused before it is read.
         As `build_executor_from_args`: FileNotFoundError, ValueError (a bad tool config, naming file and entry),
         KeyError (an environment variable the config needs), CacheError, IsolationError.
     """
@@ -82,7 +127,7 @@ def build_chat_executor(settings: ChatTools) -> Any:
     from ..tools import build_executor_from_args
 
     keys = SimpleNamespace(
-        agentic_tool_config=settings.tool_config or None,
+        agentic_tool_config=checked_tool_config(settings.tool_config) or None,
         agentic_search_index=settings.search_index or None,
         agentic_python_timeout=float(settings.python_timeout),
         agentic_python_min_isolation=PYTHON_MIN_ISOLATION,

@@ -45,13 +45,13 @@ def _write(tmp_path, text, name="tools.yaml"):
     [
         ("  - name: python\n    timeout: -5\n", r"tools\[0\] \(python\): `timeout` must be a number > 0, got -5"),
         ("  - name: python\n    timeout: 0\n", r"`timeout` must be a number > 0, got 0"),
-        ("  - name: python\n    timeout: soon\n", r"`timeout` must be a number > 0, got 'soon'"),
+        ("  - name: python\n    timeout: soon\n", r"`timeout` must be a number > 0, got a string"),
         ("  - name: search\n    retries: 0\n", r"tools\[0\] \(search\): `retries` must be a whole number >= 1"),
         ("  - name: search\n    call_limit: -1\n", r"`call_limit` must be a whole number >= 0 or null"),
         ("  - name: search\n    dedup: maybe\n", r"`dedup` must be true or false"),
         ("  - name: search\n    tag: two words\n", r"`tag` must be a word"),
         ("  - name: search\n    params: [1, 2]\n", r"`params` must be a mapping"),
-        ("  - name: python\n    colour: red\n", r"unknown keys \['colour'\].*go under `params:`"),
+        ("  - name: python\n    colour: red\n", r"1 unknown key \(not named.*go under `params:`"),
         ("  - name: pyhton\n", r"tools\[0\] \(pyhton\): unknown tool `pyhton`: did you mean `python`\?"),
         ("  - name: no_such_module_xyz:Tool\n", r"cannot import module `no_such_module_xyz`.*PYTHONPATH"),
         ("  - name: json:NoSuchClass\n", r"module `json` has no `NoSuchClass`"),
@@ -90,8 +90,51 @@ def test_unparsable_and_missing_files(tmp_path):
         load_tool_config(_write(tmp_path, "tools: [python\n"))
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_tool_config(tmp_path / "missing.yaml")
-    with pytest.raises(ToolConfigError, match=r"unknown top-level keys \['tool'\]"):
+    with pytest.raises(ToolConfigError, match=r"unknown top-level keys \['tool'\] \(`tool`: did you mean `tools`\?\)"):
         load_tool_config(_write(tmp_path, "tool: [python]\n"))
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        # issue 34 high 4: /etc/shadow parsed as YAML and came back line by line in "unknown top-level keys [...]"
+        ("root:$6$saltsalt$hashhash:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n",
+         r"2 unknown top-level keys \(not named"),
+        # a YAML syntax error quoted the line
+        ("tools: [python]\nDB_PASSWORD: hunter2: extra\n", r"not valid YAML at line 2, column 21"),
+        ("DB_PASSWORD: hunter2\ntool: [python]\n", r"unknown top-level keys \['tool'\].* and 1 other unknown top-level key"),
+        ("hunter2 hunter2\n", r"expected a mapping with a `tools` list .*got a string"),
+        ("tools:\n  - {name: python, DB_PASSWORD: hunter2}\n", r"tools\[0\] \(python\) has 1 unknown key \(not named"),
+        ("tools:\n  - {name: python, tag: 'hunter2 x'}\n", r"`tag` must be a word"),
+        ("tools:\n  - {name: python, timeout: hunter2}\n", r"`timeout` must be a number > 0, got a string"),
+        ("tools:\n  - {name: python, dedup: hunter2}\n", r"`dedup` must be true or false, got a string"),
+        ("tools:\n  - {name: python, params: hunter2}\n", r"`params` must be a mapping .*got a string"),
+        ("tools:\n  - {name: python, params: {hunter2: 1}}\n", r"1 unknown param \(not named"),
+        ("tools:\n  - [hunter2]\n", r"needs a `name` .*got a list of 1 item"),
+        ("tools: [python]\ncache: {mode: hunter2}\n", r"cache `mode` must be one of"),
+        ("tools: [python]\ncache: {hunter2: 1}\n", r"`cache` has 1 unknown key \(not named"),
+        ("tools: [python]\ncache: {tools: 5}\n", r"cache `tools` must be a list of tool names, got a number"),
+        ("mcp_servers:\n  - [hunter2]\n", r"needs a `name` \(a label for the server\), got a list of 1 item"),
+        ("mcp_servers:\n  - {name: s, command: python, env: hunter2}\n", r"`env` must be a mapping .*got a string"),
+        ("http_tools:\n  - {name: x, url: 'ftp://hunter2'}\n", r"`url` must be an http:// or https:// endpoint, got a string"),
+        ("http_tools:\n  - [hunter2]\n", r"needs a `name` .*got a list of 1 item"),
+        ("\xff\xfe hunter2", r"not a text file"),
+    ],
+)  # fmt: skip
+def test_loader_errors_never_echo_the_files_content(tmp_path, text, expected):
+    path = tmp_path / "tools.yaml"
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(ToolConfigError, match=expected) as info:
+        load_tool_config(path)
+    for secret in ("hunter2", "DB_PASSWORD", "saltsalt", "daemon"):
+        assert secret not in str(info.value), str(info.value)
+
+
+def test_loader_refuses_a_huge_file_unread(tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_text("tools: [python]\n" + "# hunter2\n" * 200_000)
+    with pytest.raises(ToolConfigError, match="bytes is not a tool config"):
+        load_tool_config(path)
 
 
 @pytest.mark.parametrize(

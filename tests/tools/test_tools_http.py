@@ -178,7 +178,7 @@ def test_http_tool_secret_header_is_sent_and_redacted(tmp_path, http_server, mon
     [
         ("  - {name: x}\n", "`url` must be an http:// or https:// endpoint"),
         ("  - {name: x, url: 'ftp://host/x'}\n", "`url` must be an http:// or https:// endpoint"),
-        ("  - {name: x, url: 'http://h/x', method: GET}\n", "unknown keys ['method']"),
+        ("  - {name: x, url: 'http://h/x', method: GET}\n", "1 unknown key (not named"),
         ("  - {name: 'a b', url: 'http://h/x'}\n", "not a usable tag"),
         ("  - {name: x, url: 'http://h/x', retries: 0}\n", "`retries` must be a whole number >= 1"),
         ("  - {name: x, url: 'http://h/x', headers: [a]}\n", "`headers` must be a mapping"),
