@@ -28,6 +28,7 @@ import copy
 import dataclasses
 import difflib
 import os
+import re
 import threading
 import types
 from collections.abc import Iterable
@@ -88,69 +89,127 @@ def check_unknown_keys(args: dict[str, Any]) -> list[Finding]:
     return findings
 
 
-def check_values(stage: str, args: dict[str, Any], world_size: int = 1) -> list[Finding]:
-    r"""The plugin's own argument validation, the batch geometry and the sampling of an RL stage, run now."""
-    from ..train.presets import agentic_namespace, resolve_presets
+MAX_VALUE_ERRORS = 20  # value errors listed at once (each found by validating again with the previous reset)
+_KEY_IN_MESSAGE = re.compile(r"`?\b((?:arpo|aepo|rl|agentic)_[a-z0-9_]+)\b`?")
+
+
+def argument_errors(stage: str, args: dict[str, Any]) -> tuple[list[str], Any]:
+    r"""Every value error of the plugin's keys, not only the first: `(messages, namespace)`.
+
+    The parser's validator (`validation.validate_arguments`) stops at the first bad key. Here the key its message
+    names is set back to its declared default and the validation runs again, until it passes (at most
+    `MAX_VALUE_ERRORS` times), so `arpo_rollout_n: 0` no longer hides the next bad key. The namespace returned has
+    those keys at their defaults (use it only when `messages` is empty).
+    """
+    from ..train.presets import agentic_namespace
     from ..validation import validate_arguments
 
-    findings = []
     namespace = agentic_namespace(stage, args)
-    try:
-        validate_arguments(namespace, rl=stage in RL_STAGES)  # the parser's validator: same checks, same messages
-        if stage in RL_STAGES:
-            for warning in resolve_presets(namespace, verbose=False)["warnings"]:  # keys set with no effect
-                findings.append(Finding("warning", "arguments", warning))
-    except ValueError as err:
-        return [Finding("error", "arguments", str(err), "change the value in the agentic panel or Extra arguments")]
+    defaults = {f.name: f.default for f in dataclasses.fields(AgenticArguments)}
+    messages: list[str] = []
+    while len(messages) < MAX_VALUE_ERRORS:
+        try:
+            validate_arguments(namespace, rl=stage in RL_STAGES)  # the parser's validator: same checks, messages
+            return messages, namespace
+        except ValueError as err:
+            messages.append(str(err))
+            named = [key for key in _KEY_IN_MESSAGE.findall(str(err)) if key in defaults and key != "agentic_stage"]
+            reset = [key for key in named if getattr(namespace, key) != defaults[key]]
+            if not reset:  # the message names no key that can be reset: nothing more can be found
+                return messages, namespace
+            setattr(namespace, reset[0], defaults[reset[0]])
+    return messages, namespace
+
+
+# the fix of each sampling key's error (`validation.check_rl_sampling` checks them in this order)
+SAMPLING_FIXES = {
+    "temperature": "turn sampling on (do_sample) and set Temperature above 0 (the recipes use 1.0)",
+    "top_p": "set Top-p in (0, 1]; 1.0 turns the nucleus filter off (the recipes use 1.0)",
+    "top_k": "set Top-k to a whole number >= 0; 0 turns the top-k filter off (the recipes use 0)",
+}
+
+
+def sampling_errors(sampling: dict[str, Any]) -> list[Finding]:
+    r"""Each bad sampling key of an RL stage as its own finding with its own fix (`validation.check_rl_sampling`)."""
+    from ..validation import check_rl_sampling
+
+    sane = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
+    findings = []
+    for key, fix in SAMPLING_FIXES.items():
+        alone = dict(sane)  # one key at a time: every bad key is reported, each with the fix that fits it
+        alone.update({k: sampling[k] for k in (("do_sample", "temperature") if key == "temperature" else (key,))})
+        try:
+            check_rl_sampling(types.SimpleNamespace(**alone))
+        except ValueError as err:
+            findings.append(Finding("error", "sampling", str(err), fix))
+    return findings
+
+
+def check_values(stage: str, args: dict[str, Any], world_size: int = 1) -> list[Finding]:
+    r"""The plugin's own argument validation, the batch geometry and the sampling of an RL stage, run now.
+
+    Every value error is listed (`argument_errors`, `sampling_errors`), not only the first one.
+    """
+    from ..train.presets import resolve_presets
+
+    findings = []
+    messages, namespace = argument_errors(stage, args)
+    for text in messages:
+        findings.append(
+            Finding("error", "arguments", text, "change the value in the agentic panel or Extra arguments")
+        )
+    if not messages and stage in RL_STAGES:
+        for warning in resolve_presets(namespace, verbose=False)["warnings"]:  # keys set with no effect
+            findings.append(Finding("warning", "arguments", warning))
 
     if stage not in RL_STAGES:
         return findings
-    findings += check_preset_overrides(stage, args)
+    if not messages:
+        findings += check_preset_overrides(stage, args)
 
     from llamafactory.hparams import GeneratingArguments
 
     from ..train.arpo.config import derive_steps_per_generation
-    from ..validation import check_rl_sampling
 
-    try:
-        steps = derive_steps_per_generation(
-            namespace.arpo_rollout_batch_size,
-            namespace.arpo_rollout_n,
-            int(args.get("per_device_train_batch_size", 1)),
-            int(args.get("gradient_accumulation_steps", 1)),
-            max(int(world_size), 1),
-        )
-    except ValueError as err:
-        findings.append(
-            Finding("error", "batch sizes", str(err), "change Prompts per rollout, Group size M or the batch sizes")
-        )
-    else:
-        updates = steps // int(args.get("gradient_accumulation_steps", 1))
-        findings.append(
-            Finding(
-                "info",
-                "batch sizes",
-                f"each rollout gives {namespace.arpo_rollout_batch_size} x {namespace.arpo_rollout_n} trajectories "
-                f"for {plural(updates, 'optimiser update')}; one training step is one update",
+    if not messages:  # the batch geometry of values that passed
+        try:
+            steps = derive_steps_per_generation(
+                namespace.arpo_rollout_batch_size,
+                namespace.arpo_rollout_n,
+                int(args.get("per_device_train_batch_size", 1)),
+                int(args.get("gradient_accumulation_steps", 1)),
+                max(int(world_size), 1),
             )
-        )
-
-    defaults = {f.name: f.default for f in dataclasses.fields(GeneratingArguments)}
-    sampling = {key: args.get(key, defaults[key]) for key in ("do_sample", "temperature", "top_p", "top_k")}
-    try:
-        check_rl_sampling(types.SimpleNamespace(**sampling))
-    except ValueError as err:
-        findings.append(Finding("error", "sampling", str(err), "set Sampling temperature above 0"))
-    else:
-        if any(sampling[key] != value for key, value in RECIPE_SAMPLING.items()):
-            shown = ", ".join(f"{key} {sampling[key]}" for key in RECIPE_SAMPLING)
+        except ValueError as err:
+            findings.append(
+                Finding(
+                    "error", "batch sizes", str(err), "change Prompts per rollout, Group size M or the batch sizes"
+                )
+            )
+        else:
+            updates = steps // int(args.get("gradient_accumulation_steps", 1))
             findings.append(
                 Finding(
                     "info",
-                    "sampling",
-                    f"the rollout samples with {shown}; the recipes use temperature 1.0, top_p 1.0, top_k 0",
+                    "batch sizes",
+                    f"each rollout gives {namespace.arpo_rollout_batch_size} x {namespace.arpo_rollout_n} "
+                    f"trajectories for {plural(updates, 'optimiser update')}; one training step is one update",
                 )
             )
+
+    defaults = {f.name: f.default for f in dataclasses.fields(GeneratingArguments)}
+    sampling = {key: args.get(key, defaults[key]) for key in ("do_sample", "temperature", "top_p", "top_k")}
+    bad_sampling = sampling_errors(sampling)
+    findings += bad_sampling
+    if not bad_sampling and any(sampling[key] != value for key, value in RECIPE_SAMPLING.items()):
+        shown = ", ".join(f"{key} {sampling[key]}" for key in RECIPE_SAMPLING)
+        findings.append(
+            Finding(
+                "info",
+                "sampling",
+                f"the rollout samples with {shown}; the recipes use temperature 1.0, top_p 1.0, top_k 0",
+            )
+        )
 
     if not namespace.arpo_rollout_log_ratio:
         findings.append(

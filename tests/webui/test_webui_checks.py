@@ -266,3 +266,42 @@ def test_row_validation_is_cached_per_file_version(data_dir, monkeypatch):
     shutil.copy(data_dir / "rl_ok.parquet", data_dir / "rl.parquet")  # the user fixed the file
     assert not errors(run_checks("arpo", args))
     assert len(calls) == 2
+
+
+def _value_args(**overrides):
+    args = {"finetuning_type": "full", "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1,
+            "arpo_rollout_n": 4, "arpo_initial_rollouts": 2, "arpo_rollout_batch_size": 2,
+            "agentic_search_backend": "replay", "temperature": 1.0, "top_p": 1.0, "top_k": 0}  # fmt: skip
+    args.update(overrides)
+    return args
+
+
+def test_checks_list_every_value_error_not_only_the_first():
+    # issue 34 medium 13: M=0 hid top_p 1.5 (the checks stopped at the first error)
+    from llamafactory_agentic.webui.checks import check_values
+
+    found = errors(check_values("arpo", _value_args(arpo_rollout_n=0, arpo_initial_rollouts=None, top_p=1.5)))
+    messages = [f.message for f in found]
+    assert any("`arpo_rollout_n` must be >= 1" in m for m in messages), messages
+    assert any("`top_p` must be a number in (0, 1]" in m for m in messages), messages
+    # two bad plugin keys and two bad sampling keys: four errors
+    found = errors(
+        check_values("arpo", _value_args(arpo_beam_size=0, rl_micro_batch_tokens=-1, temperature=0.0, top_k=-1))
+    )
+    subjects = sorted(f.subject for f in found)
+    assert subjects == ["arguments", "arguments", "sampling", "sampling"], [f.message for f in found]
+    text = " ".join(f.message for f in found)
+    assert "arpo_beam_size" in text and "rl_micro_batch_tokens" in text and "top_k" in text
+    assert "needs sampled rollouts" in text
+
+
+def test_each_sampling_error_has_its_own_fix():
+    # issue 34 medium 13: the top_p error's fix said "set Sampling temperature above 0"
+    from llamafactory_agentic.webui.checks import check_values
+
+    (top_p,) = errors(check_values("arpo", _value_args(top_p=1.5)))
+    assert "top_p" in top_p.message and "Top-p" in top_p.fix and "emperature" not in top_p.fix, top_p
+    (top_k,) = errors(check_values("arpo", _value_args(top_k=-1)))
+    assert "Top-k" in top_k.fix and "emperature" not in top_k.fix, top_k
+    (temp,) = errors(check_values("arpo", _value_args(temperature=0.0)))
+    assert "Temperature above 0" in temp.fix
