@@ -299,9 +299,14 @@ def _patch_runner(runner: type) -> None:
         get = lambda elem_id: data.get(self.manager.get_elem_by_id(elem_id))  # noqa: E731
         plugin = self.do_train and stage_name(get("train.training_stage")) in STAGES
         lang = get("top.lang")
+        output_dir = None
+        if plugin:  # the folder LLaMA-Board's monitor reads (`get_save_dir` of model, method and output directory)
+            from llamafactory.webui.common import get_save_dir
+
+            output_dir = get_save_dir(get("top.model_name"), get("top.finetuning_type"), get("train.output_dir"))
         for outputs in original_monitor(self):
             if plugin and self._agentic_aborted:
-                outputs = aborted_output(self, outputs, lang)
+                outputs = aborted_output(self, outputs, lang, output_dir)
             yield outputs
 
     runner.set_abort = _mark(set_abort)

@@ -539,7 +539,9 @@ def check_output_dir(stage: str, args: dict[str, Any], suggestion: str | None = 
     overwrite the starting model.
     """
     import yaml
-    from llamafactory.extras.constants import TRAINING_ARGS
+    from llamafactory.extras.constants import CHECKPOINT_NAMES, TRAINING_ARGS
+
+    from ..train.checkpoints import last_complete_checkpoint
 
     output_dir = args.get("output_dir")
     fix = f"choose a new output directory, e.g. `{suggestion}`" if suggestion else "choose a new output directory"
@@ -572,6 +574,31 @@ def check_output_dir(stage: str, args: dict[str, Any], suggestion: str | None = 
                 )
             ]
     finished = finished_run(str(output_dir)) if output_dir else None
+    last = last_complete_checkpoint(str(output_dir)) if output_dir and os.path.isdir(str(output_dir)) else None
+    if last is None and output_dir and any(os.path.isfile(os.path.join(output_dir, n)) for n in CHECKPOINT_NAMES):
+        # LLaMA-Factory's parser: a folder with a saved model and no checkpoint to resume is refused
+        # ("Please set `overwrite_output_dir`"), e.g. after an Abort that stopped before the first save_steps
+        saved = f" (step {finished[0]})" if finished else ""
+        return [
+            Finding(
+                "error",
+                "output directory",
+                f"`{output_dir}` holds a saved model{saved} and no complete checkpoint to resume from: LLaMA-Factory "
+                "refuses to train there (it asks for `overwrite_output_dir`)",
+                fix + f" (to continue from that model, set Checkpoint path `{os.path.basename(str(output_dir))}`)",
+            )
+        ]
+    if finished is not None and last is not None and finished[1] and finished[0] < finished[1]:
+        step, max_steps = finished
+        return [
+            Finding(
+                "info",
+                "output directory",
+                f"`{output_dir}` holds a run stopped at step {step} of {max_steps} (aborted); Start resumes it from "
+                f"`{os.path.basename(last)}`",
+                fix + " to start a new run instead",
+            )
+        ]
     if finished is not None:
         step, max_steps = finished
         steps = f"step {step} of {max_steps}" if max_steps else f"step {step}"

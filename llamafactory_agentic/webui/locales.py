@@ -210,6 +210,20 @@ MESSAGES: dict[str, tuple[str, str]] = {  # key: (English, Chinese)
         "已中止。训练在结束前被停止：日志中的损失和指标来自中止前完成的步骤（若在第一次采样时中止则没有）；"
         "未保存最终模型，只有中止前写入的检查点。",
     ),
+    "aborted_saved": (
+        "Aborted at step {step}. The trainer stopped after that step and saved its model in `{path}`; the logged "
+        "losses and metrics are those of the steps up to it. {next}",
+        "已在第 {step} 步中止。训练器在该步结束后停止，并把模型保存在 `{path}`；日志中的损失和指标来自此前的步骤。{next}",
+    ),
+    "aborted_next_resume": (
+        "Start with this output directory resumes from `{checkpoint}`.",
+        "使用此输出目录点击“开始”将从 `{checkpoint}` 恢复训练。",
+    ),
+    "aborted_next_new": (
+        "It holds no checkpoint to resume from, so Start with this output directory is refused: choose a new output "
+        "directory, and to continue from this model set Checkpoint path `{name}`.",
+        "该目录没有可恢复的检查点，使用此输出目录“开始”会被拒绝：请选择新的输出目录；若要从此模型继续，请将检查点路径设为 `{name}`。",
+    ),
     "checks_stage_changed": (
         "The stage changed to `{stage}`: press *Run checks*, *Preview command* or *Start*.",
         "阶段已切换为 `{stage}`：请点击“运行检查”、“预览命令”或“开始”。",

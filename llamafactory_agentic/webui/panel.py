@@ -387,12 +387,41 @@ def start_error(runner: Any, data: dict["Component", Any], from_preview: bool) -
     return "\n".join(lines)
 
 
-def aborted_output(runner: Any, outputs: dict["Component", Any], lang: str | None) -> dict["Component", Any]:
+def saved_run(output_dir: str | None) -> tuple[int, str | None] | None:
+    r"""`(global step, last complete checkpoint or None)` when the trainer saved a model in `output_dir`, else None.
+
+    An Abort in LLaMA-Board sends SIGABRT; LLaMA-Factory's `LogCallback` then stops training after the current step,
+    and the workflow saves the model (`trainer.save_model`, LLaMA-Factory's `CHECKPOINT_NAMES`) and the trainer state
+    in the output directory as at a normal end.
+    """
+    import json
+
+    from llamafactory.extras.constants import CHECKPOINT_NAMES
+
+    from ..train.checkpoints import TRAINER_STATE_NAME, last_complete_checkpoint
+
+    if not output_dir or not os.path.isdir(output_dir):
+        return None
+    if not any(os.path.isfile(os.path.join(output_dir, name)) for name in CHECKPOINT_NAMES):
+        return None
+    try:
+        with open(os.path.join(output_dir, TRAINER_STATE_NAME), encoding="utf-8") as f:
+            step = int(json.load(f).get("global_step") or 0)
+    except (OSError, ValueError, AttributeError):
+        step = 0
+    return step, last_complete_checkpoint(output_dir)
+
+
+def aborted_output(
+    runner: Any, outputs: dict["Component", Any], lang: str | None, output_dir: str | None = None
+) -> dict["Component", Any]:
     r"""LLaMA-Board's last monitor output of an aborted run with "Aborted" instead of "Finished".
 
     LLaMA-Board's `Runner.monitor` ends an aborted run like a finished one: the output box starts with "Finished."
-    above the log, whose last loss line is of steps before the abort (or of none, when a rollout was running). For a
-    plugin stage that first line becomes "Aborted." with a note on what the logged values mean.
+    above the log. For a plugin stage that first line becomes "Aborted" with what was saved: when the trainer saved
+    its model in `output_dir` (`saved_run`: it stopped after a step), the step, the folder and what the next Start
+    there does (resume from the last complete checkpoint, or be refused: LLaMA-Factory's parser asks for
+    `overwrite_output_dir` when the folder holds a model and no checkpoint); otherwise that no final model was saved.
     """
     from llamafactory.webui.locales import ALERTS
 
@@ -401,7 +430,18 @@ def aborted_output(runner: Any, outputs: dict["Component", Any], lang: str | Non
     finished = ALERTS["info_finished"].get(lang or "en", ALERTS["info_finished"]["en"])
     if not isinstance(text, str) or not text.startswith(finished):
         return outputs
-    return {**outputs, output_box: message("aborted_note", lang) + text[len(finished) :]}
+    saved = saved_run(output_dir)
+    if saved is None:
+        note = message("aborted_note", lang)
+    else:
+        step, checkpoint = saved
+        after = (
+            message("aborted_next_resume", lang, checkpoint=os.path.basename(checkpoint))
+            if checkpoint
+            else message("aborted_next_new", lang, name=os.path.basename(os.path.normpath(str(output_dir))))
+        )
+        note = message("aborted_saved", lang, step=step, path=output_dir, next=after)
+    return {**outputs, output_box: note + text[len(finished) :]}
 
 
 def plan_section(args: dict[str, Any], lang: str | None) -> str:

@@ -74,3 +74,52 @@ def test_preview_carries_the_run_plan(tiny_model_dir):
     broken = plan_section(args, "en")
     assert broken.startswith("Run plan not available: model_name_or_path '/no/such/model'"), broken
     assert plan_section(args, "zh").startswith("无法给出运行计划")
+
+
+def _saved_run(folder, step, max_steps, checkpoint=None):
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.safetensors").write_bytes(
+        b"\0" * 8
+    )  # what trainer.save_model writes (a name LLaMA-Factory checks)
+    (folder / "train_results.json").write_text("{}")
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": step, "max_steps": max_steps}))
+    if checkpoint is not None:
+        (folder / f"checkpoint-{checkpoint}").mkdir()
+        (folder / f"checkpoint-{checkpoint}" / "trainer_state.json").write_text(
+            json.dumps({"global_step": checkpoint})
+        )
+
+
+def test_an_aborted_run_that_saved_its_model_says_so_and_what_start_does(tmp_path):
+    # issue 34 medium 13: after an Abort the box said "no final model was saved" though the trainer saved one
+    from llamafactory.webui.locales import ALERTS
+
+    box = object()
+    runner = types.SimpleNamespace(manager=types.SimpleNamespace(get_elem_by_id={"train.output_box": box}.get))
+    finished = {box: ALERTS["info_finished"]["en"] + "\n\nlog"}
+    _saved_run(tmp_path / "run", 2, 50)
+    text = aborted_output(runner, finished, "en", str(tmp_path / "run"))[box]
+    assert text.startswith("Aborted at step 2.") and "no final model was saved" not in text, text
+    assert "saved its model in" in text and "Start with this output directory is refused" in text
+    assert "Checkpoint path `run`" in text
+    _saved_run(tmp_path / "run2", 3, 50, checkpoint=2)
+    text = aborted_output(runner, finished, "en", str(tmp_path / "run2"))[box]
+    assert "resumes from `checkpoint-2`" in text, text
+    # nothing saved (killed in its first rollout): the note of before
+    text = aborted_output(runner, finished, "en", str(tmp_path / "empty"))[box]
+    assert "no final model was saved" in text
+
+
+def test_checks_after_an_abort_match_what_start_does(tmp_path):
+    # issue 34 medium 13: the checks promised a resume; LLaMA-Factory's parser refused with `overwrite_output_dir`
+    from llamafactory_agentic.webui.checks import check_output_dir
+
+    _saved_run(tmp_path / "run", 2, 50)
+    (finding,) = check_output_dir("arpo", {"output_dir": str(tmp_path / "run")}, "arpo_new")
+    assert finding.level == "error" and "no complete checkpoint" in finding.message, finding
+    assert "overwrite_output_dir" in finding.message and "Checkpoint path `run`" in finding.fix
+    _saved_run(tmp_path / "run2", 3, 50, checkpoint=2)
+    (finding,) = check_output_dir("arpo", {"output_dir": str(tmp_path / "run2")}, "arpo_new")
+    assert finding.level == "info" and "resumes it from `checkpoint-2`" in finding.message, finding
