@@ -59,8 +59,10 @@ def base_config(model_dir: Path, data: Path, out: Path, **extra) -> dict:
         "model_name_or_path": str(model_dir),
         "template": "qwen",
         "agentic_search_backend": "replay",
+        # a fresh cache in the run's temporary folder: `offline` (and `read_only`) never create one, so on a fresh
+        # clone the benchmark stopped with CacheError before measuring anything (issue 34)
         "agentic_cache_path": str(out.parent / "tool_cache.sqlite"),
-        "agentic_cache_mode": "offline",
+        "agentic_cache_mode": "read_write",
         "eval_preset": "paper",
         "eval_benchmarks": [{"name": "bench", "path": str(data), "task": "qa", "metric": "em"}],
         "eval_runs": 1,

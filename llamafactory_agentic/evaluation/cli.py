@@ -22,6 +22,7 @@ r"""The `eval` command, shared by `llamafactory-agentic eval ...` and `llamafact
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from pathlib import Path
 EXIT_ERRORS = 3  # generation or judge errors past eval_max_error_rate (docs/algorithms.md section 9)
 USAGE = """usage:
   eval CONFIG.yaml [key=value ...]     evaluate a model (see evaluation/README.md); resumes in eval_output_dir
+  eval key=value ...                   the same without a config file (e.g. a checkpoint with eval_preset=train_val)
   eval compare RUN_A RUN_B [--output FILE] [--samples N]
                                        paired comparison of two finished runs with the same protocol fingerprint
   eval merge OUTPUT_DIR                judge and aggregate a sharded run once every shard has finished
@@ -142,7 +144,10 @@ def run_eval_command(argv: list[str]) -> int:
             return _exit_code(metrics)
         from .runner import evaluate
 
-        metrics = evaluate(argv[0], argv[1:])
+        if "=" in argv[0] and not os.path.isfile(argv[0]):  # `eval key=value ...`: no config file, keys only
+            metrics = evaluate({}, argv)
+        else:
+            metrics = evaluate(argv[0], argv[1:])
         _print_result(metrics)
         return 0 if not metrics.get("complete") else _exit_code(metrics)
     except (EvalConfigError, BenchmarkError, ResumeError, CompareError, FileNotFoundError) as err:

@@ -86,14 +86,38 @@ def external_launcher_env() -> dict[str, str]:
     return added
 
 
+VLLM_INSTALL_HINT = (
+    "The vllm rollout backend needs vLLM: `pip install -c constraints.txt llamafactory-agentic[vllm]` (vLLM 0.22.1), "
+    "or set `arpo_rollout_backend: hf`."
+)
+
+
+def require_vllm() -> None:
+    r"""Refuse the vllm backend when vLLM is not installed, without importing it.
+
+    The workflow calls this before the policy loads, so the install hint does not wait for the model.
+
+    Raises:
+        ImportError: with `VLLM_INSTALL_HINT`.
+    """
+    import importlib.util
+    import sys
+
+    if "vllm" in sys.modules:
+        return
+    try:
+        found = importlib.util.find_spec("vllm") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ImportError(VLLM_INSTALL_HINT)
+
+
 def _import_vllm():
     try:
         import vllm  # noqa: F401
     except ImportError as err:
-        raise ImportError(
-            "The vllm rollout backend needs vLLM: `pip install -c constraints.txt llamafactory-agentic[vllm]` (vLLM 0.22.1), "
-            "or set `arpo_rollout_backend: hf`."
-        ) from err
+        raise ImportError(VLLM_INSTALL_HINT) from err
     return vllm
 
 

@@ -130,6 +130,58 @@ def resolve_resume_checkpoint(resume_from_checkpoint: Any, output_dir: str) -> s
     raise ValueError(f"resume_from_checkpoint {path} cannot be resumed from: {problem}. Delete it and {instead}.")
 
 
+def rl_checkpoint_problem(path: str, stage: str) -> str | None:
+    r"""Why the complete checkpoint `path` cannot be resumed by an `arpo`/`aepo` run, or None when it can.
+
+    Resuming loads the checkpoint's optimiser, scheduler and step: a checkpoint of another stage (an SFT run, whose
+    linear schedule ends at learning rate 0) would make the RL run train at that stage's learning rate, silently. An
+    RL checkpoint is recognised by the rollout's RNG file (`rollout_rng_state_<rank>.json`, written by the
+    `arpo`/`aepo` trainer) or, for a checkpoint of a version without that file, by the rollout metrics
+    (`rollout/...`) in its `trainer_state.json` log history. A checkpoint with a log history and neither is another
+    stage's; one with no log history at all cannot be told apart and passes.
+
+    Args:
+        path: A complete checkpoint folder (see `checkpoint_problem`).
+        stage: The run's stage (`arpo` or `aepo`), for the message.
+
+    Returns:
+        The reason with the fix (start from its weights with a new output directory), or None.
+    """
+    if not os.path.isdir(path):
+        return None
+    if any(name.startswith("rollout_rng_state_") for name in os.listdir(path)):
+        return None
+    try:
+        with open(os.path.join(path, TRAINER_STATE_NAME), encoding="utf-8") as f:
+            history = json.load(f).get("log_history") or []
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not history or any(isinstance(r, dict) and any(str(k).startswith("rollout/") for k in r) for r in history):
+        return None
+    return (
+        f"checkpoint {path} is not an arpo/aepo checkpoint (no rollout_rng_state_<rank>.json and no rollout metrics "
+        f"in its {TRAINER_STATE_NAME}: another stage, such as sft, saved it). A `{stage}` run resumed from it would "
+        "load that stage's optimiser, scheduler and step (an SFT schedule ends at learning rate 0). Start from its "
+        f"weights instead: model_name_or_path: {path} (full) or adapter_name_or_path: {path} (LoRA), with a new "
+        "output_dir (or remove resume_from_checkpoint)"
+    )
+
+
+def check_rl_resume(checkpoint: str | None, stage: str) -> None:
+    r"""Refuse resuming an `arpo`/`aepo` run from another stage's checkpoint (`rl_checkpoint_problem`).
+
+    Refused rather than started afresh from its weights: the output directory holds the other stage's checkpoints,
+    so a fresh start there would mix two runs' logs and the next auto-resume would pick that checkpoint again; the
+    error costs nothing (no model is loaded yet) and names the keys that start from its weights.
+
+    Raises:
+        ValueError: naming the checkpoint, why, and the fix.
+    """
+    problem = rl_checkpoint_problem(checkpoint, stage) if checkpoint else None
+    if problem is not None:
+        raise ValueError(problem + ".")
+
+
 def _rewrite_jsonl(path: str, keep: Any) -> int:
     r"""Keep the lines of the JSON-lines file `path` for which `keep(record)` is true; returns how many were dropped.
 

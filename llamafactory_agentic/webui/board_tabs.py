@@ -219,7 +219,7 @@ def build_eval_panel(locales: dict[str, Any]) -> dict[str, Any]:
     with gr.Accordion(open=True, elem_id="agentic_eval_panel", **text("agentic_eval_tab")) as tab:
         with gr.Row():
             config = gr.Dropdown(
-                choices=configs, value=configs[0] if configs else None, allow_custom_value=True, scale=3,
+                choices=configs, value=configs[0][1], allow_custom_value=True, scale=3,
                 elem_id="agentic_eval_config", **text("agentic_eval_config"),
             )  # fmt: skip
             preset = gr.Dropdown(
@@ -227,8 +227,10 @@ def build_eval_panel(locales: dict[str, Any]) -> dict[str, Any]:
             )
             benchmarks = gr.Textbox(elem_id="agentic_eval_benchmarks", scale=2, **text("agentic_eval_benchmarks"))
         with gr.Row():
-            runs = gr.Number(precision=0, minimum=1, elem_id="agentic_eval_runs", **text("agentic_eval_runs"))
-            max_new = gr.Number(precision=0, minimum=1, elem_id="agentic_eval_max_new", **text("agentic_eval_max_new"))
+            # text fields: empty means the config's value, which gradio's Number cannot hold (an empty Number is sent
+            # as 0 and refused by its minimum before the panel sees it, with a toast naming no field)
+            runs = gr.Textbox(elem_id="agentic_eval_runs", **text("agentic_eval_runs"))
+            max_new = gr.Textbox(elem_id="agentic_eval_max_new", **text("agentic_eval_max_new"))
             output_dir = gr.Textbox(
                 value="agentic_eval", elem_id="agentic_eval_output_dir", **text("agentic_eval_output_dir")
             )
@@ -278,7 +280,7 @@ def add_eval_panel(engine: Any) -> dict[str, Any]:
 
 def run_eval_panel(
     lang: str | None, model_name: str | None, model_path: str | None, template: str | None, finetuning_type: str,
-    checkpoints: Any, config: str | None, preset: str, benchmarks: str, runs: Any, max_new: Any, output_dir: str,
+    checkpoints: Any, config: str | None, preset: str, benchmarks: str, runs: str, max_new: str, output_dir: str,
     extra: str,
 ) -> Generator[tuple[str, Any, Any], None, None]:  # fmt: skip
     r"""Run `llamafactory-agentic eval` for the panel; yield `(status, summary, report)` while it runs and at the end.
@@ -291,13 +293,18 @@ def run_eval_panel(
 
     from llamafactory.webui.common import get_save_dir
 
-    from .evaluate import LOG_NAME, eval_command, model_overrides, panel_overrides, read_result
+    from .evaluate import LOG_NAME, checked_eval_config, eval_command, model_overrides, panel_overrides, read_result
 
     if not model_path:
         yield message("eval_no_model", lang), "", None
         return
-    if not config or not os.path.isfile(config):
-        yield message("eval_no_config", lang, config=config or ""), "", None
+    try:
+        config = checked_eval_config(config)
+    except ValueError as err:
+        yield f"✖ {err}", "", None
+        return
+    if config and not os.path.isfile(config):
+        yield message("eval_no_config", lang, config=config), "", None
         return
     out_dir = os.path.abspath(get_save_dir(model_name or "", finetuning_type or "", output_dir or "agentic_eval"))
     try:

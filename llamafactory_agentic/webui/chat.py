@@ -68,48 +68,63 @@ def tool_config_choices(cwd: str | os.PathLike | None = None) -> list[tuple[str,
     return choices
 
 
-def tool_config_roots(cwd: str | os.PathLike | None = None) -> list[Path]:
-    r"""The folders whose tool configs the Chat tab may read: the plugin's `recipes/` and the working directory.
+def allowed_roots(repo_folder: Path, cwd: str | os.PathLike | None = None) -> list[Path]:
+    r"""The folders whose YAML files a LLaMA-Board field may read: one folder of the plugin and the working directory.
 
     The working directory counts only when it is not the file system's root (LLaMA-Board started from `/` would
-    otherwise open every file of the host); then its `recipes/` folder does.
+    otherwise open every file of the host); then its folder of the same name as `repo_folder` does.
     """
     here = Path(cwd or os.getcwd()).resolve()
-    roots = [REPO_RECIPES.parent.resolve()]
-    roots.append(here / "recipes" if here == Path(here.anchor) else here)
-    return roots
+    return [repo_folder.resolve(), here / repo_folder.name if here == Path(here.anchor) else here]
 
 
-def checked_tool_config(value: str, cwd: str | os.PathLike | None = None) -> str:
-    r"""The tool config path the Chat tab may read, checked before anything is read (docs/webui.md §Chat with tools).
+def checked_yaml_path(value: str, roots: list[Path], what: str, cwd: str | os.PathLike | None = None) -> str:
+    r"""A typed path a LLaMA-Board field may read, checked before anything is read (docs/webui.md §Chat with tools).
 
-    LLaMA-Board binds every address by default and often runs as root, and its dropdown accepts typed paths: a path
-    is accepted only when it names a `.yaml`/`.yml` file (after following links) under `tool_config_roots`; nothing
-    else is opened, so the loader's messages can only ever be about a tool config.
+    LLaMA-Board binds every address by default and often runs as root, and its dropdowns accept typed paths: a path is
+    accepted only when it names a `.yaml`/`.yml` file (after following links) under one of `roots`; nothing else is
+    opened, so no message can show another file's content.
 
     Args:
-        value: The dropdown's value ("" for the built-in tools); relative paths are taken from `cwd`.
+        value: The typed path ("" passes as ""); relative paths are taken from `cwd`.
+        roots: The allowed folders (`allowed_roots`).
+        what: What the field reads, for the message ("tool configs").
         cwd: The working directory (default: the process's).
 
     Returns:
-        The resolved path, or "" for the built-in tools.
+        The resolved path, or "".
 
     Raises:
-        ValueError: the path is outside those folders or not a YAML file (the message names the folders, never
-            whether the file exists).
+        ValueError: the path is outside `roots` or not a YAML file (the message names the folders, never whether
+            the file exists).
     """
     if not str(value or "").strip():
-        return BUILTIN_TOOLS
-    base = Path(cwd or os.getcwd())
+        return ""
     path = Path(os.path.expanduser(str(value).strip()))
-    resolved = (path if path.is_absolute() else base / path).resolve()
-    roots = tool_config_roots(base)
+    resolved = (path if path.is_absolute() else Path(cwd or os.getcwd()) / path).resolve()
     if resolved.suffix.lower() in (".yaml", ".yml") and any(resolved.is_relative_to(root) for root in roots):
         return str(resolved)
     raise ValueError(
-        f"the Chat tab reads only tool configs: a .yaml or .yml file under {' or '.join(map(str, roots))}; "
-        f"`{value}` is not one (nothing was read): copy the config there or pick one from the list"
+        f"this field reads only {what}: a .yaml or .yml file under {' or '.join(map(str, roots))}; `{value}` is not "
+        "one (nothing was read): copy it there or pick one from the list"
     )
+
+
+def tool_config_roots(cwd: str | os.PathLike | None = None) -> list[Path]:
+    r"""The folders whose tool configs the Chat tab may read: the plugin's `recipes/` and the working directory."""
+    return allowed_roots(REPO_RECIPES.parent, cwd)
+
+
+def checked_tool_config(value: str, cwd: str | os.PathLike | None = None) -> str:
+    r"""The Chat tab's tool config path, checked before it is read (`checked_yaml_path` under `tool_config_roots`).
+
+    Returns:
+        The resolved path, or "" (`BUILTIN_TOOLS`) for the built-in tools.
+
+    Raises:
+        ValueError: the path is outside those folders or not a YAML file (refused unread).
+    """
+    return checked_yaml_path(value, tool_config_roots(cwd), "tool configs", cwd)
 
 
 def build_chat_executor(settings: ChatTools) -> Any:

@@ -38,16 +38,42 @@ PREDICT_PACKAGES = (("jieba", "jieba"), ("nltk", "nltk"), ("rouge_chinese", "rou
 LOG_NAME = "llamaboard_eval.log"
 
 
-def eval_config_choices(cwd: str | os.PathLike | None = None) -> list[str]:
-    r"""Evaluation configs to offer: `evaluation/examples/*.yaml` of the working directory and of the plugin's repository."""
-    found, seen = [], set()
+NO_CONFIG = "(no config)"  # the model's agentic_config.json, the preset and the panel's fields only
+NO_CONFIG_LABEL = "(no config: the preset and the checkpoint's agentic_config.json)"
+
+
+def eval_config_choices(cwd: str | os.PathLike | None = None) -> list[tuple[str, str]]:
+    r"""`(label, value)` evaluation configs to offer: "(no config)" first, then the example YAML files.
+
+    The examples are `evaluation/examples/*.yaml` of the working directory and of the plugin's repository.
+
+    "(no config)" runs `llamafactory-agentic eval key=value ...` with the panel's keys only, so nothing of a config
+    file (its tokens per call, its benchmarks) replaces what the preset takes from the checkpoint (`train_val`).
+    """
+    found, seen = [(NO_CONFIG_LABEL, NO_CONFIG)], set()
     for folder in (Path(cwd or os.getcwd()) / "evaluation" / "examples", REPO_EXAMPLES):
         if folder.is_dir():
             for path in sorted(folder.glob("*.y*ml")):
                 if path.resolve() not in seen:
                     seen.add(path.resolve())
-                    found.append(str(path))
+                    found.append((str(path), str(path)))
     return found
+
+
+def checked_eval_config(value: str | None, cwd: str | os.PathLike | None = None) -> str:
+    r"""The panel's evaluation config, checked before it is read: "" for "(no config)", else an allowed YAML file.
+
+    Allowed: a YAML file under the plugin's `evaluation/` folder or the working directory
+    (`webui.chat.checked_yaml_path`).
+
+    Raises:
+        ValueError: any other path (refused unread: the run's output, shown in the page, never quotes another file).
+    """
+    from .chat import allowed_roots, checked_yaml_path
+
+    if not str(value or "").strip() or str(value).strip() in (NO_CONFIG, NO_CONFIG_LABEL):
+        return ""
+    return checked_yaml_path(str(value), allowed_roots(REPO_EXAMPLES.parent, cwd), "evaluation configs", cwd)
 
 
 def model_overrides(
@@ -85,8 +111,8 @@ def panel_overrides(
     Args:
         preset: `eval_preset` (`paper` or `train_val`).
         benchmarks: `eval_benchmarks` as comma-separated registry names (empty: the config's).
-        runs: `eval_runs` (empty: the config's).
-        max_new_tokens: `eval_max_new_tokens` per generation call (empty: the config's).
+        runs: `eval_runs` as typed (empty: the config's).
+        max_new_tokens: `eval_max_new_tokens` per generation call as typed (empty: the config's).
         output_dir: `eval_output_dir`.
         extra: More `key=value` pairs separated by spaces or new lines (the command line's syntax).
 
@@ -99,12 +125,20 @@ def panel_overrides(
     if benchmarks and benchmarks.strip():
         names = [name.strip() for name in benchmarks.split(",") if name.strip()]
         out.append("eval_benchmarks=[" + ",".join(names) + "]")
-    for key, value in (("eval_runs", runs), ("eval_max_new_tokens", max_new_tokens)):
-        if value in (None, ""):
+    for key, field, value in (("eval_runs", "Runs", runs), ("eval_max_new_tokens", "Tokens per call", max_new_tokens)):
+        if value is None or not str(value).strip():
             continue
-        if float(value) != int(float(value)) or int(float(value)) < 1:
-            raise ValueError(f"{key} must be a positive integer, got {value!r}")
-        out.append(f"{key}={int(float(value))}")
+        try:
+            number = float(str(value).strip())
+            ok = number == int(number) and number >= 1
+        except (ValueError, OverflowError):
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"{field} ({key}) must be a whole number >= 1, got {str(value).strip()!r}: type one, or leave the "
+                "field empty for the config's value"
+            )
+        out.append(f"{key}={int(number)}")
     for word in (extra or "").split():
         if "=" not in word:
             raise ValueError(f"extra keys: {word!r} is not key=value (e.g. eval_batch_size=8)")
@@ -113,7 +147,10 @@ def panel_overrides(
 
 
 def eval_command(config: str, overrides: list[str]) -> list[str]:
-    r"""The command line: `llamafactory-agentic eval CONFIG key=value ...` (the console script of this interpreter)."""
+    r"""The command line: `llamafactory-agentic eval [CONFIG] key=value ...` (the console script of this interpreter).
+
+    `config` "" (`checked_eval_config` of `NO_CONFIG`) leaves the file out: the keys alone describe the run.
+    """
     script = Path(sys.executable).parent / "llamafactory-agentic"
     if script.is_file():
         head = [str(script)]
@@ -121,7 +158,7 @@ def eval_command(config: str, overrides: list[str]) -> list[str]:
         head = [shutil.which("llamafactory-agentic")]
     else:
         head = [sys.executable, "-m", "llamafactory_agentic.cli"]
-    return [*head, "eval", config, *overrides]
+    return [*head, "eval", *([config] if config else []), *overrides]
 
 
 def read_result(output_dir: str | os.PathLike) -> tuple[str | None, str | None]:

@@ -137,3 +137,61 @@ def test_resume_from_checkpoint_true_takes_the_last_complete_checkpoint(tmp_path
         resolve_resume_checkpoint(True, str(tmp_path))
     with pytest.raises(ValueError, match=r"Delete it and remove resume_from_checkpoint to start afresh\.$"):
         resolve_resume_checkpoint(str(tmp_path / "checkpoint-4"), str(tmp_path))
+
+
+def test_an_rl_run_refuses_a_checkpoint_of_another_stage(tmp_path):
+    # issue 34 medium 12: the SFT checkpoint's optimiser and scheduler were loaded silently (learning rate 0)
+    from llamafactory_agentic.train.checkpoints import check_rl_resume, rl_checkpoint_problem
+
+    sft = tmp_path / "sft" / "checkpoint-2"
+    sft.mkdir(parents=True)
+    history = [{"loss": 1.0, "grad_norm": 0.5, "learning_rate": 0.0, "epoch": 1.0, "step": 2}]
+    (sft / "trainer_state.json").write_text(json.dumps({"global_step": 2, "log_history": history}))
+    with pytest.raises(ValueError, match=r"checkpoint .*checkpoint-2 is not an arpo/aepo checkpoint") as info:
+        check_rl_resume(str(sft), "arpo")
+    assert f"model_name_or_path: {sft}" in str(info.value) and "learning rate 0" in str(info.value)
+    # an RL checkpoint: the rollout's RNG file, or (older versions) rollout metrics in the log history
+    rl = tmp_path / "arpo" / "checkpoint-2"
+    rl.mkdir(parents=True)
+    (rl / "trainer_state.json").write_text(json.dumps({"global_step": 2, "log_history": history}))
+    (rl / "rollout_rng_state_0.json").write_text("{}")
+    assert rl_checkpoint_problem(str(rl), "arpo") is None
+    (rl / "rollout_rng_state_0.json").unlink()
+    rl_history = [{**history[0], "rollout/trajectories": 8}]
+    (rl / "trainer_state.json").write_text(json.dumps({"global_step": 2, "log_history": rl_history}))
+    assert rl_checkpoint_problem(str(rl), "arpo") is None
+    check_rl_resume(None, "arpo")  # no checkpoint: nothing to check
+
+
+@pytest.mark.slow
+def test_arpo_resumed_from_an_sft_checkpoint_stops_before_loading(tmp_path, tiny_model_dir):
+    """Before: `llamafactory-cli train` ARPO with resume_from_checkpoint = an SFT checkpoint loaded its optimiser
+    and scheduler (an SFT schedule ending at learning rate 0) and trained, saying nothing. Now it stops at once."""
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("LLAMAFACTORY_AGENTIC_DISABLE", None)
+    sft_out = tmp_path / "sft"
+    sft = subprocess.run(
+        [str(BIN / "llamafactory-cli"), "train", str(REPO / "recipes/tiny/agentic_sft_cpu.yaml"),
+         f"model_name_or_path={tiny_model_dir}", f"dataset_dir={REPO / 'data'}", f"output_dir={sft_out}",
+         "max_steps=2", "save_steps=2", "plot_loss=false", "max_samples=4", "cutoff_len=256"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert sft.returncode == 0, sft.stdout[-3000:] + sft.stderr[-5000:]
+    checkpoint = sft_out / "checkpoint-2"
+    assert (checkpoint / "optimizer.pt").is_file()
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "dataset_info.json").write_text(json.dumps({"rl": {"file_name": "rl.jsonl", "formatting": "arpo_rl"}}))
+    row = {"prompt": [{"role": "user", "content": "What is 1 + 2?"}], "reward_model": {"ground_truth": "3"}}
+    (data / "rl.jsonl").write_text(json.dumps(row) + "\n")
+    arpo = subprocess.run(
+        [str(BIN / "llamafactory-cli"), "train", str(REPO / "recipes/tiny/arpo_cpu.yaml"),
+         f"model_name_or_path={tiny_model_dir}", f"dataset_dir={data}", "dataset=rl", "eval_dataset=null",
+         "eval_strategy='no'", f"output_dir={tmp_path / 'arpo'}", f"resume_from_checkpoint={checkpoint}",
+         f"agentic_cache_path={tmp_path / 'tool_cache.sqlite'}", "agentic_search_backend=replay", "max_steps=3"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    output = arpo.stdout + arpo.stderr
+    assert arpo.returncode != 0, output[-3000:]
+    assert f"checkpoint {checkpoint} is not an arpo/aepo checkpoint" in output, output[-3000:]
+    assert not (tmp_path / "arpo" / "checkpoint-3").exists()

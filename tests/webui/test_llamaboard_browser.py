@@ -450,9 +450,20 @@ def test_arpo_from_llamaboard(page, board, board_env):
         )
         page.wait_for_timeout(200)
     ui.click("Abort")
-    aborted = ui.wait_text(output_box, r"^(Aborted\.|Finished\.|Failed)", timeout=120)  # not "Aborted, wait..."
-    assert aborted.startswith("Aborted.") and not aborted.startswith("Finished"), aborted[-3000:]
+    aborted = ui.wait_text(output_box, r"^(Aborted[. ]|Finished\.|Failed)", timeout=120)  # not "Aborted, wait..."
+    assert aborted.startswith("Aborted") and not aborted.startswith("Finished"), aborted[-3000:]
     ui.shot("aborted", output_box)
+    # issue 34 medium 13: LLaMA-Factory's LogCallback stops after the step it is in and the model of that step is
+    # saved; the box said "no final model was saved", the checks promised a resume and Start then failed with
+    # `overwrite_output_dir`. Now the box names the step and what Start does; the checks refuse the folder first.
+    assert "no final model was saved" not in aborted, aborted[:800]
+    assert re.match(r"Aborted at step \d+\. The trainer stopped after that step and saved its model", aborted)
+    assert "Start with this output directory is refused" in aborted, aborted[:800]
+    ui.run_checks(r"no complete checkpoint to resume from")
+    ui.click("Start")
+    blocked = ui.wait_text(output_box, r"found errors|Please set|Running|Resuming", timeout=60)
+    assert "The checks before Start found errors" in blocked and "no complete checkpoint" in blocked, blocked[-2000:]
+    assert "Please set `overwrite_output_dir`" not in blocked
     ui.choose("Stage", "Agentic SFT (tool trajectories)")
     page.locator("#ag-agentic_sft_mask_results").wait_for(state="visible")
 

@@ -35,6 +35,7 @@ def board_env(tmp_path_factory, tiny_model_dir):
     policy = fit_chat_policy(tiny_model_dir, root / "chat_policy")
     workdir = root / "board"
     workdir.mkdir()
+    (workdir / "env.yaml").write_text("DB_PASSWORD: hunter2\nAPI_TOKEN: ghp_abcdef\n")  # YAML with secrets, allowed
     return {"root": root, "policy": policy, "cwd": workdir}
 
 
@@ -93,6 +94,21 @@ def test_chat_runs_tools(page, board_env):  # noqa: F811
     failed = _ask(ui, QUESTION, r"could not start")
     assert "no_tools.yaml" in failed, failed
 
+    # issue 34 high 4: a typed path outside recipes/ and the working directory is refused before it is read (it
+    # showed /etc/shadow line by line), and a YAML file that is allowed never comes back in the message
+    for typed in ("/etc/shadow", "/etc/passwd", str(board_env["cwd"] / "env.yaml")):
+        config.fill(typed)
+        config.press("Enter")
+        failed = _ask(ui, QUESTION, r"could not start")
+        assert typed in failed, failed
+        if typed.startswith("/etc"):
+            assert "reads only tool configs" in failed and "nothing was read" in failed, failed
+        else:
+            assert "2 unknown top-level keys (not named" in failed, failed
+    body = page.locator("body").inner_text()
+    assert "hunter2" not in body and "DB_PASSWORD" not in body and "root:" not in body
+    ui.shot("chat_refuses_paths", at=page.locator("#agentic_chatbot"))
+
 
 def test_evaluate_tab(page, board_env):  # noqa: F811
     from llamafactory_agentic.webui.evaluate import missing_predict_packages
@@ -125,26 +141,33 @@ def test_evaluate_tab(page, board_env):  # noqa: F811
     rows = [json.loads(line) for line in (REPO / "evaluation" / "samples" / "capitals.jsonl").read_text().splitlines()]
     bench = board_env["root"] / "capitals2.jsonl"
     bench.write_text("".join(json.dumps(row) + "\n" for row in rows[:2]))
-    config = board_env["root"] / "eval.yaml"
+    config = board_env["cwd"] / "eval.yaml"  # the working directory's (a path elsewhere is refused)
     config.write_text(
         "template: qwen\ninfer_backend: huggingface\nagentic_search_backend: replay\n"
         f"agentic_cache_path: {board_env['root'] / 'tool_cache.sqlite'}\nagentic_python_timeout: 10\n"
         f"eval_benchmarks:\n  - {{name: capitals, path: {bench}, task: qa, metric: f1}}\n"
-        "eval_max_response_length: 48\neval_batch_size: 2\n"
+        "eval_runs: 1\neval_max_new_tokens: 16\neval_max_response_length: 48\neval_batch_size: 2\n"
     )
+    status = page.locator("#agentic_eval_status")
     box = page.locator("#agentic_eval_config input").first
+    # the config picker offers "(no config)" first (issue 34 medium 6) and refuses a file outside its folders
+    assert box.input_value().startswith("(no config"), box.input_value()
+    box.fill("/etc/shadow")
+    box.press("Enter")
+    page.locator("#agentic_eval_btn").click()
+    ui.wait_text(status, r"reads only evaluation configs", timeout=30)
     box.fill(str(config))
     box.press("Enter")
-    for name, value in (("runs", 1), ("max_new", 16)):
-        field = page.locator(f"#agentic_eval_{name} input").first
-        field.fill(str(value))
-        field.blur()
+    # issue 34 medium 13: the first click with Runs and Tokens per call left empty ("Empty: the config's") failed
+    # with the toast "Value 0 is less than minimum value 1" and both fields red; now they stay empty and run
+    for name in ("runs", "max_new"):
+        assert page.locator(f"#agentic_eval_{name} textarea, #agentic_eval_{name} input").first.input_value() == ""
     page.locator("#agentic_eval_btn").click()
-    status = page.locator("#agentic_eval_status")
     ui.wait_text(status, "llamafactory-agentic eval", timeout=60)
+    assert "less than minimum" not in page.locator("body").inner_text()
     text = ui.wait_text(status, r"Evaluation finished|ended with exit code", timeout=400)
     assert "Evaluation finished" in text, text
-    assert "eval_preset=paper" in text and "eval_runs=1" in text and "eval_max_new_tokens=16" in text
+    assert "eval_preset=paper" in text and "eval_runs=" not in text and "eval_max_new_tokens=" not in text
     summary = ui.wait_text(page.locator("#agentic_eval_summary"), r"capitals", timeout=30)
     assert "Protocol paper" in summary and "pass@1" in summary, summary  # (Markdown rendered: no backticks)
     report = re.search(r"Report: (\S+report\.html)", text)

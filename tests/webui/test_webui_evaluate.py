@@ -46,13 +46,38 @@ def test_the_panel_builds_the_eval_command_line():
     assert panel_overrides("paper", "", None, "", "out", "") == ["eval_preset=paper", "eval_output_dir=out"]
     with pytest.raises(ValueError, match="eval_preset must be one of paper, train_val"):
         panel_overrides("papers", "", None, None, "out", "")
-    with pytest.raises(ValueError, match="eval_runs must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match=r"Runs \(eval_runs\) must be a whole number >= 1, got '0'"):
         panel_overrides("paper", "", 0, None, "out", "")
+    with pytest.raises(
+        ValueError, match=r"Tokens per call \(eval_max_new_tokens\) must be a whole number >= 1, got 'x'"
+    ):
+        panel_overrides("paper", "", "", "x", "out", "")
+    assert panel_overrides("paper", "", " 2 ", " ", "out", "")[-1] == "eval_runs=2"  # as typed in the text field
     with pytest.raises(ValueError, match="'eval_batch_size' is not key=value"):
         panel_overrides("paper", "", None, None, "out", "eval_batch_size")
     command = eval_command("c.yaml", ["a=1"])
     assert command[-3:] == ["eval", "c.yaml", "a=1"] and command[0].endswith("llamafactory-agentic")
-    assert any(path.endswith("tiny_cpu.yaml") for path in eval_config_choices())
+    assert any(path.endswith("tiny_cpu.yaml") for _, path in eval_config_choices())
+    # issue 34 medium 6: "(no config)" is offered first; its command has no config file, only keys
+    label, value = eval_config_choices()[0]
+    assert value == "(no config)" and label.startswith("(no config")
+    from llamafactory_agentic.webui.evaluate import checked_eval_config
+
+    assert checked_eval_config(value) == checked_eval_config(label) == checked_eval_config(None) == ""
+    assert eval_command("", ["a=1"])[-2:] == ["eval", "a=1"]
+
+
+def test_eval_config_outside_the_allowed_folders_is_refused_unread(tmp_path, monkeypatch):
+    # the same hole as the Chat tab's (issue 34 high 4): the run's output, shown in the page, quoted the typed file
+    from llamafactory_agentic.webui.evaluate import checked_eval_config
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.yaml").write_text("eval_runs: 1\n")
+    assert checked_eval_config("mine.yaml") == str(tmp_path / "mine.yaml")
+    assert checked_eval_config("") == ""
+    for typed in ("/etc/shadow", "/etc/passwd", "../x.yaml"):
+        with pytest.raises(ValueError, match="reads only evaluation configs"):
+            checked_eval_config(typed)
 
 
 def test_read_result(tmp_path):

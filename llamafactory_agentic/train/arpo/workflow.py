@@ -126,7 +126,8 @@ def run_arpo(
 ) -> None:
     r"""Train and/or validate with ARPO or AEPO; `finetuning_args.stage` selects the preset (docs/algorithms.md §5.5).
 
-    Steps: refuse an explicit `resume_from_checkpoint` whose save was interrupted (`train.checkpoints`); resolve
+    Steps: refuse an explicit `resume_from_checkpoint` whose save was interrupted, and a checkpoint (explicit or
+    auto-resumed) of another stage (`train.checkpoints.check_rl_resume`); resolve
     the presets (printed with a warning per key set without effect, saved as `agentic_config.json` in
     `output_dir`); build the tool executor first (a bad tool config, or a python sandbox whose measured isolation is
     below `agentic_python_min_isolation`, stops the run before anything is loaded); load the tokenizer, refuse a run
@@ -152,17 +153,18 @@ def run_arpo(
         ValueError, FileNotFoundError, KeyError, CacheError: a bad `agentic_*` tool key or tool config, or a cache that
             cannot be opened (see `build_executor_from_args`), before the tokenizer is loaded.
         IsolationError: the python tool's measured isolation is below `agentic_python_min_isolation`.
+        ImportError: `arpo_rollout_backend: vllm` without vLLM installed (before the executor and the model).
         AgenticSFTCheckError: a tag (`<think>`, `<search>`, `<python>`, `<result>`, `<answer>`, ...) is a special or
             added token of the tokenizer or does not round-trip (checked before the data and the policy are loaded).
         RLDataError: a malformed row, or an over-long prompt with `arpo_overlong_prompt: error` (see
             `load_rl_dataset`, `encode_rl_prompts`).
         ValueError: greedy decoding for training (`do_sample: false` or `temperature <= 0`) or `top_p`/`top_k` out
-            of range (see `check_rl_sampling`), an incomplete `resume_from_checkpoint`, no template (see
+            of range (see `check_rl_sampling`), an incomplete `resume_from_checkpoint` or another stage's, no template (see
             `check_template_choice`), inconsistent batch geometry (see `derive_steps_per_generation`) or unresolvable
             keys.
     """
     from ...tools import build_executor_from_args
-    from ..checkpoints import resolve_resume_checkpoint
+    from ..checkpoints import check_rl_resume, resolve_resume_checkpoint
     from .config import check_rl_sampling, tools_config_from_args
 
     if training_args.do_train:
@@ -170,7 +172,12 @@ def run_arpo(
         training_args.resume_from_checkpoint = resolve_resume_checkpoint(
             training_args.resume_from_checkpoint, training_args.output_dir
         )
+        check_rl_resume(training_args.resume_from_checkpoint, finetuning_args.stage)  # not another stage's
     effective = resolve_presets(finetuning_args, verbose=training_args.should_log)
+    if str(getattr(finetuning_args, "arpo_rollout_backend", "")).lower() == "vllm":
+        from ...rollout.vllm_engine import require_vllm
+
+        require_vllm()  # the install hint before anything is built or loaded
     if training_args.should_save:
         save_agentic_config(effective, training_args.output_dir)
 
