@@ -159,6 +159,36 @@ def log_rl_stats(stats: RLDataStats, repair: bool, skipped: int) -> None:
         )
 
 
+def empty_local_files(dataset_attr: Any, dataset_dir: str) -> list[str]:
+    r"""The local files of `dataset_attr` (a `file_name` in `dataset_dir`: a file or a folder of files) with no data.
+
+    A file is empty when it has no bytes or only white space (an empty JSON-lines file), or is a parquet file whose
+    metadata counts 0 rows; hub and cloud datasets are not looked at (`[]`).
+    """
+    if getattr(dataset_attr, "load_from", None) != "file":
+        return []
+    path = os.path.join(dataset_dir, str(dataset_attr.dataset_name))
+    files = [os.path.join(path, name) for name in sorted(os.listdir(path))] if os.path.isdir(path) else [path]
+    empty = []
+    for file in files:
+        try:
+            if file.endswith(".parquet"):  # a parquet file with a schema and no rows
+                import pyarrow.parquet as pq
+
+                if pq.ParquetFile(file).metadata.num_rows == 0:
+                    empty.append(file)
+                continue
+            size = os.path.getsize(file)
+            if size > 4096:
+                continue
+            with open(file, "rb") as f:
+                if not f.read().strip():
+                    empty.append(file)
+        except Exception:  # unreadable here: left to the loader's own error
+            continue
+    return empty
+
+
 def _load_one_rl_dataset(
     dataset_attr: Any,
     model_args: "ModelArguments",
@@ -184,7 +214,18 @@ def _load_one_rl_dataset(
     label, name = source_label(dataset_attr)
     raw_attr = copy.copy(dataset_attr)
     raw_attr.formatting = RAW_FORMATTING
-    raw = _load_single_dataset(raw_attr, model_args, data_args, training_args)
+    try:
+        raw = _load_single_dataset(raw_attr, model_args, data_args, training_args)
+    except Exception as err:  # datasets' DatasetGenerationError (from pyarrow) names no file for an empty one
+        empty = empty_local_files(dataset_attr, data_args.dataset_dir)
+        if not empty:
+            raise
+        raise RLDataError(
+            f"{label}: {', '.join(empty)} {'is' if len(empty) == 1 else 'are'} empty (0 rows): write the `arpo_rl` "
+            "rows into it (prompt, reward_model.ground_truth, ...) or remove the dataset from `dataset`"
+        ) from err
+    if len(raw) == 0:  # a file with a header or schema and no rows
+        raise RLDataError(f"{label}: the file has 0 rows: write the `arpo_rl` rows into it or remove the dataset")
     stats = validate_rl_rows(raw, name, prompt_column=rl_prompt_column(dataset_attr))
     if stats.bad_rows and not skip_bad_rows:
         row, err = stats.bad_rows[0]

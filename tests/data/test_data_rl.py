@@ -486,3 +486,27 @@ def test_numeric_ground_truths_are_stored_in_canonical_form(tmp_path, cache_dir)
     module, messages = _load(tmp_path, "nan", root, cache_dir, skip=True)
     assert module["train_dataset"]["_ground_truth"] == ["1"]
     assert "[agentic-data] nan: skipped 2/3 malformed rows (agentic_skip_bad_rows)" in messages
+
+
+@pytest.mark.parametrize("content", ["", "\n\n"], ids=["no bytes", "blank lines"])
+def test_an_empty_dataset_file_is_named(tmp_path, cache_dir, content):
+    # issue 34 low: a 0-row file gave datasets' DatasetGenerationError (from pyarrow) naming no file
+    from llamafactory_agentic.data import RLDataError
+
+    root = tmp_path / "data"
+    _write_info(root, {"rl": {"file_name": "rl.jsonl", "formatting": "arpo_rl"}})
+    (root / "rl.jsonl").write_text(content)
+    with pytest.raises(RLDataError, match=r"rl\.jsonl is empty \(0 rows\): write the `arpo_rl` rows") as info:
+        _load(tmp_path, "rl", root, cache_dir)
+    assert str(root / "rl.jsonl") in str(info.value)
+
+
+def test_a_parquet_file_with_no_rows_is_named(tmp_path, cache_dir):
+    from llamafactory_agentic.data import RLDataError
+
+    root = tmp_path / "data"
+    _write_info(root, {"rl": {"file_name": "rl.parquet", "formatting": "arpo_rl"}})
+    pq.write_table(pa.table({"prompt": pa.array([], pa.string()), "data_source": pa.array([], pa.string())}),
+                   root / "rl.parquet")  # fmt: skip
+    with pytest.raises(RLDataError, match=r"rl\.parquet.*0 rows"):
+        _load(tmp_path, "rl", root, cache_dir)
