@@ -261,8 +261,34 @@ def resolve_shape(recipe: dict[str, Any], base_dir: Path, override: str | None =
     return ModelShape(**KNOWN_SHAPES[best]), f"built-in table '{best}' (no config.json at {name})"
 
 
+def read_json_object(path: Path, what: str) -> dict[str, Any]:
+    r"""The JSON object in `path`, or a `PlanError` naming the file, the line and column, and what it should be.
+
+    The message never quotes the file (only where the JSON breaks).
+
+    Args:
+        path: The file.
+        what: What it is, for the message ("DeepSpeed config", "model config.json").
+
+    Raises:
+        PlanError: not readable, not JSON, or not a JSON object.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise PlanError(
+            f"{path}: the {what} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}); fix the file or "
+            "point the recipe at a JSON file (e.g. LLaMA-Factory's examples/deepspeed/ds_z3_config.json)"
+        ) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise PlanError(f"{path}: the {what} cannot be read ({type(err).__name__}); it must be a JSON file") from None
+    if not isinstance(data, dict):
+        raise PlanError(f"{path}: the {what} must be a JSON object ({{...}}), got a {type(data).__name__}")
+    return data
+
+
 def _shape_from_config(path: Path) -> ModelShape:
-    cfg = json.loads(path.read_text())
+    cfg = read_json_object(path, "model config.json")
     cfg = cfg.get("text_config", cfg)
     heads = cfg["num_attention_heads"]
     return ModelShape(
@@ -403,8 +429,10 @@ def _deepspeed(recipe: dict[str, Any], base_dir: Path) -> tuple[int, bool, bool,
         return stage, off_opt, off_par, f"deepspeed config (ZeRO-{stage})"
     for p in (Path(str(ds)), base_dir / str(ds)):
         if p.is_file():
-            cfg = json.loads(p.read_text()).get("zero_optimization", {})
-            stage = int(cfg.get("stage", 0))
+            cfg = read_json_object(p, "DeepSpeed config").get("zero_optimization") or {}
+            if not isinstance(cfg, dict):
+                raise PlanError(f"{p}: `zero_optimization` of the DeepSpeed config must be a JSON object")
+            stage = int(cfg.get("stage", 0)) if str(cfg.get("stage", 0)).isdigit() else 0
             off_opt = (cfg.get("offload_optimizer") or {}).get("device", "none") == "cpu"
             off_par = (cfg.get("offload_param") or {}).get("device", "none") == "cpu"
             return stage, off_opt, off_par, f"{ds} (ZeRO-{stage}{', offload' if off_opt or off_par else ''})"

@@ -172,3 +172,18 @@ def test_unplanned_stage_names_the_recipe(tmp_path):
     recipe.write_text("stage: dpo\nmodel_name_or_path: Qwen/Qwen2.5-7B-Instruct\n")
     with pytest.raises(PlanError, match=r"dpo.yaml: stage 'dpo' is not planned"):
         make_plan(recipe, gpu="h200")
+
+
+def test_plan_names_a_deepspeed_file_that_is_not_json(tmp_path):
+    # issue 34 low: `plan` on a recipe whose DeepSpeed file is not JSON raised a raw JSONDecodeError (a traceback)
+    ds = tmp_path / "ds_z3.json"
+    ds.write_text('{\n  "zero_optimization": {"stage": 3,}\n  "secret": "hunter2"\n}\n')
+    recipe = REPO / "recipes" / "arpo" / sorted(p.name for p in (REPO / "recipes" / "arpo").glob("*.yaml"))[0]
+    proc = _cli(str(recipe), "--gpu", "h200", "--set", f"deepspeed={ds}")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "JSONDecodeError" not in proc.stderr + proc.stdout
+    assert f"{ds}: the DeepSpeed config is not valid JSON (line 2, column" in proc.stdout, proc.stdout
+    assert "hunter2" not in proc.stdout
+    ds.write_text("[1, 2]")
+    proc = _cli(str(recipe), "--gpu", "h200", "--set", f"deepspeed={ds}")
+    assert proc.returncode == 2 and "must be a JSON object" in proc.stdout, proc.stdout + proc.stderr[-2000:]
