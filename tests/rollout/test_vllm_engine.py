@@ -369,3 +369,35 @@ def test_vllm_engine_asks_for_flat_log_probs_and_none_without_entropy(fake_vllm,
     out = engine.generate([request], SamplingSettings(entropy_tokens=0))[0]
     assert llm.calls[1][1].logprobs is None
     assert out.entropy_terms == [] and out.token_ids
+
+
+@pytest.mark.slow
+def test_missing_vllm_is_named_before_the_model_loads(tmp_path, tiny_model_dir):
+    """Issue 34 low: `arpo_rollout_backend: vllm` without vLLM printed its install hint only after the policy (and
+    the reference model) had loaded. The real `llamafactory-cli train` now stops before loading anything."""
+    import json
+    import os
+    import subprocess
+    from pathlib import Path
+
+    if "vllm" in sys.modules or __import__("importlib").util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here: the hint is for machines without it")
+    repo = Path(__file__).resolve().parents[2]
+    bin_dir = Path(sys.executable).parent
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "dataset_info.json").write_text(json.dumps({"rl": {"file_name": "rl.jsonl", "formatting": "arpo_rl"}}))
+    row = {"prompt": [{"role": "user", "content": "What is 1 + 2?"}], "reward_model": {"ground_truth": "3"}}
+    (data / "rl.jsonl").write_text(json.dumps(row) + "\n")
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", CUDA_VISIBLE_DEVICES="")
+    env.pop("LLAMAFACTORY_AGENTIC_DISABLE", None)
+    proc = subprocess.run(
+        [str(bin_dir / "llamafactory-cli"), "train", str(repo / "recipes/tiny/arpo_cpu.yaml"),
+         f"model_name_or_path={tiny_model_dir}", f"dataset_dir={data}", "dataset=rl", "eval_dataset=null",
+         "eval_strategy='no'", f"output_dir={tmp_path / 'out'}", "arpo_rollout_backend=vllm", "max_steps=1",
+         f"agentic_cache_path={tmp_path / 'tool_cache.sqlite'}", "agentic_search_backend=replay"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "The vllm rollout backend needs vLLM" in output, output[-3000:]
+    assert "trainable params" not in output, output[-3000:]  # LLaMA-Factory's line once the model is loaded
