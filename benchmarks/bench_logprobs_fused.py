@@ -21,7 +21,7 @@ tokens. `full` is the trainer's materialising path (`rl_logprob_chunk_size: 0`: 
 positions, chunks of 1024 fused with the output projection). Each variant runs in a fresh subprocess so its peak
 resident memory (ru_maxrss) is its own; the loss of both is printed and must agree.
 
-Usage: python benchmarks/bench_logprobs_fused.py [--batch 2] [--response 1024]
+Usage: python benchmarks/bench_logprobs_fused.py [--batch 2] [--response 1024] [--vocab 151936]
 """
 
 import argparse
@@ -39,11 +39,11 @@ from llamafactory_agentic.train.trl_compat import selective_log_softmax
 from llamafactory_agentic.algorithms import entropy_from_logits_chunked
 from llamafactory_agentic.testing import real_size_config
 from llamafactory_agentic.train.arpo.logprobs import response_log_probs
-variant, batch, response = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+variant, batch, response, vocab = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 torch.manual_seed(0)
-model = Qwen2ForCausalLM(real_size_config("qwen2.5-0.5b", num_hidden_layers=1)).train()
+model = Qwen2ForCausalLM(real_size_config("qwen2.5-0.5b", num_hidden_layers=1, vocab_size=vocab)).train()
 prompt = 64
-ids = torch.randint(10, 150000, (batch, prompt + response))
+ids = torch.randint(10, vocab - 1, (batch, prompt + response))
 attention = torch.ones_like(ids)
 mask = torch.ones(batch, response, dtype=torch.long)
 mask[:, ::10] = 0
@@ -68,7 +68,7 @@ print(json.dumps({"variant": variant, "extra_peak_mib": (peak - base) / 1024, "s
 
 
 def run(variant: str, args) -> dict:
-    cmd = [sys.executable, "-c", CHILD, variant, str(args.batch), str(args.response)]
+    cmd = [sys.executable, "-c", CHILD, variant, str(args.batch), str(args.response), str(args.vocab)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -78,6 +78,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--response", type=int, default=1024)
+    parser.add_argument(
+        "--vocab", type=int, default=151936, help="vocabulary size (Qwen2.5's; smaller for a smoke run)"
+    )
     args = parser.parse_args()
     full = run("full", args)
     fused = run("fused", args)
@@ -86,7 +89,7 @@ def main() -> None:
     for key in ("loss", "entropy", "grad_norm"):
         assert abs(full[key] - fused[key]) <= 1e-4 * max(1.0, abs(full[key])), (key, full[key], fused[key])
     print(
-        f"{args.batch} x (64 + {args.response}) tokens, vocabulary 151936, forward + backward: extra peak memory "
+        f"{args.batch} x (64 + {args.response}) tokens, vocabulary {args.vocab}, forward + backward: extra peak memory "
         f"fused/full = {fused['extra_peak_mib']:.0f}/{full['extra_peak_mib']:.0f} MiB = "
         f"{fused['extra_peak_mib'] / max(full['extra_peak_mib'], 1e-9):.3f}; time fused/full = "
         f"{fused['seconds'] / full['seconds']:.2f}; loss, entropy and lm_head gradient norm agree"

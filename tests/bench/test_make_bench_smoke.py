@@ -30,7 +30,7 @@ SMOKE_ARGS = {
     "bench_tools_python": ["--calls", "3"],
     "bench_tools_executor": ["--calls", "8", "--latency", "0.01", "--workers", "1,4"],
     "bench_entropy_chunked": ["--seq-len", "64", "--vocab", "1024", "--chunk-size", "16"],
-    "bench_logprobs_fused": ["--batch", "1", "--response", "32"],
+    "bench_logprobs_fused": ["--batch", "1", "--response", "32", "--vocab", "4096"],
     "bench_rollout": ["--prompts", "1", "--group", "2", "--response", "16", "--repeats", "1", "--threads", "1"],
     "bench_eval": ["--samples", "4", "--new", "4"],
 }
