@@ -184,7 +184,7 @@ def apply_training_tools(setup: EvalSetup) -> dict[str, Any]:
     return taken
 
 
-# setup.py's `vllm` extra: the releases that install beside torch 2.11.0 and transformers 5.6.0 (README "Install")
+# setup.py's `vllm` extra: the releases that install beside torch 2.11.0 and transformers 5.6.0 (docs/install.md "Install")
 VLLM_REQUIREMENT = "vllm>=0.22.1,<=0.23.0"
 
 
