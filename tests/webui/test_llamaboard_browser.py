@@ -374,6 +374,9 @@ def test_arpo_from_llamaboard(page, board, board_env):
 
     saves = board_env["cwd"] / "saves" / "Custom" / "full"
     run_dir = next(p for p in saves.iterdir() if p.name.startswith("arpo_"))
+    # LLaMA-Board sets include_num_input_tokens_seen; an RL batch has no input_ids, and transformers logged "Tried to
+    # track the number of tokens seen" at every step (issue 35): the RL stages turn the counter off
+    assert "Tried to track the number of tokens seen" not in (run_dir / "running_log.txt").read_text()
     records = [line for line in (run_dir / "trainer_log.jsonl").read_text().splitlines() if '"loss"' in line]
     assert len(records) == 2 and all('"reward/mean"' in line for line in records)
     from llamafactory_agentic.webui.monitor import read_jsonl, rl_panels
