@@ -120,7 +120,7 @@ def parse_eval_config(
     """
     raw = load_config_dict(config, overrides)
     cli = set(load_config_dict({}, overrides)) if overrides else set()
-    given = {key: SOURCE_CLI if key in cli else SOURCE_FILE for key in raw}
+    given = {key: SOURCE_CLI if key in cli else SOURCE_FILE for key, value in raw.items() if value is not None}
     known = set(eval_field_names())
     eval_keys = {k: v for k, v in raw.items() if k.startswith("eval_")}
     unknown = sorted(set(eval_keys) - known)
