@@ -31,7 +31,6 @@ from llamafactory_agentic.evaluation.config import (
     EvalArguments,
     EvalConfigError,
     read_training_config,
-    resolve_max_samples,
     resolve_protocol,
 )
 from llamafactory_agentic.evaluation.records import load_all_records
@@ -96,6 +95,8 @@ def test_train_val_uses_the_checkpoint_keys_and_reports_each_source(tmp_path, ti
 
 # ---------------------------------------------------------------------------------------------- medium 8: fidelity
 def test_paper_preset_caps_every_set_at_500_rows_as_the_reference():
+    from llamafactory_agentic.evaluation.config import resolve_max_samples
+
     assert resolve_max_samples(EvalArguments()) == 500
     assert resolve_max_samples(EvalArguments(eval_preset="train_val")) is None
     assert resolve_max_samples(EvalArguments(eval_max_samples=-1)) is None
