@@ -464,16 +464,16 @@ def apply_training_config(
         return out
     where = f"the checkpoint's {source}" if not eval_args.eval_training_config else f"eval_training_config {source}"
 
-    def take(key: str, train_key: str, value: Any, current: Any, setter: Any) -> None:
-        origin = given.get(key)
+    def take(key: str, train_key: str, value: Any, current: Any, setter: Any, described: str = "") -> None:
+        origin, described = given.get(key), described or f"{train_key}={value!r}"
         if origin == SOURCE_CLI:
             if _differs(current, value):
-                out["conflicts"].append(f"{key}={current!r} (command line) overrides {train_key}={value!r} of {where}")
+                out["conflicts"].append(f"{key}={current!r} (command line) overrides {described} of {where}")
             return
         if origin == SOURCE_FILE and _differs(current, value):
             out["conflicts"].append(
-                f"{key}={current!r} in the config file is not used: train_val takes {train_key}={value!r} from "
-                f"{where} (set {key} on the command line to override it)"
+                f"{key}={current!r} in the config file is not used: train_val takes {described} from {where} (set "
+                f"{key} on the command line to override it)"
             )
         setter(value)
         out["applied"][key] = value
@@ -484,8 +484,9 @@ def apply_training_config(
             continue
         take(key, train_key, values[train_key], getattr(eval_args, key), lambda v, k=key: setattr(eval_args, k, v))
     per_call = eval_args.eval_max_new_tokens
-    take("eval_max_new_tokens", "(no per-call limit in training)", 0, 0 if per_call is None else per_call,
-         lambda v: setattr(eval_args, "eval_max_new_tokens", v))  # fmt: skip
+    take("eval_max_new_tokens", "", 0, 0 if per_call is None else per_call,
+         lambda v: setattr(eval_args, "eval_max_new_tokens", v),
+         "no per-call token limit (the training's rollout has only the response budget)")  # fmt: skip
     for key in TRAINING_TOOL_KEYS:
         if key not in values:
             out["not_recorded"].append(key)

@@ -995,6 +995,9 @@ def evaluate(
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "warnings": warnings,
     }
+    from .metrics import protocol_lines
+
+    logger.info(f"{LOG_PREFIX} protocol (value and where it came from):\n" + "\n".join(protocol_lines(meta)))
     out = Path(a.eval_output_dir)
     open_run(out, meta, overwrite=a.eval_overwrite)
     existing = load_all_records(out)
