@@ -196,7 +196,7 @@ def run_arpo(
         _warn_start(model_args, training_args)
     effective = resolve_presets(finetuning_args, verbose=training_args.should_log)
     if training_args.should_save:
-        save_agentic_config(effective, training_args.output_dir)
+        save_agentic_config(effective, training_args.output_dir, finetuning_args)  # every key: eval train_val
 
     # first: a bad tool config or a python sandbox below `agentic_python_min_isolation` stops the run here
     tools_config = tools_config_from_args(finetuning_args)
