@@ -474,7 +474,8 @@ def test_arpo_from_llamaboard(page, board, board_env):
     assert "Start with this output directory is refused" in aborted, aborted[:800]
     ui.run_checks(r"no complete checkpoint to resume from")
     ui.click("Start")
-    blocked = ui.wait_text(output_box, r"found errors|Please set|Running|Resuming", timeout=60)
+    # (the box still holds the aborted run's log until Start answers: wait for the answer itself)
+    blocked = ui.wait_text(output_box, r"found errors|Please set `overwrite_output_dir`|Resuming training", timeout=60)
     assert "The checks before Start found errors" in blocked and "no complete checkpoint" in blocked, blocked[-2000:]
     assert "Please set `overwrite_output_dir`" not in blocked
     ui.choose("Stage", "Agentic SFT (tool trajectories)")
