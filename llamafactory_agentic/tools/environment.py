@@ -285,18 +285,20 @@ class EnvironmentTool(BaseTool):
         return session
 
     def _insert(self, trajectory_id: str, session: _Session) -> None:
-        evicted = []
         with self._lock:
             old = self._sessions.pop(trajectory_id, None)
             self._sessions[trajectory_id] = session
-            if old is not None:
-                evicted.append(old)
-            built = [(t, s) for t, s in self._sessions.items() if s.env is not None and t != trajectory_id]
-            excess = sum(s.env is not None for s in self._sessions.values()) - self.max_sessions
-            for _, candidate in built[: max(0, excess)]:
-                evicted.append(candidate)
-        for candidate in evicted:
+            excess = self._excess(session)
+        if old is not None and old.env is not None:
+            self._close_env(old.env)
+        for candidate in excess:
             self._evict(candidate)
+
+    def _excess(self, keep: _Session) -> list[_Session]:
+        r"""The least recently used built sessions beyond `max_sessions`, `keep` excepted (call with `_lock` held)."""
+        built = [s for s in self._sessions.values() if s.env is not None and s is not keep]
+        excess = len(built) + int(keep.env is not None) - self.max_sessions
+        return built[: max(0, excess)]
 
     def _evict(self, session: _Session) -> None:
         r"""Close `session`'s environment but keep its history (rebuilt by replay on the trajectory's next call)."""
@@ -315,6 +317,10 @@ class EnvironmentTool(BaseTool):
         if session.env is None:
             session.env = self._new_env()  # may raise: retried by `execute_args` (nothing ran)
             session.applied = 0
+            with self._lock:
+                excess = self._excess(session)
+            for candidate in excess:  # closed now; their trajectories replay on their next call
+                self._evict(candidate)
         while session.applied < len(session.history):
             if time.monotonic() >= deadline:
                 return False

@@ -43,6 +43,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -81,7 +82,7 @@ logger = get_logger(__name__)
 SESSION_MARK = "lfa-python-session"  # argv of every session interpreter (found in /proc by tests and `doctor`)
 RESTARTED = "The session was restarted: its variables are lost."
 
-# The interpreter's loop, run with `python -c SESSION_REPL SESSION_MARK MAX_BYTES`. Protocol on the original
+# The interpreter's loop, run with `python -c SESSION_REPL SESSION_MARK MAX_BYTES TOKEN`. Protocol on the original
 # stdin/stdout (kept on private descriptors; the code's stdin is /dev/null, its stdout and stderr are files in the
 # working directory): the trainer sends one JSON line {"code": str, "cpu": int}, the loop answers one JSON line
 # {"exit": 0 | 1, "out": [head, tail, size], "err": [head, tail, size]} where head/tail are the first and last
@@ -251,6 +252,7 @@ class PythonSession(Environment):
         self.workdir: str | None = None
         self._buffer = b""
         self._lock = threading.Lock()
+        self.token = uuid.uuid4().hex[:16]  # in the interpreter's argv: names its processes in /proc
         self._start()
 
     @classmethod
@@ -291,7 +293,7 @@ class PythonSession(Environment):
         try:
             if as_nobody:
                 os.chown(self.workdir, uid, uid)
-            args = ["-c", SESSION_REPL, SESSION_MARK, str(4 * self.max_output_chars)]
+            args = ["-c", SESSION_REPL, SESSION_MARK, str(4 * self.max_output_chars), self.token]
             inner = percall.net_filter_command(self.executable, args) if sandbox == "rlimits-only" else [
                 self.executable, *args]  # fmt: skip
             prlimit = shutil.which("prlimit", path=SYSTEM_PATH)
