@@ -489,9 +489,9 @@ class AgenticRollout:
         traj.finish_reason = reason
         traj.truncated = reason == "length"
         state.finished_keys.append(traj.engine_key)
-        forget = getattr(self.executor, "forget_trajectories", None)
-        if forget is not None:  # its environments close with it (docs/tools.md "Environments")
-            forget([traj.uid])
+        release = getattr(self.executor, "release_trajectories", None)
+        if release is not None:  # its environments close with it (docs/tools.md "Environments")
+            release([traj.uid])
 
     # ------------------------------------------------------------------ one round
     def _request(self, traj: Trajectory, state: RolloutState) -> GenerationRequest:
@@ -867,9 +867,9 @@ class AgenticRollout:
         try:
             gen_s, tool_s = self._run(prompts, initial, state, sampling, branching=training)
         finally:  # environments of trajectories left unfinished (an engine error) close too
-            forget = getattr(self.executor, "forget_trajectories", None)
-            if forget is not None:
-                forget([t.uid for members in state.groups for t in members if not t.finished])
+            release = getattr(self.executor, "release_trajectories", None)
+            if release is not None:
+                release([t.uid for members in state.groups for t in members if not t.finished])
         timing["time/generation"] += gen_s
         timing["time/tools"] += tool_s
         if cfg.schedule == "continuous":  # tools overlap generation; this is the time nothing was decoding

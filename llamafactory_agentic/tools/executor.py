@@ -229,6 +229,14 @@ class ToolExecutor:
             for key in [k for k in self._counts if k[0] in ids]:
                 del self._counts[key]
 
+    def release_trajectories(self, trajectory_ids: list[str]) -> None:
+        r"""Close the environments of finished trajectories (the call counts stay; `forget_trajectories` drops both).
+
+        Environments: docs/tools.md "Environments". Costs nothing when no tool is an environment.
+        """
+        for tool in self._stateful_tools():
+            tool.release(trajectory_ids)
+
     def fork_trajectory(self, parent_id: str, child_id: str) -> None:
         r"""An ARPO branch `child_id` of `parent_id`: every environment gives it the parent's state; never raises.
 
