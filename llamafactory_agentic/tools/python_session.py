@@ -460,10 +460,15 @@ class PythonSessionTool(environment_tool(PythonSession)):
         super().__init__(**kwargs)
         self.params["timeout_s"] = self.timeout_s
 
+    @property
+    def executable(self) -> str:
+        r"""The sessions' interpreter (`agentic_python_min_isolation`'s check and hint name it)."""
+        return self.params.get("executable") or sys.executable
+
     def isolation_report(self):
         r"""Measured isolation of the sessions (the executor's `calls_at_<level>` metric, `doctor`)."""
-        return measure_isolation(self.params.get("isolation", PYTHON_ISOLATION), self.params.get("executable")
-                                 or sys.executable, self.params.get("run_as", "auto"))  # fmt: skip
+        return measure_isolation(self.params.get("isolation", PYTHON_ISOLATION), self.executable,
+                                 self.params.get("run_as", "auto"))  # fmt: skip
 
     backend = "local"
 

@@ -251,3 +251,23 @@ def test_killed_trainer_leaves_no_interpreter(isolation, phase):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_run_keys_are_the_sessions_defaults_and_min_isolation_covers_them(tmp_path):
+    from types import SimpleNamespace
+
+    from llamafactory_agentic.tools import build_executor_from_args
+    from llamafactory_agentic.tools.sandbox.isolation import IsolationError
+
+    config = tmp_path / "tools.yaml"
+    config.write_text("tools:\n  - name: python_session\n")
+    args = SimpleNamespace(agentic_tool_config=str(config), agentic_cache_path=None, agentic_python_timeout=7,
+                           agentic_python_max_output_chars=300, agentic_python_min_isolation="unprivileged")  # fmt: skip
+    with build_executor_from_args(args) as executor:
+        tool = executor.tools["python_session"]
+        assert tool.timeout_s == 7 and tool.params["max_output_chars"] == 300 and tool.params["timeout_s"] == 7
+        assert call(executor, "print('z' * 1000)").text.count("z") == 300
+    config.write_text("tools:\n  - name: python_session\n    params: {isolation: rlimits-only}\n")
+    args.agentic_python_min_isolation = "confined"  # rlimits-only gives at most `unprivileged`
+    with pytest.raises(IsolationError, match="agentic_python_min_isolation: confined"):
+        build_executor_from_args(args)
