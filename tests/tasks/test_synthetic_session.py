@@ -77,3 +77,11 @@ def test_cold_start_observations_are_what_the_session_returns(task):
             assert "NameError: name 'xs' is not defined" in stateless.text
             count = calls[1][2].split("= ")[1]
             assert text.endswith(f"<answer> \\boxed{{{count}}} </answer>")
+
+
+def test_the_command_line_mix_accepts_the_stateful_kind():
+    from llamafactory_agentic.tasks.cli import _parse_mix
+
+    assert _parse_mix(["python_session_count=1", "python_count=0"])["python_session_count"] == 1.0
+    with pytest.raises(SystemExit, match="python_session_count"):
+        _parse_mix(["python_sessions=1"])
