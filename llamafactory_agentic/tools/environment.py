@@ -121,6 +121,10 @@ class EnvironmentTool(BaseTool):
     Args:
         max_sessions: environments kept at once (least recently used closed first; its trajectory's calls are
             replayed into a new one on its next call).
+        replay_timeout_s: seconds after which a call starts no further replayed call (default: `timeout_s`); the rest
+            is replayed at the trajectory's next call. Every step, replayed or not, gets `timeout_s` (kept as
+            `call_timeout_s`); the tool's `timeout_s`, which the executor waits for, becomes
+            `2 * call_timeout_s + replay_timeout_s`.
         **kwargs: `BaseTool` arguments (tag, timeout_s, retries, call_limit) and the environment's own `params`.
             `retries` counts attempts to build or restore an environment; a step itself is never retried (it may
             have changed the state).
@@ -134,12 +138,17 @@ class EnvironmentTool(BaseTool):
     environment_class: type[Environment] = Environment
     _BASE_KEYS = ("tag", "timeout_s", "retries", "call_limit", "dedup", "backoff_s")
 
-    def __init__(self, max_sessions: int = 256, **kwargs: Any) -> None:
+    def __init__(self, max_sessions: int = 256, replay_timeout_s: float | None = None, **kwargs: Any) -> None:
         r"""Create the tool (the arguments are described in the class docstring)."""
         base = {k: kwargs.pop(k) for k in self._BASE_KEYS if k in kwargs}
         if base.get("dedup"):
             raise ValueError(f"`dedup` must be false for the environment `{self.name}`: its calls change state")
         super().__init__(**base)
+        self.call_timeout_s = self.timeout_s
+        self.replay_timeout_s = check_number("replay_timeout_s", self.timeout_s if replay_timeout_s is None
+                                             else replay_timeout_s)  # fmt: skip
+        # what the executor waits for: the replay (its last call may start just before its deadline), then the step
+        self.timeout_s = 2 * self.call_timeout_s + self.replay_timeout_s
         self.max_sessions = check_number("max_sessions", max_sessions, integer=True, minimum=1, inclusive=True)
         self.params = kwargs
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
@@ -150,7 +159,7 @@ class EnvironmentTool(BaseTool):
     @classmethod
     def accepted_params(cls, params: dict[str, Any] | None = None) -> set[str] | None:
         r"""`BaseTool` arguments, `max_sessions` and the environment class's constructor arguments (the registry)."""
-        names = set(cls._BASE_KEYS) | {"max_sessions"}
+        names = set(cls._BASE_KEYS) | {"max_sessions", "replay_timeout_s"}
         sig = inspect.signature(cls.environment_class.__init__)
         if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
             return None
@@ -174,21 +183,20 @@ class EnvironmentTool(BaseTool):
         """
         if not isinstance(args, SessionCall):
             args = SessionCall(None, str(args))
-        deadline = time.monotonic() + self.timeout_s
         if args.trajectory_id is None:
             env = self._new_env()
             try:
-                return self._step(env, args.call, deadline)
+                return self._step(env, args.call, time.monotonic() + self.call_timeout_s)
             finally:
                 self._close_env(env)
         session = self._session(args.trajectory_id)
         with session.lock:
-            if not self._restore(session, deadline):
+            if not self._restore(session, time.monotonic() + self.replay_timeout_s):
                 pending = len(session.history) - session.applied
-                text = error_text(self.name, f"the environment could not be restored within {self.timeout_s:g} "
+                text = error_text(self.name, f"the environment could not be restored within {self.replay_timeout_s:g} "
                                   f"seconds ({pending} earlier calls still to replay); try again")  # fmt: skip
                 return ToolOutput(text, STATUS_TIMEOUT)
-            output = self._step(session.env, args.call, deadline)
+            output = self._step(session.env, args.call, time.monotonic() + self.call_timeout_s)
             session.history.append(args.call)
             session.applied += 1
             self._apply_reset(session, output)
@@ -313,7 +321,11 @@ class EnvironmentTool(BaseTool):
             self._close_env(env)
 
     def _restore(self, session: _Session, deadline: float) -> bool:
-        r"""Build `session.env` and replay `history[applied:]` until done or `deadline`; True when up to date."""
+        r"""Build `session.env` and replay `history[applied:]`, starting no replayed call after `deadline`.
+
+        Returns:
+            True when the environment is up to date; False when calls are left (replayed at the next call).
+        """
         if session.env is None:
             session.env = self._new_env()  # may raise: retried by `execute_args` (nothing ran)
             session.applied = 0
@@ -324,7 +336,8 @@ class EnvironmentTool(BaseTool):
         while session.applied < len(session.history):
             if time.monotonic() >= deadline:
                 return False
-            output = self._step(session.env, session.history[session.applied], deadline)
+            # a replayed call gets the whole per-call deadline (it ran within it before); `deadline` bounds the start
+            output = self._step(session.env, session.history[session.applied], time.monotonic() + self.call_timeout_s)
             self._count("replayed_calls")
             session.applied += 1
             self._apply_reset(session, output)  # a replayed call that lost the state (as it did in the source)
@@ -355,7 +368,8 @@ class EnvironmentTool(BaseTool):
     def __repr__(self) -> str:
         r"""Standard `__repr__`."""
         return (f"{type(self).__name__}(environment={self.environment_class.__name__}, tag={self.tag!r}, "
-                f"timeout_s={self.timeout_s}, max_sessions={self.max_sessions})")  # fmt: skip
+                f"timeout_s={self.call_timeout_s}, replay_timeout_s={self.replay_timeout_s}, "
+                f"max_sessions={self.max_sessions})")  # fmt: skip
 
 
 def environment_tool(env_class: type[Environment]) -> type[EnvironmentTool]:

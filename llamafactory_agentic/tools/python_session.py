@@ -452,13 +452,14 @@ class PythonSession(Environment):
 class PythonSessionTool(environment_tool(PythonSession)):
     r"""`<python_session>code</python_session>`: a persistent sandboxed interpreter per trajectory (`PythonSession`).
 
-    Params: those of `PythonSession` (the tool's `timeout` is its per-call `timeout_s`) and `max_sessions`.
+    Params: those of `PythonSession` (the tool's `timeout` is its per-call `timeout_s`), `max_sessions` and
+    `replay_timeout_s` (`EnvironmentTool`).
     """
 
     def __init__(self, **kwargs: Any) -> None:
-        r"""Create the tool; `timeout_s` is both the executor's budget and the session's per-call deadline."""
+        r"""Create the tool; `timeout_s` is the session's per-call deadline (`call_timeout_s`)."""
         super().__init__(**kwargs)
-        self.params["timeout_s"] = self.timeout_s
+        self.params["timeout_s"] = self.call_timeout_s
 
     @property
     def executable(self) -> str:

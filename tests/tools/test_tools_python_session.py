@@ -93,9 +93,8 @@ def test_forked_trajectory_sees_the_shared_calls_only(executor):
     assert metrics["tools/python_session/forks"] == 1 and metrics["tools/python_session/replayed_calls"] == 2
 
 
-def test_timeout_restarts_the_session_and_a_branch_replays_only_what_survived(executor):
-    executor.tools["python_session"].timeout_s = 2.0
-    executor.tools["python_session"].params["timeout_s"] = 2.0
+def test_timeout_restarts_the_session_and_a_branch_replays_only_what_survived():
+    executor = ToolExecutor([PythonSessionTool(timeout_s=2)])
     call(executor, "x = 1", "t")
     hung = call(executor, "while True:\n    pass", "t")
     assert hung.status == "timeout"
@@ -105,6 +104,26 @@ def test_timeout_restarts_the_session_and_a_branch_replays_only_what_survived(ex
     executor.fork_trajectory("t", "t2")
     assert call(executor, "y * 2", "t2").text == "10"  # replayed: `y = 5` only (x and the endless loop are gone)
     assert executor.pop_metrics()["tools/python_session/replayed_calls"] == 2  # the failed `x` lookup, `y = 5`
+    executor.close()
+
+
+def test_replay_has_its_own_budget_and_resumes_at_the_next_call():
+    for replay_timeout_s, first in ((10, "3"), (0.5, None)):
+        with ToolExecutor([PythonSessionTool(timeout_s=3, replay_timeout_s=replay_timeout_s)]) as executor:
+            call(executor, "import time\ntime.sleep(1.2)\na = 1", "t")
+            call(executor, "time.sleep(1.2)\nb = 2", "t")
+            executor.fork_trajectory("t", "u")
+            result = call(executor, "a + b", "u")  # replays 2.4 s of calls, then runs its own within 3 s
+            if first is not None:
+                assert result.text == first and result.status == "ok"
+                continue
+            assert result.status == "timeout"
+            assert result.text == (
+                "Error: Tool(python_session) execution failed with message: the environment could not be restored "
+                "within 0.5 seconds (1 earlier calls still to replay); try again"
+            )
+            assert call(executor, "a + b", "u").text == "3"  # the replay went on where it stopped
+            assert executor.pop_metrics()["tools/python_session/replayed_calls"] == 2
 
 
 def test_state_and_output_are_bounded():
@@ -265,7 +284,8 @@ def test_run_keys_are_the_sessions_defaults_and_min_isolation_covers_them(tmp_pa
                            agentic_python_max_output_chars=300, agentic_python_min_isolation="unprivileged")  # fmt: skip
     with build_executor_from_args(args) as executor:
         tool = executor.tools["python_session"]
-        assert tool.timeout_s == 7 and tool.params["max_output_chars"] == 300 and tool.params["timeout_s"] == 7
+        assert tool.call_timeout_s == 7 and tool.params["timeout_s"] == 7 and tool.params["max_output_chars"] == 300
+        assert tool.timeout_s == 21  # the executor waits for a replay (7 s + its last call's 7 s) and the call (7 s)
         assert call(executor, "print('z' * 1000)").text.count("z") == 300
     config.write_text("tools:\n  - name: python_session\n    params: {isolation: rlimits-only}\n")
     args.agentic_python_min_isolation = "confined"  # rlimits-only gives at most `unprivileged`
