@@ -77,7 +77,7 @@ def register_tool(name: str):
 
 
 def _ensure_builtin_tools() -> None:
-    from . import http_tool, mcp_tool, python_tool, search  # noqa: F401 - registration side effect
+    from . import http_tool, mcp_tool, python_session, python_tool, search  # noqa: F401 - registration side effect
 
 
 def resolve_tool_class(name: str) -> type[BaseTool]:
@@ -116,11 +116,19 @@ def resolve_tool_class(name: str) -> type[BaseTool]:
         raise ToolConfigError(
             f"module `{module_name}` has no `{attr}` (tool `{name}`); its tool classes: {', '.join(tools) or 'none'}"
         )
+    obj = _environment_as_tool(obj)
     if not (isinstance(obj, type) and issubclass(obj, BaseTool)):
         raise ToolConfigError(
             f"`{name}` is not a BaseTool subclass: subclass llamafactory_agentic.tools.BaseTool and implement run()"
         )
     return obj
+
+
+def _environment_as_tool(obj: Any) -> Any:
+    r"""The `EnvironmentTool` serving `obj` when it is an `Environment` subclass (tools/environment.py), else `obj`."""
+    from .environment import Environment, environment_tool
+
+    return environment_tool(obj) if isinstance(obj, type) and issubclass(obj, Environment) else obj
 
 
 def checked_entry(
