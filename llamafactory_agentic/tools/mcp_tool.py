@@ -42,6 +42,7 @@ import threading
 from typing import Any
 
 from ..common.log import get_logger
+from ..data.tags import reserved_tag_error
 from ..hparams import PYTHON_MAX_OUTPUT_CHARS
 from .base import (
     STATUS_EMPTY,
@@ -382,7 +383,24 @@ def _tool_entries(server: str, tools: Any) -> list[tuple[str, str | None]]:
             raise ValueError(
                 f"`tools` of MCP server `{server}`: each item is a tool name or {{name: ..., tag: ...}}, got {item!r}"
             )
+    for name, tag in out:
+        _check_mcp_tag(server, name, tag)
     return out
+
+
+def _check_mcp_tag(server: str, name: str, tag: str | None, listing: list[str] | None = None) -> None:
+    r"""Refuse a server tool whose tag would be reserved (`think`, `answer`, `result`; docs/tools.md "Reserved tags").
+
+    Raises:
+        ValueError: naming the server, the tool and the `tools: [{name, tag}]` entry that renames it (with the other
+            tools of `listing`, when the whole server was asked for).
+    """
+    effective = tag or name
+    others = [n for n in (listing or []) if n != name]
+    entry = ", ".join([*others, f"{{name: {name}, tag: {server}_{name}}}"])
+    message = reserved_tag_error(effective, f"rename it in the server's entry with `tools: [{entry}]`")
+    if message is not None:
+        raise ValueError(f"MCP server `{server}`, tool {name!r}: {message}")
 
 
 @register_tool("mcp")
@@ -494,6 +512,8 @@ class MCPTool(BaseTool):
                 raise ValueError(f"MCP server `{conn.server}` ({conn.describe()}): {exc}") from None
             if not wanted:
                 wanted = [(name, None) for name in listing]
+                for name in listing:
+                    _check_mcp_tag(conn.server, name, None, list(listing))
             missing = [name for name, _ in wanted if name not in listing]
             if missing:
                 raise ValueError(
@@ -501,6 +521,7 @@ class MCPTool(BaseTool):
                     f"{', '.join(sorted(listing)) or 'none'}"
                 )
             for name, tag in wanted:
+                _check_mcp_tag(conn.server, name, tag)
                 tool = cls(tool=name, tag=tag, input_schema=listing[name].input_schema, connection=conn,
                            headers=server_kw["headers"], **kwargs)  # fmt: skip
                 if built:
