@@ -49,6 +49,7 @@ TOOL_WORKERS = 64  # agentic_tool_workers
 REWARD_TOOL_BONUS = 0.1  # agentic_reward_tool_bonus (also the reward functions' default argument)
 REWARD_TIMEOUT_S = 60.0  # agentic_reward_timeout (also the reward objects' default, docs/rewards.md §3)
 REWARD_WORKERS = 1  # agentic_reward_workers (also the reward objects' default)
+MCP_MAX_RESULT_BYTES = 4 * 1024 * 1024  # `max_result_bytes` of an `mcp_servers` entry (docs/tools.md "MCP servers")
 
 
 @dataclass

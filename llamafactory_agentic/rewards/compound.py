@@ -340,7 +340,7 @@ def _call_one(reward: RewardFunction, item: RewardItem) -> RewardResult:
 
 
 def is_user_reward(reward: RewardFunction) -> bool:
-    r"""Whether `reward` runs the user's code: a `CallableReward` or a `RewardFunction` class from outside this package.
+    r"""Whether `reward` runs the user's code: a `CallableReward` or a `RewardFunction` class from another package.
 
     User rewards get the per-call deadline and the worker threads of docs/rewards.md §3; the built-in ones (`f1`,
     `em`, `math`, `format`, `tool_efficiency`) run in the calling thread, where math-verify's own timeouts work.

@@ -73,7 +73,7 @@ def _warn_slow(name: str, durations: Sequence[float | None], timeout_s: float) -
 
 
 def run_sync_calls(call: Callable[[int], Any], n: int, name: str, timeout_s: float, workers: int) -> list[Any]:
-    r"""`[call(0), ..., call(n - 1)]`, each call in a daemon thread, at most `workers` at a time, each within `timeout_s`.
+    r"""`[call(0), ..., call(n - 1)]`, each in a daemon thread, at most `workers` at a time, each within `timeout_s`.
 
     Args:
         call: Scores item `i` (a user reward on trajectory `i`); may block or raise.

@@ -35,6 +35,7 @@ key is the canonical JSON of the arguments, `MCPTool.cache_key`).
 
 import asyncio
 import concurrent.futures
+import contextvars
 import json
 import os
 import sys
@@ -43,7 +44,7 @@ from typing import Any
 
 from ..common.log import get_logger
 from ..data.tags import reserved_tag_error
-from ..hparams import PYTHON_MAX_OUTPUT_CHARS
+from ..hparams import MCP_MAX_RESULT_BYTES, PYTHON_MAX_OUTPUT_CHARS
 from .base import (
     STATUS_EMPTY,
     STATUS_ERROR,
@@ -65,6 +66,8 @@ logger = get_logger(__name__)
 
 INSTALL_HINT = "install the MCP client: pip install 'llamafactory-agentic[mcp]' (the `mcp` package, 2.x)"
 SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers")
+PROBE_TIMEOUT_S = 5.0  # most seconds a ping after a timed-out call may take before the server is restarted
+_CALL = contextvars.ContextVar("agentic_mcp_call", default=None)  # the call an HTTP request belongs to
 _TAG_PATTERN = r"[A-Za-z_][A-Za-z0-9_\-]*"
 
 
@@ -87,6 +90,8 @@ class MCPServerConnection:
         url, headers: a streamable-HTTP server: its endpoint (e.g. `http://127.0.0.1:8000/mcp`) and HTTP headers.
         connect_timeout_s: seconds allowed for starting the server and the protocol handshake.
         errlog: where a stdio server's stderr goes (default this process's stderr).
+        max_result_bytes: bound of one message from the server (a stdio line, an SSE event); a longer answer is
+            dropped unread and its call ends as an error observation at once.
 
     Raises:
         ValueError: neither or both of `command` and `url`.
@@ -103,6 +108,7 @@ class MCPServerConnection:
         headers: dict[str, str] | None = None,
         connect_timeout_s: float = 30.0,
         errlog: Any = None,
+        max_result_bytes: int = MCP_MAX_RESULT_BYTES,
     ) -> None:
         r"""Create the object (the arguments are described in the class docstring)."""
         if bool(command) == bool(url):
@@ -116,6 +122,11 @@ class MCPServerConnection:
         self.headers = {str(k): str(v) for k, v in (headers or {}).items()}
         self.connect_timeout_s = check_number("connect_timeout_s", connect_timeout_s)
         self.errlog = errlog
+        self.max_result_bytes = check_number("max_result_bytes", max_result_bytes, integer=True, minimum=1024,
+                                             inclusive=True)  # fmt: skip
+        self._probe: asyncio.Task | None = None
+        self._http: _CallStreams | None = None
+        self.restarts = 0  # sessions dropped because the server stopped answering (a failed ping after a timeout)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -165,17 +176,24 @@ class MCPServerConnection:
 
     # ------------------------------------------------------------------ session (runs on the loop thread)
     def _transport(self) -> Any:
-        from mcp.client.stdio import StdioServerParameters, stdio_client
+        r"""The session's transport (a new one per session).
 
+        stdio: `mcp_stdio.bounded_stdio_client` (byte bound, environment allowlist); HTTP: the package's client with
+        a transport that can close one call's response stream (`_CallStreams`) and `max_sse_event_size`.
+        """
         if self.command:
-            params = StdioServerParameters(
-                command=self.command, args=self.args, env={**os.environ, **self.env}, cwd=self.cwd
-            )
-            return stdio_client(params, errlog=self.errlog or sys.stderr)
-        from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
+            from .mcp_stdio import bounded_stdio_client, server_environment
 
-        return streamable_http_client(self.url, http_client=create_mcp_http_client(headers=self.headers or None))
+            return bounded_stdio_client(self.command, self.args, server_environment(self.env), self.cwd,
+                                        self.errlog or sys.stderr, self.max_result_bytes)  # fmt: skip
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+
+        self._http = _CallStreams(httpx2.AsyncHTTPTransport())
+        timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+        client = httpx2.AsyncClient(transport=self._http, headers=self.headers or None, timeout=timeout)
+        return streamable_http_client(self.url, http_client=client, max_sse_event_size=self.max_result_bytes)
 
     async def _run_session(self, ready: asyncio.Future, stop: asyncio.Event) -> None:
         r"""Open the session, hand it over through `ready`, keep it until `stop` (enter and exit in one task)."""
@@ -198,6 +216,9 @@ class MCPServerConnection:
 
     async def _connected(self) -> Any:
         assert self._lock is not None
+        probe = self._probe
+        if probe is not None and not probe.done():  # a ping after a timeout decides whether the session is kept
+            await asyncio.wait([probe])
         async with self._lock:
             if self._client is not None and self._runner is not None and not self._runner.done():
                 return self._client
@@ -236,15 +257,20 @@ class MCPServerConnection:
         """
         from mcp.shared.exceptions import MCPError
 
+        from .mcp_stdio import TOO_LARGE
+
         start = asyncio.get_running_loop().time()
         client = await self._connected()
         if "read_timeout_seconds" in kwargs:
             left = timeout_s - (asyncio.get_running_loop().time() - start)
             kwargs["read_timeout_seconds"] = max(0.05, left)
+        call = object()
+        _CALL.set(call)  # the HTTP requests of this call carry it (the transport runs them in copies of our context)
         try:
             return await getattr(client, method)(*args, **kwargs)
         except MCPError as exc:
-            if exc.code == -32001:  # REQUEST_TIMEOUT
+            if exc.code == -32001:  # REQUEST_TIMEOUT: the server may be busy or wedged; a ping tells which
+                self._start_probe(client)
                 raise TransientToolError(
                     f"MCP server `{self.server}` did not answer within {timeout_s:g} seconds"
                 ) from None
@@ -253,14 +279,51 @@ class MCPServerConnection:
                 raise TransientToolError(
                     f"connection to MCP server `{self.server}` lost ({exc.message}); it is reopened on the next call"
                 ) from None
+            if exc.code == TOO_LARGE:
+                raise ToolError(f"MCP server `{self.server}`: {exc.message}") from None
             raise ToolError(f"MCP server `{self.server}` refused the request: {exc.message}") from None
         except (ToolError, asyncio.CancelledError):
             raise
+        except RuntimeError as exc:  # the answer arrived and the client refused it (e.g. it breaks the tool's own
+            # output schema): this call's error; the session and the other calls on it are fine
+            raise ToolError(f"MCP server `{self.server}` answered {method} with a result the client refused: "
+                            f"{_first_line(str(exc))}") from None  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - transport errors (HTTP, broken pipes): reconnect next time
             self._drop(client)
             raise TransientToolError(
                 f"MCP server `{self.server}` call failed ({_describe_exc(exc)}); it is reopened on the next call"
             ) from None
+        finally:
+            if self._http is not None:
+                await self._http.close_call(call)  # a timed-out call's response stream is not left open
+
+    def _start_probe(self, client: Any) -> None:
+        r"""After a timed-out call, ping the server in the background (one ping at a time).
+
+        No answer within `PROBE_TIMEOUT_S` (or `connect_timeout_s`, if shorter) means it is wedged (a stopped process,
+        half a line written): the session is dropped, so the next call (which waits for the ping) starts it again.
+        A server that is only busy with the slow call answers the ping and keeps its session and other calls.
+        """
+        if self._client is not client or (self._probe is not None and not self._probe.done()):
+            return
+        wait_s = min(PROBE_TIMEOUT_S, self.connect_timeout_s)
+
+        async def _probe() -> None:
+            try:
+                await asyncio.wait_for(client.session.send_ping(), wait_s)
+            except Exception as exc:  # noqa: BLE001 - no answer, a refused ping, a broken stream: all mean restart
+                self.restarts += 1
+                logger.warning(
+                    "[agentic-tools] MCP server %s (%s) did not answer a ping within %g s after a timed-out call "
+                    "(%s): restarting it",
+                    self.server,
+                    self.describe(),
+                    wait_s,
+                    _describe_exc(exc),
+                )
+                self._drop(client)
+
+        self._probe = asyncio.get_running_loop().create_task(_probe())
 
     # ------------------------------------------------------------------ public, thread-safe
     def list_tools(self) -> list[Any]:
@@ -325,6 +388,56 @@ class MCPServerConnection:
             thread.join(timeout=5.0)
 
 
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:300]
+
+
+class _CallStreams:
+    r"""An `httpx2` transport that remembers the responses of each MCP call (by `_CALL`) and closes them on demand.
+
+    The `mcp` package keeps a timed-out request's POST response stream (SSE) open until the server answers; a server
+    that never answers would hold a connection per timed-out call for the life of the session. `close_call` closes
+    the call's streams when the call ends, whatever the outcome.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        r"""Wrap `inner` (`httpx2.AsyncHTTPTransport`)."""
+        self._inner = inner
+        self._streams: dict[object, list[Any]] = {}
+        self.closed_open_streams = 0  # streams that were still open when their call ended (a timeout)
+
+    async def handle_async_request(self, request: Any) -> Any:
+        r"""Send `request`; remember its response under the current call."""
+        response = await self._inner.handle_async_request(request)
+        call = _CALL.get()
+        if call is not None:
+            self._streams.setdefault(call, []).append(response)
+        return response
+
+    async def close_call(self, call: object) -> None:
+        r"""Close every response of `call` (a finished response is closed already: nothing happens to it)."""
+        for response in self._streams.pop(call, []):
+            if not response.is_closed:
+                self.closed_open_streams += 1
+            try:
+                await response.aclose()
+            except Exception as exc:  # noqa: BLE001 - closing a broken stream
+                logger.debug("[agentic-tools] closing an MCP response stream: %r", exc)
+
+    async def aclose(self) -> None:
+        r"""Close the wrapped transport."""
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> "_CallStreams":
+        r"""Enter the wrapped transport."""
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        r"""Leave the wrapped transport."""
+        await self._inner.__aexit__(*exc)
+
+
 def _describe_exc(exc: BaseException) -> str:
     inner = getattr(exc, "exceptions", None)  # an exception group (anyio task groups wrap the real cause)
     if isinstance(inner, (list, tuple)) and inner:
@@ -338,7 +451,9 @@ _POOL_LOCK = threading.Lock()
 
 
 def _pool_key(server: dict[str, Any]) -> str:
-    return canonical_json({k: server.get(k) for k in (*SERVER_KEYS, "server", "connect_timeout_s")})
+    return canonical_json(
+        {k: server.get(k) for k in (*SERVER_KEYS, "server", "connect_timeout_s", "max_result_bytes")}
+    )
 
 
 def acquire_connection(server: dict[str, Any]) -> MCPServerConnection:
@@ -414,7 +529,8 @@ class MCPTool(BaseTool):
     Args:
         tool: name of the tool on the server (the default tag; a name that is not a word needs a `tag`).
         server: label of the server (default: the command's or the URL's last part).
-        command, args, env, cwd, url, headers, connect_timeout_s: the server (`MCPServerConnection`).
+        command, args, env, cwd, url, headers, connect_timeout_s, max_result_bytes: the server
+            (`MCPServerConnection`).
         input_schema: the tool's JSON schema (filled in from the server's listing by `build_all`); used to take a
             bare string body for a tool with one string property.
         max_output_chars: observation cap in characters (head and tail kept, default
@@ -440,6 +556,7 @@ class MCPTool(BaseTool):
         url: str | None = None,
         headers: dict[str, str] | None = None,
         connect_timeout_s: float = 30.0,
+        max_result_bytes: int = MCP_MAX_RESULT_BYTES,
         input_schema: dict[str, Any] | None = None,
         max_output_chars: int = PYTHON_MAX_OUTPUT_CHARS,
         connection: MCPServerConnection | None = None,
@@ -463,7 +580,8 @@ class MCPTool(BaseTool):
                                              inclusive=True)  # fmt: skip
         self.input_schema = input_schema if isinstance(input_schema, dict) else None
         if connection is None:
-            settings = _server_settings(server, command, args, env, cwd, url, headers, connect_timeout_s)
+            settings = _server_settings(server, command, args, env, cwd, url, headers, connect_timeout_s,
+                                        max_result_bytes)  # fmt: skip
             MCPServerConnection(**settings)  # validates now; the pooled one is acquired below
             connection = acquire_connection(settings)
         self.connection = connection
@@ -501,7 +619,9 @@ class MCPTool(BaseTool):
                 raise ValueError("a whole MCP server takes no `tag`: give each tool one with tools: [{name, tag}]")
             kwargs.pop("tag", None)
         server_kw = {k: kwargs.pop(k, None) for k in ("server", *SERVER_KEYS)}
-        settings = _server_settings(connect_timeout_s=kwargs.pop("connect_timeout_s", 30.0), **server_kw)
+        limits = {"connect_timeout_s": kwargs.pop("connect_timeout_s", 30.0),
+                  "max_result_bytes": kwargs.pop("max_result_bytes", MCP_MAX_RESULT_BYTES)}  # fmt: skip
+        settings = _server_settings(**limits, **server_kw)
         MCPServerConnection(**settings)  # validate before starting anything
         conn = acquire_connection(settings)
         built: list[MCPTool] = []
@@ -609,6 +729,7 @@ def _server_settings(
     url: str | None = None,
     headers: Any = None,
     connect_timeout_s: float = 30.0,
+    max_result_bytes: int = MCP_MAX_RESULT_BYTES,
 ) -> dict[str, Any]:
     if args is not None and not (isinstance(args, list) and all(isinstance(a, (str, int, float)) for a in args)):
         raise ValueError(f"MCP server `args` must be a list of strings, got {args!r}")
@@ -628,6 +749,7 @@ def _server_settings(
         "url": url,
         "headers": dict(headers or {}),
         "connect_timeout_s": connect_timeout_s,
+        "max_result_bytes": max_result_bytes,
     }
 
 
@@ -663,7 +785,7 @@ def mcp_server_specs(path: str, entries: Any, environ: dict[str, str] | None = N
 
     Each entry: `name` (the server label), `command` + `args` (+ `env`, `cwd`) or `url` (+ `headers`), optional
     `tools` (names or `{name, tag}`; default every tool of the server), `timeout`, `retries`, `call_limit`, `dedup`,
-    `connect_timeout`, `max_output_chars`.
+    `connect_timeout`, `max_output_chars`, `max_result_bytes`.
 
     Raises:
         ToolConfigError: naming the file, the entry and the fix.
@@ -673,7 +795,7 @@ def mcp_server_specs(path: str, entries: Any, environ: dict[str, str] | None = N
     if not isinstance(entries, list):
         raise ToolConfigError(f"{path}: `mcp_servers` must be a list of servers ({{name, command/args | url}})")
     allowed = ("name", "command", "args", "env", "cwd", "url", "headers", "tools", "timeout", "retries",
-               "call_limit", "dedup", "connect_timeout", "max_output_chars")  # fmt: skip
+               "call_limit", "dedup", "connect_timeout", "max_output_chars", "max_result_bytes")  # fmt: skip
     specs = []
     for i, entry in enumerate(entries):
         where = f"{path}: mcp_servers[{i}]"
@@ -692,6 +814,9 @@ def mcp_server_specs(path: str, entries: Any, environ: dict[str, str] | None = N
             settings = _server_settings(entry["name"], *(entry.get(k) for k in SERVER_KEYS))
             if entry.get("connect_timeout") is not None:
                 settings["connect_timeout_s"] = check_number("connect_timeout", entry["connect_timeout"])
+            if entry.get("max_result_bytes") is not None:
+                settings["max_result_bytes"] = check_number("max_result_bytes", entry["max_result_bytes"],
+                                                            integer=True, minimum=1024, inclusive=True)  # fmt: skip
             if entry.get("max_output_chars") is not None:
                 check_number("max_output_chars", entry["max_output_chars"], integer=True, minimum=2, inclusive=True)
         except ValueError as exc:
