@@ -105,7 +105,9 @@ class LineReader:
         if self._size <= self.max_bytes:
             self._line += piece
             return
-        if len(self._line) > _KEEP:  # just went over: keep the head only
+        if len(self._line) < _KEEP:  # the head: the first bytes of the line, from this piece too
+            self._line += piece[: _KEEP - len(self._line)]
+        elif len(self._line) > _KEEP:  # just went over: keep the head only
             del self._line[_KEEP:]
         self._tail = (self._tail + piece)[-_KEEP:]
 

@@ -270,7 +270,7 @@ class MCPServerConnection:
             return await getattr(client, method)(*args, **kwargs)
         except MCPError as exc:
             if exc.code == -32001:  # REQUEST_TIMEOUT: the server may be busy or wedged; a ping tells which
-                self._start_probe(client)
+                self._start_probe(client, timeout_s)
                 raise TransientToolError(
                     f"MCP server `{self.server}` did not answer within {timeout_s:g} seconds"
                 ) from None
@@ -297,16 +297,17 @@ class MCPServerConnection:
             if self._http is not None:
                 await self._http.close_call(call)  # a timed-out call's response stream is not left open
 
-    def _start_probe(self, client: Any) -> None:
+    def _start_probe(self, client: Any, timeout_s: float) -> None:
         r"""After a timed-out call, ping the server in the background (one ping at a time).
 
-        No answer within `PROBE_TIMEOUT_S` (or `connect_timeout_s`, if shorter) means it is wedged (a stopped process,
-        half a line written): the session is dropped, so the next call (which waits for the ping) starts it again.
+        No answer within `PROBE_TIMEOUT_S` (or the call's `timeout_s`, if shorter) means it is wedged (a stopped
+        process, half a line written): the session is dropped, so the next call (which waits for the ping) starts it
+        again.
         A server that is only busy with the slow call answers the ping and keeps its session and other calls.
         """
         if self._client is not client or (self._probe is not None and not self._probe.done()):
             return
-        wait_s = min(PROBE_TIMEOUT_S, self.connect_timeout_s)
+        wait_s = min(PROBE_TIMEOUT_S, timeout_s)
 
         async def _probe() -> None:
             try:
