@@ -257,19 +257,23 @@ def test_reserved_tags_are_refused_by_name(tmp_path, tag):
     assert f"tools[0] (python): tag <{tag}> is reserved" in message and f"`tag: {tag}_tool` in this entry" in message
 
 
-def test_an_mcp_think_tool_is_refused_with_the_rename_and_works_renamed(tmp_path, monkeypatch):
-    monkeypatch.setenv("MCP_TEST_THINK", "1")  # the test server then offers a tool named `think`
-    config = _write_config(tmp_path, _stdio_server(tmp_path / "pid", "    tools: [add, think]\n"))
+def _think_server(pid_file: Path, extra: str) -> str:
+    # the test server with a tool named `think` (its `env` sets MCP_TEST_THINK)
+    return _stdio_server(pid_file, extra).replace("env: {", "env: {MCP_TEST_THINK: '1', ", 1)
+
+
+def test_an_mcp_think_tool_is_refused_with_the_rename_and_works_renamed(tmp_path):
+    config = _write_config(tmp_path, _think_server(tmp_path / "pid", "    tools: [add, think]\n"))
     with pytest.raises(ToolConfigError, match=r"mcp_servers\[0\] \(calc\): MCP server `calc`, tool 'think': tag "
                        r"<think> is reserved .*`tools: \[\{name: think, tag: calc_think\}\]`"):  # fmt: skip
         load_tool_config(config)  # a listed tool: refused when the file is read
-    config = _write_config(tmp_path, _stdio_server(tmp_path / "pid", "    timeout: 20\n"))
+    config = _write_config(tmp_path, _think_server(tmp_path / "pid", "    timeout: 20\n"))
     with pytest.raises(ToolConfigError) as info:
         _executor(config)  # every tool of the server: refused when the server lists it, before training
     assert "MCP server `calc`, tool 'think': tag <think> is reserved" in str(info.value)
     assert "{name: think, tag: calc_think}]`" in str(info.value) and "tools: [add, lookup" in str(info.value)
     renamed = "    tools: [add, {name: think, tag: calc_think}]\n    timeout: 20\n"
-    config = _write_config(tmp_path, _stdio_server(tmp_path / "pid", renamed))
+    config = _write_config(tmp_path, _think_server(tmp_path / "pid", renamed))
     with _executor(config) as ex:
         assert set(ex.tools) == {"add", "calc_think"}
         assert _one(ex, "calc_think", "plan the search").text == "noted: plan the search"
