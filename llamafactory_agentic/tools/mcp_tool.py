@@ -274,6 +274,12 @@ class MCPServerConnection:
                 raise TransientToolError(
                     f"MCP server `{self.server}` did not answer within {timeout_s:g} seconds"
                 ) from None
+            if exc.code == -32000 and "byte limit" in str(exc.message):  # an SSE event over `max_result_bytes`:
+                # this call's answer was too long; the HTTP session (one POST per request) is fine
+                raise ToolError(
+                    f"MCP server `{self.server}`: the answer is over the bound of {self.max_result_bytes} bytes "
+                    f"(`max_result_bytes` of the server entry); it was dropped ({exc.message})"
+                ) from None
             if exc.code == -32000:  # CONNECTION_CLOSED: the server process died or the stream broke
                 self._drop(client)
                 raise TransientToolError(

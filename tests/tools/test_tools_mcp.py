@@ -377,13 +377,15 @@ def _connections_to(port: int) -> int:
                and c.status == psutil.CONN_ESTABLISHED)  # fmt: skip
 
 
-def test_mcp_http_stream_of_a_timed_out_call_is_closed(tmp_path):
+def test_mcp_http_stream_of_a_timed_out_call_is_closed_and_results_are_bounded(tmp_path):
     # before: each timed-out call kept its POST response stream (one TCP connection) open until the server answered
-    # (3 timed-out calls: 4 connections); now the call's stream is closed when it times out
+    # (3 timed-out calls: 4 connections); now the call's stream is closed when it times out. And an answer over
+    # `max_result_bytes` (an SSE event of 5 MB) was a "lost connection": the session was reopened and the call
+    # retried (the server made the 5 MB answer twice); now it is that call's error, not retried
     port = _free_port()
     proc = _start_http_server(port)
     try:
-        server = f"  - name: web\n    url: http://127.0.0.1:{port}/mcp\n    timeout: 1\n    retries: 1\n"
+        server = f"  - name: web\n    url: http://127.0.0.1:{port}/mcp\n    timeout: 1\n    retries: 2\n"
         config = _write_config(tmp_path, server, cache_tools="[]")
         with _executor(config) as ex:
             assert _one(ex, "add", '{"a": 1, "b": 1}').text == "2"
@@ -393,6 +395,11 @@ def test_mcp_http_stream_of_a_timed_out_call_is_closed(tmp_path):
             time.sleep(0.3)
             assert _connections_to(port) <= before, (before, _connections_to(port))
             assert _one(ex, "add", '{"a": 2, "b": 2}').text == "4"
+            served = int(_one(ex, "calls", "{}").text)
+            r = _one(ex, "big", '{"n_bytes": 5000000}')
+            assert r.status == "error" and "over the bound of 4194304 bytes (`max_result_bytes`" in r.text, r.text
+            assert int(_one(ex, "calls", "{}").text) == served + 2  # `big` once (not retried), then this `calls`
+            assert ex.tools["add"].connection.connects == 1
     finally:
         proc.kill()
         proc.wait()
