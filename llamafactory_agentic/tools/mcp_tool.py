@@ -264,7 +264,7 @@ class MCPServerConnection:
         if "read_timeout_seconds" in kwargs:
             left = timeout_s - (asyncio.get_running_loop().time() - start)
             kwargs["read_timeout_seconds"] = max(0.05, left)
-        call = object()
+        call, streams = object(), self._http  # the HTTP transport of this session (a reconnect makes a new one)
         _CALL.set(call)  # the HTTP requests of this call carry it (the transport runs them in copies of our context)
         try:
             return await getattr(client, method)(*args, **kwargs)
@@ -300,8 +300,8 @@ class MCPServerConnection:
                 f"MCP server `{self.server}` call failed ({_describe_exc(exc)}); it is reopened on the next call"
             ) from None
         finally:
-            if self._http is not None:
-                await self._http.close_call(call)  # a timed-out call's response stream is not left open
+            if streams is not None:
+                await streams.close_call(call)  # a timed-out call's response stream is not left open
 
     def _start_probe(self, client: Any, timeout_s: float) -> None:
         r"""After a timed-out call, ping the server in the background (one ping at a time).
