@@ -61,6 +61,7 @@ ENV_ALLOWLIST = (
 # JSON-RPC error code of the answer given to a request whose response was over the byte bound (the implementation-
 # defined server-error range; the mcp package uses -32000 and -32001 there)
 TOO_LARGE = -32090
+TOO_LARGE_TEXT = "the answer is over the bound"  # the start of the messages about an answer over the bound
 EXIT_GRACE_S = 1.0
 _KEEP = 4096  # bytes kept of each end of an oversized line, to find its id
 _ID_FIRST = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
@@ -126,8 +127,8 @@ def _too_large_answer(request_id: Any, size: int, max_bytes: int) -> dict[str, A
         "id": request_id,
         "error": {
             "code": TOO_LARGE,
-            "message": f"the server's answer is {size} bytes, over the bound of {max_bytes} bytes "
-            "(`max_result_bytes` of the server entry); it was dropped",
+            "message": f"{TOO_LARGE_TEXT} of {max_bytes} bytes (`max_result_bytes` of the server entry): {size} "
+            "bytes; it was dropped",
         },
     }
 
@@ -227,4 +228,4 @@ async def _stop(process: Any) -> None:
                 pass
 
 
-__all__ = ["ENV_ALLOWLIST", "TOO_LARGE", "LineReader", "bounded_stdio_client", "server_environment"]
+__all__ = ["ENV_ALLOWLIST", "TOO_LARGE", "TOO_LARGE_TEXT", "LineReader", "bounded_stdio_client", "server_environment"]

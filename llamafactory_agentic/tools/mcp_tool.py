@@ -125,7 +125,7 @@ class MCPServerConnection:
         self.max_result_bytes = check_number("max_result_bytes", max_result_bytes, integer=True, minimum=1024,
                                              inclusive=True)  # fmt: skip
         self._probe: asyncio.Task | None = None
-        self._http: _CallStreams | None = None
+        self._http: Any = None  # the HTTP session's `mcp_http.CallStreams`
         self.restarts = 0  # sessions dropped because the server stopped answering (a failed ping after a timeout)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -179,7 +179,7 @@ class MCPServerConnection:
         r"""The session's transport (a new one per session).
 
         stdio: `mcp_stdio.bounded_stdio_client` (byte bound, environment allowlist); HTTP: the package's client with
-        a transport that can close one call's response stream (`_CallStreams`) and `max_sse_event_size`.
+        a transport that can close one call's response stream (`mcp_http.CallStreams`) and `max_sse_event_size`.
         """
         if self.command:
             from .mcp_stdio import bounded_stdio_client, server_environment
@@ -190,7 +190,9 @@ class MCPServerConnection:
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
-        self._http = _CallStreams(httpx2.AsyncHTTPTransport())
+        from .mcp_http import CallStreams
+
+        self._http = CallStreams(httpx2.AsyncHTTPTransport(), self.max_result_bytes, _CALL)
         timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
         client = httpx2.AsyncClient(transport=self._http, headers=self.headers or None, timeout=timeout)
         return streamable_http_client(self.url, http_client=client, max_sse_event_size=self.max_result_bytes)
@@ -257,14 +259,14 @@ class MCPServerConnection:
         """
         from mcp.shared.exceptions import MCPError
 
-        from .mcp_stdio import TOO_LARGE
+        from .mcp_stdio import TOO_LARGE, TOO_LARGE_TEXT
 
         start = asyncio.get_running_loop().time()
         client = await self._connected()
         if "read_timeout_seconds" in kwargs:
             left = timeout_s - (asyncio.get_running_loop().time() - start)
             kwargs["read_timeout_seconds"] = max(0.05, left)
-        call, streams = object(), self._http  # the HTTP transport of this session (a reconnect makes a new one)
+        call, streams = _CallToken(), self._http  # the HTTP transport of this session (a reconnect makes a new one)
         _CALL.set(call)  # the HTTP requests of this call carry it (the transport runs them in copies of our context)
         try:
             return await getattr(client, method)(*args, **kwargs)
@@ -287,6 +289,11 @@ class MCPServerConnection:
                 ) from None
             if exc.code == TOO_LARGE:
                 raise ToolError(f"MCP server `{self.server}`: {exc.message}") from None
+            if TOO_LARGE_TEXT in str(exc.message):  # a JSON answer cut off by `mcp_http.CallStreams`
+                raise ToolError(
+                    f"MCP server `{self.server}`: {TOO_LARGE_TEXT} of {self.max_result_bytes} bytes "
+                    "(`max_result_bytes` of the server entry); it was dropped"
+                ) from None
             raise ToolError(f"MCP server `{self.server}` refused the request: {exc.message}") from None
         except (ToolError, asyncio.CancelledError):
             raise
@@ -395,54 +402,12 @@ class MCPServerConnection:
             thread.join(timeout=5.0)
 
 
+class _CallToken:
+    r"""Identity of one MCP call in `_CALL` (weakly referenced by `mcp_http.CallStreams`)."""
+
+
 def _first_line(text: str) -> str:
     return (text.strip().splitlines() or [""])[0][:300]
-
-
-class _CallStreams:
-    r"""An `httpx2` transport that remembers the responses of each MCP call (by `_CALL`) and closes them on demand.
-
-    The `mcp` package keeps a timed-out request's POST response stream (SSE) open until the server answers; a server
-    that never answers would hold a connection per timed-out call for the life of the session. `close_call` closes
-    the call's streams when the call ends, whatever the outcome.
-    """
-
-    def __init__(self, inner: Any) -> None:
-        r"""Wrap `inner` (`httpx2.AsyncHTTPTransport`)."""
-        self._inner = inner
-        self._streams: dict[object, list[Any]] = {}
-        self.closed_open_streams = 0  # streams that were still open when their call ended (a timeout)
-
-    async def handle_async_request(self, request: Any) -> Any:
-        r"""Send `request`; remember its response under the current call."""
-        response = await self._inner.handle_async_request(request)
-        call = _CALL.get()
-        if call is not None:
-            self._streams.setdefault(call, []).append(response)
-        return response
-
-    async def close_call(self, call: object) -> None:
-        r"""Close every response of `call` (a finished response is closed already: nothing happens to it)."""
-        for response in self._streams.pop(call, []):
-            if not response.is_closed:
-                self.closed_open_streams += 1
-            try:
-                await response.aclose()
-            except Exception as exc:  # noqa: BLE001 - closing a broken stream
-                logger.debug("[agentic-tools] closing an MCP response stream: %r", exc)
-
-    async def aclose(self) -> None:
-        r"""Close the wrapped transport."""
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> "_CallStreams":
-        r"""Enter the wrapped transport."""
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        r"""Leave the wrapped transport."""
-        await self._inner.__aexit__(*exc)
 
 
 def _describe_exc(exc: BaseException) -> str:

@@ -14,7 +14,7 @@
 
 """A tiny MCP server for the MCP tool tests, built with the `mcp` package's `MCPServer` (FastMCP in mcp 1.x).
 
-Run: `python mcp_test_server.py stdio` or `python mcp_test_server.py http PORT`. Tools: `add(a, b)`, `lookup(key)`,
+Run: `python mcp_test_server.py stdio`, `python mcp_test_server.py http PORT` or `... http-json PORT`. Tools: `add(a, b)`, `lookup(key)`,
 `sleep(seconds)` (async: other calls are served meanwhile), `fail(message)` (an `isError` result), `calls()`
 (tool calls this process has served, which tells a test whether a result came from the cache), `sleeping()` (running
 `sleep` calls), `bad_output()` (structured content that breaks its own output schema), `big(n_bytes)`, `wedge(half_line)`
@@ -149,5 +149,7 @@ if __name__ == "__main__":
             f.write(str(os.getpid()))
     if sys.argv[1:2] == ["http"]:
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    elif sys.argv[1:2] == ["http-json"]:  # answers each request with one JSON body instead of an SSE stream
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]), json_response=True)
     else:
         server.run("stdio")

@@ -142,8 +142,8 @@ def test_mcp_crash_is_retried_within_the_call(tmp_path):
         assert ex.pop_metrics()["tools/lookup/backend_calls"] == 2  # two executions, each ended as one result
 
 
-def _start_http_server(port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], stdout=subprocess.DEVNULL,
+def _start_http_server(port: int, mode: str = "http") -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, str(SERVER), mode, str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -377,13 +377,14 @@ def _connections_to(port: int) -> int:
                and c.status == psutil.CONN_ESTABLISHED)  # fmt: skip
 
 
-def test_mcp_http_stream_of_a_timed_out_call_is_closed_and_results_are_bounded(tmp_path):
+@pytest.mark.parametrize("mode", ["http", "http-json"])  # answers as SSE streams or as one JSON body
+def test_mcp_http_stream_of_a_timed_out_call_is_closed_and_results_are_bounded(tmp_path, mode):
     # before: each timed-out call kept its POST response stream (one TCP connection) open until the server answered
     # (3 timed-out calls: 4 connections); now the call's stream is closed when it times out. And an answer over
-    # `max_result_bytes` (an SSE event of 5 MB) was a "lost connection": the session was reopened and the call
-    # retried (the server made the 5 MB answer twice); now it is that call's error, not retried
+    # `max_result_bytes` was an SSE "lost connection" (the session was reopened, the call retried) or, as a JSON body,
+    # read whole (5 MB); now it is that call's error either way, not retried
     port = _free_port()
-    proc = _start_http_server(port)
+    proc = _start_http_server(port, mode)
     try:
         server = f"  - name: web\n    url: http://127.0.0.1:{port}/mcp\n    timeout: 1\n    retries: 2\n"
         config = _write_config(tmp_path, server, cache_tools="[]")
