@@ -21,7 +21,7 @@ from llamafactory_agentic.rewards import RewardItem, RewardTimeoutError, score_b
 from llamafactory_agentic.rewards.compound import reward_from_args
 
 
-USER_REWARDS = '''
+USER_REWARDS = """
 import asyncio
 import threading
 import time
@@ -53,7 +53,7 @@ def one_second(model_text, ground_truth, metadata):
 def slowish(model_text, ground_truth, metadata):
     time.sleep(0.7)
     return 0.5
-'''
+"""
 
 
 @pytest.fixture
