@@ -48,6 +48,7 @@ from typing import Any
 import yaml
 
 from ..common.log import get_logger
+from ..data.tags import reserved_tag_error
 from .base import BaseTool, check_number
 
 
@@ -241,6 +242,9 @@ def _check_entry(where: str, entry: dict[str, Any]) -> None:
     tag = entry.get("tag")
     if tag is not None and not (isinstance(tag, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", tag)):
         raise ToolConfigError(f"{where}: `tag` must be a word such as `search` (letters, digits, _ or -), got {tag!r}")
+    reserved = reserved_tag_error(tag, f"`tag: {tag}_tool` in this entry") if tag is not None else None
+    if reserved is not None:
+        raise ToolConfigError(f"{where}: {reserved}")
     if not isinstance(entry.get("params") or {}, dict):
         raise ToolConfigError(f"{where}: `params` must be a mapping of constructor arguments, got {entry['params']!r}")
 
