@@ -445,7 +445,7 @@ def fetch(
         raise RedirectRefused(f"more than {max_redirects} redirects from {url}")  # pragma: no cover - loop returns
     except httpx.TimeoutException as exc:
         if time.monotonic() >= deadline - 0.01:
-            raise DeadlineExceeded(f"no complete answer from {first.host} within {deadline_s:g} seconds") from exc
+            raise DeadlineExceeded(f"no complete answer from {first.host} within {deadline_s:.3g} seconds") from exc
         raise
     finally:
         _local.deadline = outer

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.tags import wrap_observation
-from ..hparams import agentic_value
+from ..hparams import JUDGE_RETRIES, JUDGE_TIMEOUT_S, agentic_value
 from ..validation import validate_tool_keys
 
 
@@ -236,8 +236,15 @@ class EvalArguments:
         default=None, metadata=_help("Environment variable holding the judge's API key.")
     )
     eval_judge_workers: int = field(default=16, metadata=_help("Concurrent judge requests."))
-    eval_judge_timeout: float = field(default=120.0, metadata=_help("Seconds per judge request."))
-    eval_judge_retries: int = field(default=3, metadata=_help("Attempts per judge request (HTTP 5xx, 429, network)."))
+    eval_judge_timeout: float = field(
+        default=JUDGE_TIMEOUT_S, metadata=_help("Seconds per judge request, whole (a trickling server is cut off).")
+    )
+    eval_judge_retries: int = field(
+        default=JUDGE_RETRIES,
+        metadata=_help(
+            "Attempts per judge request (HTTP 5xx, 429, network; Retry-After honoured within timeout x retries)."
+        ),
+    )
     eval_judge_cache: str | None = field(
         default=None,
         metadata=_help("SQLite file of judge verdicts (default: judge_cache.sqlite in the output folder)."),

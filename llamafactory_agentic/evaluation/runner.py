@@ -705,8 +705,8 @@ def score_records(
             ref_head = dict(current)
         else:
             value, correct = reference_headline(
-                metric, record["task"], ref["scores"], None if ref_verdict is None else ref_verdict.correct
-            )
+                metric, record["task"], ref["scores"], None if ref_verdict is None else ref_verdict.reference_correct
+            )  # the reference's reading of the reply (a hedge counts as correct there; judge.reply_says_correct)
             source = "judge" if ref_verdict is not None and metric == "judge" else metric
             ref_head = {"metric": metric, "value": float(value), "correct": bool(correct), "source": source}
         reference = {**ref, "judge": None if ref_verdict is None else asdict(ref_verdict), "headline": ref_head}
