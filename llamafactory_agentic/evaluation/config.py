@@ -276,7 +276,18 @@ class EvalArguments:
     eval_browse_summary_chars: int = field(
         default=3000, metadata=_help("Characters kept per page summary in the observation.")
     )
-    eval_browse_fetch_timeout: float = field(default=20.0, metadata=_help("Seconds per page download."))
+    eval_browse_fetch_timeout: float = field(
+        default=20.0, metadata=_help("Seconds per page download, whole (redirects and a trickling server included).")
+    )
+    eval_browse_allow_hosts: str | None = field(
+        default=None,
+        metadata=_help(
+            "Internal hosts browse may fetch pages from (intranet use), comma-separated: names or addresses as written "
+            "in the links (`wiki.corp,10.1.2.3`) or networks (`10.0.0.0/8`). Default none: links and redirects to "
+            "loopback, private, link-local (cloud metadata) and reserved addresses are refused after DNS resolution "
+            '(docs/tools.md "Outbound limits").'
+        ),
+    )
     eval_report: bool = field(default=True, metadata=_help("Write report.html."))
     eval_report_max_trajectories: int = field(
         default=5000, metadata=_help("Trajectories embedded in report.html (the report says when it shows fewer).")
@@ -306,6 +317,15 @@ class EvalArguments:
             raise EvalConfigError("eval_judge_base_url is set but eval_judge_model is not: name the judge model")
         if self.eval_search_mode not in ("snippets", "browse"):
             raise EvalConfigError(f"eval_search_mode must be snippets or browse, got {self.eval_search_mode!r}")
+        if self.eval_browse_allow_hosts is not None:
+            from ..common.outbound import AddressPolicy
+
+            try:
+                AddressPolicy(self.eval_browse_allow_hosts)
+            except ValueError as exc:
+                raise EvalConfigError(
+                    f"eval_browse_allow_hosts: {exc}; give host names, addresses or networks, comma-separated"
+                ) from None
         if self.eval_search_mode == "browse" and not (self.eval_browse_base_url and self.eval_browse_model):
             raise EvalConfigError(
                 "eval_search_mode: browse needs a summariser: set eval_browse_base_url (an OpenAI-compatible chat "
@@ -735,4 +755,5 @@ _NO_PRESET = {
     "eval_browse_base_url",
     "eval_browse_model",
     "eval_browse_api_key_env",
+    "eval_browse_allow_hosts",
 }

@@ -474,7 +474,8 @@ def _use_browse(executor: Any, a: EvalArguments) -> dict[str, Any]:
                                 retry_wait_s=a.eval_retry_wait)  # fmt: skip
         browser = Browser(summariser, cache=executor.cache, pages=a.eval_browse_pages,
                           page_chars=a.eval_browse_page_chars, summary_chars=a.eval_browse_summary_chars,
-                          fetch_timeout_s=a.eval_browse_fetch_timeout)  # fmt: skip
+                          fetch_timeout_s=a.eval_browse_fetch_timeout,
+                          allow_hosts=a.eval_browse_allow_hosts)  # fmt: skip
         replaced[tag] = tool
         executor.tools[tag] = BrowseSearchTool(tool, browser)
     return replaced
