@@ -360,6 +360,7 @@ def fetch(
     deadline_s: float,
     max_bytes: int,
     json: Any = None,
+    params: Any = None,
     headers: dict[str, str] | None = None,
     redirects: str = "none",
     max_redirects: int = 5,
@@ -376,6 +377,7 @@ def fetch(
         deadline_s: Seconds for the whole request, redirects included.
         max_bytes: Most body bytes read.
         json: JSON body (None: no body).
+        params: Query parameters of the first request (a redirect's target carries its own).
         headers: Extra headers for this request.
         redirects: `none`, `same_origin` or `follow` (module docstring).
         max_redirects: Most hops followed.
@@ -407,7 +409,8 @@ def fetch(
         for hop in range(max_redirects + 1):
             if policy is not None:
                 policy.check_url(current)
-            request = client.build_request(method, current, json=body, headers=headers)
+            request = client.build_request(method, current, json=body, headers=headers,
+                                           params=params if hop == 0 else None)  # fmt: skip
             response = client.send(request, stream=True)
             try:
                 location = response.headers.get("location")

@@ -29,7 +29,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from llamafactory_agentic.common import outbound
 from llamafactory_agentic.tools import ToolCall, ToolExecutor, build_executor_from_args
 from llamafactory_agentic.tools.http_tool import HTTPTool
 from llamafactory_agentic.tools.python_tool import PythonTool
@@ -91,6 +90,8 @@ def test_outbound_fetch_deadline_covers_headers_and_body(local_http):
                 time.sleep(0.2)
         else:
             box[0].trickle(handler, interval=0.2)
+
+    from llamafactory_agentic.common import outbound
 
     box = []
     box.append(local_http(route))
@@ -191,3 +192,46 @@ def test_http_tool_does_not_follow_redirects_to_another_origin(local_http, tmp_p
     assert away.status == "error" and "another origin" in away.text and "s3cret" not in away.text
     assert (moved.status, moved.text) == ("ok", "3")
     assert [r[2].get("X-Api-Key") for r in home.requests] == ["s3cret-value"] * 3
+
+
+def test_trickling_web_search_api_is_cut_off_and_keys_stay_home(local_http):
+    """The web search backends: a trickling API ends at the backend's `timeout_s`; a cross-origin redirect is refused."""
+    from llamafactory_agentic.tools.base import ToolError, TransientToolError
+    from llamafactory_agentic.tools.search import WebBackend
+
+    other = local_http(lambda h, m, b: other.send(h, 200, json.dumps({"organic": []})))
+
+    def route(handler, method, body):
+        if handler.path == "/away":
+            handler.send_response(307)
+            handler.send_header("Location", f"{other.url}/search")
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+        else:
+            box[0].trickle(handler, body=json.dumps({"organic": [{"snippet": "late"}]}).encode())
+
+    box = []
+    box.append(local_http(route))
+    outcome = {}
+
+    def run():
+        backend = WebBackend(provider="serper", api_key="sk-secret", endpoint=box[0].url + "/search", timeout_s=1.5)
+        start = time.perf_counter()
+        try:
+            backend.search("q", 3)
+        except Exception as exc:  # noqa: BLE001 - the test inspects it
+            outcome["error"] = exc
+        outcome["s"] = time.perf_counter() - start
+
+    import threading
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert "s" in outcome, "the trickling search API was still being read after 10 s (timeout_s 1.5)"
+    assert isinstance(outcome["error"], TransientToolError) and outcome["s"] < 2.5
+    away = WebBackend(provider="serper", api_key="sk-secret", endpoint=box[0].url + "/away", timeout_s=5)
+    with pytest.raises(ToolError, match="another origin") as info:
+        away.search("q", 3)
+    assert "sk-secret" not in str(info.value) and other.requests == []
+    away.close()
