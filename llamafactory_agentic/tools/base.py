@@ -36,6 +36,16 @@ from ..validation import check_number  # noqa: F401  (re-exported: the tools val
 logger = get_logger(__name__)
 _call = threading.local()  # `deadline`: perf_counter() value the running call of this thread must end by
 
+
+def call_time_left_s(default: float) -> float:
+    r"""Seconds left of the tool call this thread runs (`BaseTool.execute_args`), or `default` outside a call.
+
+    For backends whose requests must end with the call (e.g. the search HTTP backends). Never negative.
+    """
+    deadline = getattr(_call, "deadline", None)
+    return default if deadline is None else max(0.0, deadline - time.perf_counter())
+
+
 STATUS_OK = "ok"
 STATUS_EMPTY = "empty"
 STATUS_ERROR = "error"
@@ -207,8 +217,7 @@ class BaseTool:
 
         Outside `execute_args` (a direct `run`): the whole `timeout_s`. Never negative.
         """
-        deadline = getattr(_call, "deadline", None)
-        return self.timeout_s if deadline is None else max(0.0, deadline - time.perf_counter())
+        return call_time_left_s(self.timeout_s)
 
     def add_secrets(self, *values: str) -> None:
         r"""Remember secret values so that they are redacted from every observation and log line."""

@@ -50,6 +50,7 @@ from .base import (
     ToolError,
     ToolOutput,
     TransientToolError,
+    call_time_left_s,
     check_number,
     redact,
     truncate_middle,
@@ -213,7 +214,8 @@ class HTTPBackend(SearchBackend):
     r"""Common part of the HTTP backends: one thread-safe client, limits, rate limit, error mapping.
 
     Outbound limits (`common/outbound.py`, docs/tools.md "Outbound limits"): a request ends within `timeout_s`
-    (connection, headers and body: a trickling API is cut off), reads `MAX_RESPONSE_BYTES` (8 MiB) at most, and
+    (and within what is left of the tool call's `timeout_s`; connection, headers and body: a trickling API is cut
+    off), reads `MAX_RESPONSE_BYTES` (8 MiB) at most, and
     follows redirects only within the endpoint's origin (the API key never reaches another server).
 
     Raises (from `_request`):
@@ -233,8 +235,11 @@ class HTTPBackend(SearchBackend):
         import httpx
 
         self._limiter.acquire()
+        left = min(self.timeout_s, call_time_left_s(self.timeout_s))  # never past the tool call's own budget
+        if left <= 0:
+            raise TransientToolError(f"request timed out after {self.timeout_s:g} s")
         try:
-            response = outbound.fetch(self._client, method, url, deadline_s=self.timeout_s,
+            response = outbound.fetch(self._client, method, url, deadline_s=left,
                                       max_bytes=self.MAX_RESPONSE_BYTES, redirects="same_origin", **kwargs)  # fmt: skip
         except outbound.OutboundError as exc:
             raise ToolError(redact(f"{self.name} search API: {exc}", self._secrets)) from exc
