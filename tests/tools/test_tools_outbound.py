@@ -235,3 +235,37 @@ def test_trickling_web_search_api_is_cut_off_and_keys_stay_home(local_http):
         away.search("q", 3)
     assert "sk-secret" not in str(info.value) and other.requests == []
     away.close()
+
+
+def test_a_call_given_up_on_frees_its_worker_slot():
+    """A tool that ignores its own deadline (sleeps 6 s with `timeout_s` 1): the executor answers `timeout` and its slot
+    goes to the next call at once (before: the next call waited for the sleeping worker)."""
+    import threading
+
+    from llamafactory_agentic.tools.base import STATUS_OK, BaseTool, ToolOutput
+
+    release = threading.Event()
+
+    class Stuck(BaseTool):
+        name = default_tag = "stuck"
+
+        def run(self, args):
+            release.wait(6)  # ignores timeout_s; bounded so the thread ends by itself
+            return ToolOutput("late", STATUS_OK)
+
+    class Quick(BaseTool):
+        name = default_tag = "quick"
+
+        def run(self, args):
+            return ToolOutput(f"quick {args}", STATUS_OK)
+
+    with ToolExecutor([Stuck(timeout_s=1, retries=1), Quick(timeout_s=1, retries=1)], workers=1, grace_s=0.5) as ex:
+        start = time.perf_counter()
+        stuck = ex.execute([ToolCall("stuck", "x")])[0]
+        quick = ex.execute([ToolCall("quick", "y")])[0]
+        seconds = time.perf_counter() - start
+        metrics = ex.pop_metrics()
+        release.set()
+    assert stuck.status == "timeout" and (quick.status, quick.text) == ("ok", "quick y")
+    assert seconds < 2.5, f"the quick call waited for the stuck worker ({seconds:.2f} s)"
+    assert metrics["tools/stuck/abandoned"] == 1
