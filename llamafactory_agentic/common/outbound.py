@@ -244,6 +244,8 @@ def outbound_client(
 ) -> httpx.Client:
     r"""An `httpx.Client` whose sockets honour `fetch`'s deadline and, with `policy`, refuse internal addresses.
 
+    Use it through `fetch`: the client has no timeout of its own (a silent server may take up to the deadline).
+
     Args:
         headers: Headers sent with every request.
         policy: The address policy (None: the configured URL is the user's choice, no address check).
@@ -264,6 +266,7 @@ def outbound_client(
                 mounts[f"all://*{host}"] = None  # direct, through the default transport
     return httpx.Client(
         headers=headers,
+        timeout=None,  # no per-operation limit of httpx's own (its default is 5 s): `fetch`'s deadline bounds it all
         transport=_Transport(policy, limits=limits, trust_env=False),
         mounts=mounts,
         trust_env=False,

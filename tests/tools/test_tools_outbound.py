@@ -88,6 +88,9 @@ def test_outbound_fetch_deadline_covers_headers_and_body(local_http):
                 except OSError:
                     return
                 time.sleep(0.2)
+        elif handler.path == "/silent":  # thinks for 5.5 s, then answers at once (longer than httpx's 5 s default)
+            time.sleep(5.5)
+            box[0].send(handler, 200, "done", "text/plain")
         else:
             box[0].trickle(handler, interval=0.2)
 
@@ -101,6 +104,8 @@ def test_outbound_fetch_deadline_covers_headers_and_body(local_http):
         with pytest.raises(outbound.DeadlineExceeded, match="within 1.5 seconds"):
             outbound.fetch(client, "GET", box[0].url + path, deadline_s=1.5, max_bytes=1000)
         assert 1.4 < time.perf_counter() - start < 2.2
+    answer = outbound.fetch(client, "GET", box[0].url + "/silent", deadline_s=8, max_bytes=1000)
+    assert answer.text == "done"  # within the deadline a slow answer is fine: no other timeout applies
     client.close()
 
 
