@@ -147,3 +147,20 @@ def test_judge_hedge_verdicts_from_a_server_and_from_the_cache(local_http, tmp_p
     assert (again.source, again.correct, again.reference_correct) == ("cache", False, True)
     assert len(server.requests) == 1
     judge.close()
+
+
+def test_scoring_profiles_read_a_hedging_judge_reply_each_by_its_rule(local_http, tmp_path):
+    """`score_records` on one judge-headline record: a hedge is not correct in `current`, correct in `reference`."""
+    from llamafactory_agentic.evaluation.runner import score_records
+
+    server = local_http(lambda h, m, b: server.send(h, 200, _chat("I cannot tell if this is correct")))
+    record = {
+        "key": "deep/0/0", "benchmark": "deep", "task": "qa", "question": "Capital of France?", "answers": ["Paris"],
+        "prediction": "Lyon", "finish_reason": "answer", "scores": {"em": 0.0, "f1": 0.0, "math_equiv": 0.0},
+        "segments": [["model", "<answer> \\boxed{Lyon} </answer>"]],
+    }  # fmt: skip
+    scoring = {"judge_base_url": server.url, "judge_model": "j", "judge_retries": 1, "judge_timeout": 5}
+    (scored,), stats = score_records([record], {"benchmarks": {"deep": {"metric": "judge"}}}, scoring, tmp_path)
+    assert scored["headline"]["correct"] is False  # before: True (any "correct" without a negative word)
+    assert scored["reference"]["headline"]["correct"] is True  # the reference's own rule, kept
+    assert stats["calls"] == 1  # both profiles judged the same prediction: one request
