@@ -130,16 +130,19 @@ def test_http_tool_big_body_is_streamed_to_the_byte_bound(local_http, tmp_path):
     server = local_http(route)
     script = textwrap.dedent(
         f"""
-        import json, resource, time
+        import json, time
+        def peak_kb():  # VmHWM: peak RSS of this process's memory (ru_maxrss would inherit the parent's at fork)
+            with open("/proc/self/status") as status:
+                return int(next(line for line in status if line.startswith("VmHWM:")).split()[1])
         from llamafactory_agentic.tools.http_tool import HTTPTool
         tool = HTTPTool({server.url!r} + "/big", tool_name="big", timeout_s=20, retries=1,
                         max_response_bytes=2_000_000, max_output_chars=100)
         small = HTTPTool({server.url!r} + "/small", tool_name="small", timeout_s=20, retries=1)
         assert small.execute("warm-up").text == "small"  # imports and buffers in place before the measurement
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        before = peak_kb()
         start = time.perf_counter()
         result = tool.execute("big")
-        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        after = peak_kb()
         print(json.dumps({{"before_kb": before, "after_kb": after, "s": time.perf_counter() - start,
                           "status": result.status, "text": result.text}}))
         """
