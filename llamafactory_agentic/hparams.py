@@ -46,6 +46,8 @@ CACHE_TOOLS = "search"  # agentic_cache_tools
 # `arpo` preset's values (`train/presets.py` uses them), which the tools layer uses where no preset was resolved.
 TOOL_RETRIES = 3  # agentic_tool_retries
 TOOL_WORKERS = 64  # agentic_tool_workers
+JUDGE_TIMEOUT_S = 120.0  # agentic_reward_judge_timeout (and eval_judge_timeout): seconds per judge request, whole
+JUDGE_RETRIES = 3  # agentic_reward_judge_retries (and eval_judge_retries): attempts per judge call
 REWARD_TOOL_BONUS = 0.1  # agentic_reward_tool_bonus (also the reward functions' default argument)
 REWARD_TIMEOUT_S = 60.0  # agentic_reward_timeout (also the reward objects' default, docs/rewards.md §3)
 REWARD_WORKERS = 1  # agentic_reward_workers (also the reward objects' default)
@@ -436,6 +438,20 @@ class AgenticArguments:
             "help": "Threads scoring the calls of a synchronous user reward at once (docs/rewards.md §3): 1 (default) "
             "calls it one trajectory after the other; more requires a thread-safe function. `async def` rewards "
             "always run their calls concurrently."
+        },
+    )
+    agentic_reward_judge_timeout: float = field(
+        default=JUDGE_TIMEOUT_S,
+        metadata={
+            "help": "Seconds per `judge` reward request, whole (connection, headers and body: a server that trickles "
+            'is cut off there; docs/tools.md "Outbound limits").'
+        },
+    )
+    agentic_reward_judge_retries: int = field(
+        default=JUDGE_RETRIES,
+        metadata={
+            "help": "Attempts per `judge` reward call (HTTP 5xx, 429, network errors, timeouts; the server's "
+            "Retry-After is honoured within timeout x retries)."
         },
     )
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..common.log import get_logger
-from ..hparams import agentic_value
+from ..hparams import JUDGE_RETRIES, JUDGE_TIMEOUT_S, agentic_value
 from ..validation import check_number
 from .deadline import run_async_calls, run_sync_calls
 from .deep_research import exact_match_score, extract_answer_span, extract_boxed_answer, normalize_ground_truths
@@ -218,8 +218,8 @@ class JudgeSettings:
             `<output_dir>/judge_cache.sqlite`). The same file as `eval_judge_cache` shares verdicts with evaluation.
         api_key_env: Environment variable holding the API key (`agentic_reward_judge_api_key_env`), or None.
         workers: Concurrent judge requests.
-        timeout_s: Seconds per request.
-        retries: Attempts per request.
+        timeout_s: Seconds per request, whole (`agentic_reward_judge_timeout`).
+        retries: Attempts per request (`agentic_reward_judge_retries`).
     """
 
     base_url: str | None = None
@@ -227,8 +227,8 @@ class JudgeSettings:
     cache: str | None = None
     api_key_env: str | None = None
     workers: int = 16
-    timeout_s: float = 120.0
-    retries: int = 3
+    timeout_s: float = JUDGE_TIMEOUT_S
+    retries: int = JUDGE_RETRIES
 
 
 class JudgeReward(RewardFunction):
@@ -599,7 +599,23 @@ def judge_settings_from_args(args: Any, output_dir: str | None = None) -> JudgeS
     Args:
         args: `FinetuningArguments` with the plugin's keys (missing keys read as unset).
         output_dir: The run's output folder: the cache defaults to `<output_dir>/judge_cache.sqlite`.
+
+    Raises:
+        ValueError: `agentic_reward_judge_timeout` not > 0 or `agentic_reward_judge_retries` not an integer >= 1.
     """
+    timeout, retries = (
+        agentic_value(args, "agentic_reward_judge_timeout"),
+        agentic_value(args, "agentic_reward_judge_retries"),
+    )
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise ValueError(f"agentic_reward_judge_timeout must be a number of seconds > 0, got {timeout!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
+        raise ValueError(f"agentic_reward_judge_retries must be an integer >= 1 (attempts per call), got {retries!r}")
     cache = agentic_value(args, "agentic_reward_judge_cache")
     if cache is None and output_dir:
         cache = os.path.join(output_dir, "judge_cache.sqlite")
@@ -608,6 +624,8 @@ def judge_settings_from_args(args: Any, output_dir: str | None = None) -> JudgeS
         model=agentic_value(args, "agentic_reward_judge_model"),
         cache=cache,
         api_key_env=agentic_value(args, "agentic_reward_judge_api_key_env"),
+        timeout_s=timeout,
+        retries=retries,
     )
 
 
