@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..common.log import get_logger
+from ..common.numbers import check_number
 from ..hparams import JUDGE_RETRIES, JUDGE_TIMEOUT_S, agentic_value
-from ..validation import check_number
 from .deadline import run_async_calls, run_sync_calls
 from .deep_research import exact_match_score, extract_answer_span, extract_boxed_answer, normalize_ground_truths
 from .deep_research import validate_format as _validate_format
