@@ -46,7 +46,12 @@ CACHE_TOOLS = "search"  # agentic_cache_tools
 # `arpo` preset's values (`train/presets.py` uses them), which the tools layer uses where no preset was resolved.
 TOOL_RETRIES = 3  # agentic_tool_retries
 TOOL_WORKERS = 64  # agentic_tool_workers
+JUDGE_TIMEOUT_S = 120.0  # agentic_reward_judge_timeout (and eval_judge_timeout): seconds per judge request, whole
+JUDGE_RETRIES = 3  # agentic_reward_judge_retries (and eval_judge_retries): attempts per judge call
 REWARD_TOOL_BONUS = 0.1  # agentic_reward_tool_bonus (also the reward functions' default argument)
+REWARD_TIMEOUT_S = 60.0  # agentic_reward_timeout (also the reward objects' default, docs/rewards.md §3)
+REWARD_WORKERS = 1  # agentic_reward_workers (also the reward objects' default)
+MCP_MAX_RESULT_BYTES = 4 * 1024 * 1024  # `max_result_bytes` of an `mcp_servers` entry (docs/tools.md "MCP servers")
 
 
 @dataclass
@@ -418,6 +423,36 @@ class AgenticArguments:
     )
     agentic_reward_judge_api_key_env: str | None = field(
         default=None, metadata={"help": "Environment variable holding the `judge` reward's API key."}
+    )
+    agentic_reward_timeout: float = field(
+        default=REWARD_TIMEOUT_S,
+        metadata={
+            "help": "Seconds one call of a user reward (`module:function`, a registered function or class) may take, "
+            "counted from its start; a call still running then stops the step with an error naming the reward "
+            "(docs/rewards.md §3). Calls slower than half of it are logged. The `judge` has its own limits."
+        },
+    )
+    agentic_reward_workers: int = field(
+        default=REWARD_WORKERS,
+        metadata={
+            "help": "Threads scoring the calls of a synchronous user reward at once (docs/rewards.md §3): 1 (default) "
+            "calls it one trajectory after the other; more requires a thread-safe function. `async def` rewards "
+            "always run their calls concurrently."
+        },
+    )
+    agentic_reward_judge_timeout: float = field(
+        default=JUDGE_TIMEOUT_S,
+        metadata={
+            "help": "Seconds per `judge` reward request, whole (connection, headers and body: a server that trickles "
+            'is cut off there; docs/tools.md "Outbound limits").'
+        },
+    )
+    agentic_reward_judge_retries: int = field(
+        default=JUDGE_RETRIES,
+        metadata={
+            "help": "Attempts per `judge` reward call (HTTP 5xx, 429, network errors, timeouts; the server's "
+            "Retry-After is honoured within timeout x retries)."
+        },
     )
 
     # ---------------------------------------------------------------- optimisation (docs/algorithms.md §4)

@@ -35,44 +35,8 @@ import types
 import typing
 from typing import Any, Literal
 
+from .common.numbers import check_number  # noqa: F401 (re-exported: the validators' number check)
 from .hparams import TOOL_RETRIES, TOOL_WORKERS, AgenticArguments, agentic_default
-
-
-def check_number(
-    name: str,
-    value: Any,
-    *,
-    integer: bool = False,
-    minimum: float = 0,
-    inclusive: bool = False,
-    allow_none: bool = False,
-) -> Any:
-    r"""Validate a numeric setting and return it as `int`/`float` (None passes when `allow_none`).
-
-    Args:
-        name: the setting's name, used in the message (e.g. `timeout_s` or `agentic_python_timeout`).
-        value: the value to check; booleans and strings are rejected.
-        integer: require a whole number (returned as `int`).
-        minimum: lower bound; `value` must be greater than it (or equal when `inclusive`).
-        inclusive: whether `minimum` itself is allowed.
-        allow_none: whether None (no limit) is allowed.
-
-    Raises:
-        ValueError: naming the setting, the bound and the value received.
-    """
-    if value is None and allow_none:
-        return None
-    kind = "a whole number" if integer else "a number"
-    bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and integer and value != int(value):
-        ok = False
-    if ok:
-        ok = value >= minimum if inclusive else value > minimum
-    if not ok:
-        none = " or null (no limit)" if allow_none else ""
-        raise ValueError(f"`{name}` must be {kind} {bound}{none}, got {value!r}")
-    return int(value) if integer else float(value)
 
 
 # ---------------------------------------------------------------------------------------------- declared types

@@ -60,6 +60,95 @@ def plugin_caplog(caplog):
         logger.removeHandler(caplog.handler)
 
 
+class LocalHTTP:
+    """A threading HTTP server on 127.0.0.1 whose requests are answered by `route(handler, method, body)`.
+
+    `handler` is the `BaseHTTPRequestHandler`; `body` the request body (bytes). Every request is recorded in
+    `requests` as `(method, path, headers, body)`. `trickle` sends an answer one byte per `interval` seconds (a
+    bounded loop that also ends when the client hangs up or the server stops).
+    """
+
+    def __init__(self, route):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+        self.route, self.requests, self.stopping = route, [], threading.Event()
+        self.hangups = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _any(self):
+                size = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(size) if size else b""
+                outer.requests.append((self.command, self.path, dict(self.headers), body))
+                outer.route(self, self.command, body)
+
+            do_GET = do_POST = _any  # noqa: N815 - http.server's names
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def send(handler, status: int, body: bytes | str, content_type: str = "application/json", headers=None):
+        data = body.encode() if isinstance(body, str) else body
+        handler.send_response(status)
+        handler.send_header("Content-Type", content_type)
+        handler.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    def trickle(self, handler, body: bytes = b"{}" + b" " * 118, interval: float = 1.0,
+                content_type: str = "application/json"):  # fmt: skip
+        """Answer 200 with `body`, one byte per `interval` seconds (a server that never trips a per-read timeout)."""
+        import time
+
+        handler.send_response(200)
+        handler.send_header("Content-Type", content_type)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.flush()
+        for i in range(len(body)):
+            if self.stopping.is_set():
+                return
+            try:
+                handler.wfile.write(body[i : i + 1])
+                handler.wfile.flush()
+            except OSError:
+                self.hangups += 1
+                return
+            time.sleep(interval)
+
+    def close(self):
+        self.stopping.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture()
+def local_http():
+    """Factory of `LocalHTTP` servers on 127.0.0.1 (stopped at the end of the test)."""
+    servers = []
+
+    def _make(route):
+        servers.append(LocalHTTP(route))
+        return servers[-1]
+
+    yield _make
+    for server in servers:
+        server.close()
+
+
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test`), the longest tests, then the `slow` and `browser` ones are scheduled first.
 

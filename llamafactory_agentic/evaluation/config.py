@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.tags import wrap_observation
-from ..hparams import agentic_value
+from ..hparams import JUDGE_RETRIES, JUDGE_TIMEOUT_S, agentic_value
 from ..validation import validate_tool_keys
 
 
@@ -241,8 +241,15 @@ class EvalArguments:
         default=None, metadata=_help("Environment variable holding the judge's API key.")
     )
     eval_judge_workers: int = field(default=16, metadata=_help("Concurrent judge requests."))
-    eval_judge_timeout: float = field(default=120.0, metadata=_help("Seconds per judge request."))
-    eval_judge_retries: int = field(default=3, metadata=_help("Attempts per judge request (HTTP 5xx, 429, network)."))
+    eval_judge_timeout: float = field(
+        default=JUDGE_TIMEOUT_S, metadata=_help("Seconds per judge request, whole (a trickling server is cut off).")
+    )
+    eval_judge_retries: int = field(
+        default=JUDGE_RETRIES,
+        metadata=_help(
+            "Attempts per judge request (HTTP 5xx, 429, network; Retry-After honoured within timeout x retries)."
+        ),
+    )
     eval_judge_cache: str | None = field(
         default=None,
         metadata=_help("SQLite file of judge verdicts (default: judge_cache.sqlite in the output folder)."),
@@ -274,7 +281,18 @@ class EvalArguments:
     eval_browse_summary_chars: int = field(
         default=3000, metadata=_help("Characters kept per page summary in the observation.")
     )
-    eval_browse_fetch_timeout: float = field(default=20.0, metadata=_help("Seconds per page download."))
+    eval_browse_fetch_timeout: float = field(
+        default=20.0, metadata=_help("Seconds per page download, whole (redirects and a trickling server included).")
+    )
+    eval_browse_allow_hosts: str | None = field(
+        default=None,
+        metadata=_help(
+            "Internal hosts browse may fetch pages from (intranet use), comma-separated: names or addresses as written "
+            "in the links (`wiki.corp,10.1.2.3`) or networks (`10.0.0.0/8`). Default none: links and redirects to "
+            "loopback, private, link-local (cloud metadata) and reserved addresses are refused after DNS resolution "
+            '(docs/tools.md "Outbound limits").'
+        ),
+    )
     eval_report: bool = field(default=True, metadata=_help("Write report.html."))
     eval_report_max_trajectories: int = field(
         default=5000, metadata=_help("Trajectories embedded in report.html (the report says when it shows fewer).")
@@ -304,6 +322,15 @@ class EvalArguments:
             raise EvalConfigError("eval_judge_base_url is set but eval_judge_model is not: name the judge model")
         if self.eval_search_mode not in ("snippets", "browse"):
             raise EvalConfigError(f"eval_search_mode must be snippets or browse, got {self.eval_search_mode!r}")
+        if self.eval_browse_allow_hosts is not None:
+            from ..common.outbound import AddressPolicy
+
+            try:
+                AddressPolicy(self.eval_browse_allow_hosts)
+            except ValueError as exc:
+                raise EvalConfigError(
+                    f"eval_browse_allow_hosts: {exc}; give host names, addresses or networks, comma-separated"
+                ) from None
         if self.eval_search_mode == "browse" and not (self.eval_browse_base_url and self.eval_browse_model):
             raise EvalConfigError(
                 "eval_search_mode: browse needs a summariser: set eval_browse_base_url (an OpenAI-compatible chat "
@@ -926,4 +953,5 @@ _NO_PRESET = {
     "eval_browse_base_url",
     "eval_browse_model",
     "eval_browse_api_key_env",
+    "eval_browse_allow_hosts",
 }

@@ -24,7 +24,13 @@ strings with `include_stop_str_in_output: true`, and asks for the sampled ids (`
 When the server returns token ids they are used as they are; otherwise the returned text is encoded with the
 tokenizer (`add_special_tokens=False`) and the engine counts it in `stats["retokenised"]`. A request that still fails
 after its retries becomes a round with finish reason `error` (the trajectory ends; the record says why).
-With several servers each request goes to the one with the fewest requests in flight.
+With several servers each request goes to the one with the fewest recent failures, then the fewest requests in
+flight; a failed attempt is retried at once on another server not yet tried for that request (a server that keeps
+failing is avoided by later requests until it answers again), and only with backoff once every server was tried.
+
+Outbound limits (`common/outbound.py`, docs/tools.md "Outbound limits"): every request (probes included) ends within
+`timeout_s` (`eval_request_timeout`), connection, headers and body together, so a server that trickles is cut off;
+a reply body is read to `MAX_RESPONSE_BYTES` (64 MiB) at most; redirects are not followed.
 
 `check_endpoints` (run at start with `check=True`) asks every server `GET /models` and one tiny completion (1 token,
 `user` = `PROBE_USER`), logs what it supports (models, completions, token ids back or re-encoding) and refuses a
@@ -35,6 +41,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -42,6 +49,7 @@ from typing import Any
 import httpx
 from tenacity import RetryError, retry, retry_if_exception, stop_after_attempt, wait_exponential
 
+from ..common import outbound
 from ..common.log import get_logger
 from ..rewards.judge import open_sqlite_cache, retryable_http_error
 from ..rollout.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingSettings
@@ -51,6 +59,7 @@ logger = get_logger(__name__)
 
 
 PROBE_USER = "llamafactory-agentic-probe"
+MAX_RESPONSE_BYTES = 64 << 20  # most bytes of a server reply read (common/outbound.py)
 
 
 class EndpointError(RuntimeError):
@@ -109,8 +118,9 @@ class OpenAICompletionsEngine(GenerationEngine):
         tokenizer: The served model's tokenizer (encodes text replies when no ids come back).
         model: Served model name (None: the first id of `GET {url}/models` of the first server).
         api_key: Bearer token (None: no Authorization header).
-        timeout_s: Seconds per request.
-        retries: Attempts per request (HTTP 5xx, 429, network errors and timeouts; exponential backoff).
+        timeout_s: Seconds per request, whole (connection, headers and body; `eval_request_timeout`).
+        retries: Attempts per request (HTTP 5xx, 429, network errors and timeouts; the next healthy server first,
+            then exponential backoff).
         workers: Concurrent requests.
         retry_wait_s: First backoff wait in seconds.
         check: Run `check_endpoints` now (raises `EndpointError`).
@@ -146,12 +156,15 @@ class OpenAICompletionsEngine(GenerationEngine):
             raise ValueError("OpenAICompletionsEngine needs at least one base URL")
         self.tokenizer = tokenizer
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=timeout_s, headers=headers, limits=httpx.Limits(max_connections=workers))
+        self._client = outbound.outbound_client(headers=headers, max_connections=max(1, int(workers)))
+        self.timeout_s = float(timeout_s)
         self._pool = ThreadPoolExecutor(max_workers=max(1, int(workers)), thread_name_prefix="agentic-endpoint")
         self._retries = max(1, int(retries))
         self._wait = float(retry_wait_s)
         self._lock = threading.Lock()
         self._inflight = dict.fromkeys(self.urls, 0)
+        self._failures = dict.fromkeys(self.urls, 0)  # consecutive failed attempts per server (0 after an answer)
+        self._down_until = dict.fromkeys(self.urls, 0.0)  # monotonic time before which a failing server is avoided
         self.stats = {"requests": 0, "errors": 0, "retokenised": 0, "generated_tokens": 0}
         self.last_bodies: dict[str, dict] = {}
         self.capabilities: dict[str, dict[str, Any]] = {}
@@ -167,8 +180,20 @@ class OpenAICompletionsEngine(GenerationEngine):
             reraise=True,
         )(fn)
 
+    def _http(self, method: str, url: str, json: Any = None) -> httpx.Response:
+        r"""One request that ends within `timeout_s` and reads at most `MAX_RESPONSE_BYTES` (an httpx response)."""
+        fetched = outbound.fetch(self._client, method, url, json=json, deadline_s=self.timeout_s,
+                                 max_bytes=MAX_RESPONSE_BYTES)  # fmt: skip
+        return fetched.response()
+
+    def _get(self, url: str) -> httpx.Response:
+        return self._http("GET", url)
+
+    def _send(self, url: str, json: Any) -> httpx.Response:
+        return self._http("POST", url, json=json)
+
     def _first_model(self) -> str:
-        response = self._retrying(self._client.get)(self.urls[0] + "/models")
+        response = self._retrying(self._get)(self.urls[0] + "/models")
         response.raise_for_status()
         models = response.json().get("data") or []
         if not models:
@@ -194,13 +219,13 @@ class OpenAICompletionsEngine(GenerationEngine):
         for url in self.urls:
             info: dict[str, Any] = {"models": [], "completions": False, "token_ids": False, "chat": None}
             try:
-                response = self._retrying(self._client.get)(url + "/models")
+                response = self._retrying(self._get)(url + "/models")
                 if response.is_success:
                     info["models"] = [str(m.get("id")) for m in (response.json().get("data") or [])]
                 name = model or (info["models"][0] if info["models"] else "default")
                 body = {"model": name, **self._probe_body(), "max_tokens": 1, "temperature": 0.0,
                         "return_token_ids": True, "user": PROBE_USER}  # fmt: skip
-                response = self._retrying(self._client.post)(url + self.PATH, json=body)
+                response = self._retrying(self._send)(url + self.PATH, body)
             except (httpx.TransportError, httpx.TimeoutException) as err:
                 raise EndpointError(
                     f"{url} cannot be reached ({type(err).__name__}: {err}) after {self._retries} attempts: start "
@@ -237,9 +262,9 @@ class OpenAICompletionsEngine(GenerationEngine):
     def _refuse(self, url: str, name: str, response: httpx.Response) -> None:
         r"""Raise `EndpointError` when the probe's reply shows this engine cannot use the server."""
         if response.status_code in (404, 405):
-            chat = self._client.post(
+            chat = self._send(
                 url + "/chat/completions",
-                json={"model": name, "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 1},
+                {"model": name, "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 1},
             )
             serves = "serves chat completions only" if chat.is_success else "serves neither completions nor chat"
             hint = " Set eval_api: chat to use /chat/completions." if chat.is_success else ""
@@ -247,11 +272,24 @@ class OpenAICompletionsEngine(GenerationEngine):
         if not response.is_success:
             raise EndpointError(f"{url}{self.PATH} answers HTTP {response.status_code}: {response.text[:300]}")
 
-    def _pick(self) -> str:
+    def _pick(self, avoid: Sequence[str] = ()) -> str:
+        r"""The server for the next attempt (counted in flight until `_release`).
+
+        Not in `avoid` when one is left; among those, one that has not failed recently (a server whose attempt
+        failed is avoided for 2^(failures-1) seconds, at most 30), then the fewest requests in flight.
+        """
+        now = time.monotonic()
         with self._lock:
-            url = min(self.urls, key=lambda u: self._inflight[u])
+            candidates = [u for u in self.urls if u not in avoid] or self.urls
+            url = min(candidates, key=lambda u: (self._down_until[u] > now, self._inflight[u]))
             self._inflight[url] += 1
             return url
+
+    def _release(self, url: str, failed: bool) -> None:
+        with self._lock:
+            self._inflight[url] -= 1
+            self._failures[url] = self._failures[url] + 1 if failed else 0
+            self._down_until[url] = time.monotonic() + min(30.0, 2.0 ** (self._failures[url] - 1)) if failed else 0.0
 
     def _body(self, req: GenerationRequest, sampling: SamplingSettings) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -281,7 +319,7 @@ class OpenAICompletionsEngine(GenerationEngine):
         with self._lock:
             self.stats["requests"] += 1
             self.last_bodies[url] = body
-        response = self._client.post(url + self.PATH, json=body)
+        response = self._send(url + self.PATH, body)
         response.raise_for_status()
         return response.json()
 
@@ -289,31 +327,46 @@ class OpenAICompletionsEngine(GenerationEngine):
         return self.cache is not None and (body.get("seed") is not None or not body.get("temperature"))
 
     def _one(self, req: GenerationRequest, sampling: SamplingSettings) -> GenerationResult:
-        url = self._pick()
         body = self._body(req, sampling)
+        tried: list[str] = []
+
+        def attempt() -> dict[str, Any]:
+            url = self._pick(avoid=tried)
+            tried.append(url)
+            try:
+                data = self._post(url, body)
+            except BaseException as err:
+                self._release(url, failed=retryable_http_error(err))  # a 4xx is the request's fault, not the server's
+                raise
+            self._release(url, failed=False)
+            return data
+
+        def wait(state: Any) -> float:  # another server not tried yet for this request: at once
+            if len(set(tried)) < len(self.urls):
+                return 0.0
+            return wait_exponential(multiplier=self._wait, max=30)(state)
+
         call = retry(
             retry=retry_if_exception(retryable_http_error),
             stop=stop_after_attempt(self._retries),
-            wait=wait_exponential(multiplier=self._wait, max=30),
+            wait=wait,
             reraise=False,
-        )(self._post)
+        )(attempt)
         try:
             cached = self.cache.get(self.PATH, body) if self._cacheable(body) else None
             if cached is not None:
                 return self._parse(cached, sampling)
-            data = call(url, body)
+            data = call()
             result = self._parse(data, sampling)
             if self._cacheable(body):
                 self.cache.put(self.PATH, body, data)
             return result
         except RetryError as err:
             last = err.last_attempt.exception()
-            return self._error(f"{url}: {type(last).__name__}: {last} (after {self._retries} attempts)")
+            return self._error(f"{tried[-1]}: {type(last).__name__}: {last} (after {self._retries} attempts on "
+                               f"{', '.join(dict.fromkeys(tried))})")  # fmt: skip
         except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as err:
-            return self._error(f"{url}: {type(err).__name__}: {err}")
-        finally:
-            with self._lock:
-                self._inflight[url] -= 1
+            return self._error(f"{tried[-1] if tried else self.urls[0]}: {type(err).__name__}: {err}")
 
     def _error(self, message: str) -> GenerationResult:
         with self._lock:
@@ -528,7 +581,7 @@ class OpenAIChatEngine(OpenAICompletionsEngine):
                 name = model or (info["models"][0] if info["models"] else "default")
                 body = {"model": name, **self._continue_probe(), "max_tokens": 1, "user": PROBE_USER}
                 try:
-                    response = self._client.post(url + self.PATH, json=body)
+                    response = self._send(url + self.PATH, body)
                 except httpx.HTTPError:
                     response = None
                 info["llamafactory"] = bool(

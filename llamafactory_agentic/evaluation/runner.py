@@ -478,7 +478,8 @@ def _use_browse(executor: Any, a: EvalArguments) -> dict[str, Any]:
                                 retry_wait_s=a.eval_retry_wait)  # fmt: skip
         browser = Browser(summariser, cache=executor.cache, pages=a.eval_browse_pages,
                           page_chars=a.eval_browse_page_chars, summary_chars=a.eval_browse_summary_chars,
-                          fetch_timeout_s=a.eval_browse_fetch_timeout)  # fmt: skip
+                          fetch_timeout_s=a.eval_browse_fetch_timeout,
+                          allow_hosts=a.eval_browse_allow_hosts)  # fmt: skip
         replaced[tag] = tool
         executor.tools[tag] = BrowseSearchTool(tool, browser)
     return replaced
@@ -724,8 +725,8 @@ def score_records(
             ref_head = dict(current)
         else:
             value, correct = reference_headline(
-                metric, record["task"], ref["scores"], None if ref_verdict is None else ref_verdict.correct
-            )
+                metric, record["task"], ref["scores"], None if ref_verdict is None else ref_verdict.reference_correct
+            )  # the reference's reading of the reply (a hedge counts as correct there; judge.reply_says_correct)
             source = (
                 JUDGE_HEADLINE_SOURCES[ref_verdict.source] if ref_verdict is not None and metric == "judge" else metric
             )

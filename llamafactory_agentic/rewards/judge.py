@@ -17,8 +17,17 @@ r"""LLM-as-judge (docs/algorithms.md section 9) with a persistent verdict cache.
 Any OpenAI-compatible chat endpoint (`POST {base_url}/chat/completions`) at temperature 0 is asked the reference's
 question (the prompt text of RUC-NLPIR/ARPO `evaluation/src/llm_evaluator_sds.py`, kept word for word because it is
 part of the protocol). Decision rule: correct if the prediction is already equivalent by rule (exact match after
-normalisation, or math-verify), else if the reply (its `<judgment>` part when present) contains "correct" and none of
-"incorrect", "wrong", "not correct". Rule-equivalent and answerless samples make no call.
+normalisation, or math-verify), else if the reply (its `<judgment>` part when present) says "correct" as a word, none
+of "incorrect", "wrong", "not correct", and does not hedge ("cannot tell", "not sure", "unclear", ...:
+`reply_says_correct`). The reference's own rule (any "correct" without a negative word, so "I cannot tell if this is
+correct" counts as correct) is kept for the `reference` scoring profile (`reply_says_correct_reference`,
+`Verdict.reference_correct`). Rule-equivalent and answerless samples make no call.
+
+Outbound limits (`common/outbound.py`, docs/tools.md "Outbound limits"): each request ends within `timeout_s`
+(connection, headers and body: a server sending one byte a second is cut off), a call with its retries within
+`timeout_s * retries`; a reply body is read to `MAX_REPLY_BYTES` (8 MiB) at most; redirects are not followed; a 429 or
+503 answer's `Retry-After` is waited for when it fits in what is left of the call's time (else the call fails at once,
+saying so), otherwise retries back off exponentially.
 
 Every reply is kept raw. A call that still fails after its retries (network error, timeout, HTTP 5xx/429 after the
 last attempt, any other HTTP error, a body that is not a chat completion) is a judge error: counted, shown, never
@@ -28,6 +37,7 @@ replaced by the rule, and not cached, so the next scoring pass asks again. Verdi
 
 import hashlib
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -36,8 +46,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from tenacity import RetryError, retry, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay, wait_exponential
 
+from ..common import outbound
 from ..common.log import get_logger
 
 
@@ -53,6 +64,13 @@ JUDGE_PROMPT = (
     "Predicted Answer: {pred_answer}\n"
 )
 NEGATIVE_MARKERS = ("incorrect", "wrong", "not correct")
+HEDGE_MARKERS = (
+    "cannot", "can't", "can not", "unable", "not sure", "unsure", "unclear", "uncertain", "not possible", "impossible",
+    "insufficient", "not enough", "don't know", "do not know", "hard to say", "difficult to", "not clear", "may be",
+    "might be", "possibly", "perhaps", "partially", "partly",
+)  # fmt: skip
+MAX_REPLY_BYTES = 8 << 20  # most bytes of a chat reply read (common/outbound.py)
+_CORRECT_WORD = re.compile(r"\bcorrect\b")
 
 
 def judge_prompt(question: str, answers: list[str], prediction: str) -> str:
@@ -61,16 +79,33 @@ def judge_prompt(question: str, answers: list[str], prediction: str) -> str:
     return JUDGE_PROMPT.format(question=question, labeled_answer=labeled, pred_answer=prediction)
 
 
-def reply_says_correct(reply: str) -> bool:
-    r"""The decision rule on a judge reply (its `<judgment>…</judgment>` part when present).
-
-    Examples: "Correct" -> True; "Incorrect", "The prediction is not correct", "wrong" -> False; "banana" -> False.
-    """
-    text = reply
-    start, end = text.find("<judgment>"), text.find("</judgment>")
+def _judgment(reply: str) -> str:
+    r"""The `<judgment>…</judgment>` part of a reply when present, else the reply; lower case, stripped."""
+    start, end = reply.find("<judgment>"), reply.find("</judgment>")
     if 0 <= start < end:
-        text = text[start + len("<judgment>") : end]
-    low = text.strip().lower()
+        reply = reply[start + len("<judgment>") : end]
+    return reply.strip().lower()
+
+
+def reply_says_correct(reply: str) -> bool:
+    r"""The decision rule of the `current` profile on a judge reply (its `<judgment>…</judgment>` part when present).
+
+    Correct when the word "correct" appears, none of `NEGATIVE_MARKERS` does and the reply does not hedge
+    (`HEDGE_MARKERS`). Examples: "Correct", "**Correct.**", "The prediction is correct." -> True; "Incorrect",
+    "The prediction is not correct", "wrong", "I cannot tell if this is correct", "banana" -> False.
+    """
+    low = _judgment(reply)
+    if not _CORRECT_WORD.search(low) or any(marker in low for marker in NEGATIVE_MARKERS):
+        return False
+    return not any(marker in low for marker in HEDGE_MARKERS)
+
+
+def reply_says_correct_reference(reply: str) -> bool:
+    r"""The reference's decision rule (the `reference` profile): "correct" anywhere and no negative marker.
+
+    Examples: "Correct", "I cannot tell if this is correct" -> True; "Incorrect", "banana" -> False.
+    """
+    low = _judgment(reply)
     return "correct" in low and not any(marker in low for marker in NEGATIVE_MARKERS)
 
 
@@ -79,17 +114,27 @@ class Verdict:
     r"""Outcome of judging one record.
 
     Attributes:
-        correct: The verdict (None when the call failed).
+        correct: The verdict (None when the call failed), by `reply_says_correct`.
         source: `judge` (a call made now), `cache`, `rule` (equivalent by rule, no call), `no_prediction` (no
             answer to judge, no call) or `error`.
         reply: The judge's raw reply (None without a call).
         error: What failed (source `error`).
+        reference_correct: The verdict by the reference's rule (`reply_says_correct_reference`; the `reference`
+            profile's), equal to `correct` without a reply.
     """
 
     correct: bool | None
     source: str
     reply: str | None = None
     error: str = ""
+    reference_correct: bool | None = None
+
+    def __post_init__(self) -> None:
+        r"""`reference_correct` from the reply, or `correct` when there is none."""
+        if self.reference_correct is None:
+            self.reference_correct = (
+                reply_says_correct_reference(self.reply) if self.reply is not None else self.correct
+            )
 
 
 class JudgeError(RuntimeError):
@@ -174,8 +219,9 @@ class ChatClient:
         base_url: e.g. `http://127.0.0.1:8000/v1`.
         model: Model name sent with every request.
         api_key: Bearer token (None: no Authorization header).
-        timeout_s: Seconds per request.
-        retries: Attempts per request (HTTP 5xx, 429, network errors, timeouts; exponential backoff).
+        timeout_s: Seconds per request, whole (connection, headers and body; a trickling server is cut off).
+        retries: Attempts per request (HTTP 5xx, 429, network errors, timeouts; exponential backoff, or the
+            server's `Retry-After`); a call with its retries ends within `timeout_s * retries`.
         retry_wait_s: First backoff wait in seconds (doubles, at most 30 s).
         max_tokens: Most tokens per reply (None: the server's default).
         temperature: Sampling temperature sent with every request (None: none sent, the server's default, as the
@@ -202,13 +248,14 @@ class ChatClient:
         self.max_tokens = max_tokens
         self.temperature = temperature
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=timeout_s, headers=headers)
+        self._client = outbound.outbound_client(headers=headers)
+        self.timeout_s = float(timeout_s)
         self._retries = max(1, int(retries))
         self._wait = float(retry_wait_s)
         self._count_lock = threading.Lock()
         self.calls = 0
 
-    def _post(self, prompt: str) -> str:
+    def _post(self, prompt: str, deadline: float) -> str:
         with self._count_lock:
             self.calls += 1
         body: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": prompt}]}
@@ -216,27 +263,46 @@ class ChatClient:
             body["temperature"] = float(self.temperature)
         if self.max_tokens:
             body["max_tokens"] = int(self.max_tokens)
-        response = self._client.post(self.url, json=body)
+        left = min(self.timeout_s, deadline - time.monotonic())
+        if left <= 0:
+            raise outbound.DeadlineExceeded(f"no time left of the call's {self.timeout_s * self._retries:g} seconds")
+        response = outbound.fetch(self._client, "POST", self.url, json=body, deadline_s=left,
+                                  max_bytes=MAX_REPLY_BYTES)  # fmt: skip
         response.raise_for_status()
         try:
             content = response.json()["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError) as err:
-            raise JudgeError(f"not a chat completion: {response.text[:200]!r}") from err
+            raise JudgeError(f"not a chat completion: {response.content[:200]!r}") from err
         if not isinstance(content, str):
             raise JudgeError(f"reply content is {type(content).__name__}, not text")
         return content
 
+    def _backoff(self, state: Any) -> float:
+        r"""The wait before the next attempt: the server's `Retry-After` when it sent one, else exponential."""
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(exc, httpx.HTTPStatusError):
+            asked = outbound.retry_after_s(exc.response.headers)
+            if asked is not None:
+                return asked
+        return wait_exponential(multiplier=self._wait, max=30)(state)
+
     def _ask(self, prompt: str) -> str:
-        call = retry(
+        budget = self.timeout_s * self._retries
+        deadline = time.monotonic() + budget
+        retrying = Retrying(
             retry=retry_if_exception(retryable_http_error),
-            stop=stop_after_attempt(self._retries),
-            wait=wait_exponential(multiplier=self._wait, max=30),
+            stop=stop_after_attempt(self._retries) | stop_before_delay(budget),
+            wait=self._backoff,
             reraise=False,
-        )(self._post)
+        )
         try:
-            return call(prompt)
+            return retrying(self._post, prompt, deadline)
         except RetryError as err:
-            raise JudgeError(f"{err.last_attempt.exception()}") from None
+            last = err.last_attempt.exception()
+            asked = outbound.retry_after_s(last.response.headers) if isinstance(last, httpx.HTTPStatusError) else None
+            if asked is not None and err.last_attempt.attempt_number < self._retries:
+                raise JudgeError(f"{last} (Retry-After {asked:g} s is past the call's {budget:g} s)") from None
+            raise JudgeError(f"{last}") from None
         except (httpx.HTTPError, JudgeError) as err:
             raise JudgeError(str(err)) from None
 
@@ -261,8 +327,9 @@ class LLMJudge(ChatClient):
         model: Judge model name.
         cache: The verdict cache.
         api_key: Bearer token (None: no Authorization header).
-        timeout_s: Seconds per request.
-        retries: Attempts per request (HTTP 5xx, 429, network errors, timeouts; exponential backoff).
+        timeout_s: Seconds per request, whole (`ChatClient`).
+        retries: Attempts per request (HTTP 5xx, 429, network errors, timeouts; `Retry-After` or exponential
+            backoff, within `timeout_s * retries`).
         workers: Concurrent requests.
         retry_wait_s: First backoff wait in seconds (doubles, at most 30 s).
         temperature: Sent with every request (None: none sent); a judge at another temperature than 0 keeps its
@@ -301,8 +368,8 @@ class LLMJudge(ChatClient):
             return Verdict(True, "rule")
         prompt = judge_prompt(question, answers, prediction)
         cached = self.cache.get(self.cache_model, prompt)
-        if cached is not None:
-            return Verdict(cached[1], "cache", cached[0])
+        if cached is not None:  # the rule is applied to the stored reply again (a rule change reaches the cache)
+            return Verdict(reply_says_correct(cached[0]), "cache", cached[0])
         try:
             reply = self._ask(prompt)
         except JudgeError as err:

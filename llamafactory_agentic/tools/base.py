@@ -21,6 +21,7 @@ parse errors, backend exceptions and exhausted retries all become `ToolResult`s 
 
 import codecs
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,11 +29,23 @@ from typing import Any
 import tenacity
 
 from ..common.log import get_logger
+from ..data.tags import reserved_tag_error
 from ..hparams import PYTHON_MAX_OUTPUT_CHARS, TOOL_RETRIES
 from ..validation import check_number  # noqa: F401  (re-exported: the tools validate their settings with it)
 
 
 logger = get_logger(__name__)
+_call = threading.local()  # `deadline`: perf_counter() value the running call of this thread must end by
+
+
+def call_time_left_s(default: float) -> float:
+    r"""Seconds left of the tool call this thread runs (`BaseTool.execute_args`), or `default` outside a call.
+
+    For backends whose requests must end with the call (e.g. the search HTTP backends). Never negative.
+    """
+    deadline = getattr(_call, "deadline", None)
+    return default if deadline is None else max(0.0, deadline - time.perf_counter())
+
 
 STATUS_OK = "ok"
 STATUS_EMPTY = "empty"
@@ -156,11 +169,14 @@ class BaseTool:
 
         Raises:
             ValueError: a non-positive or non-numeric `timeout_s`, `retries` < 1, a negative `call_limit` or
-                `backoff_s`, a `tag` that is not a word, or a `dedup` that is not a boolean.
+                `backoff_s`, a `tag` that is not a word or is reserved (`think`, `answer`, `result`), or a `dedup` that is not a boolean.
         """
         self.tag = tag or self.default_tag
         if not isinstance(self.tag, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", self.tag):
             raise ValueError(f"`tag` must be a word such as `search` (letters, digits, _ or -), got {self.tag!r}")
+        reserved = reserved_tag_error(self.tag, f"`tag: {self.tag}_tool` in the tool's entry")
+        if reserved is not None:
+            raise ValueError(reserved)
         self.timeout_s = check_number("timeout_s", timeout_s)
         self.retries = check_number("retries", retries, integer=True, minimum=1, inclusive=True)
         self.call_limit = check_number("call_limit", call_limit, integer=True, inclusive=True, allow_none=True)
@@ -200,6 +216,13 @@ class BaseTool:
         r"""Release resources (HTTP clients, indexes)."""
 
     # ------------------------------------------------------------------ provided
+    def time_left_s(self) -> float:
+        r"""Seconds left of the running call's `timeout_s` budget (all attempts together), for `run` to bound I/O.
+
+        Outside `execute_args` (a direct `run`): the whole `timeout_s`. Never negative.
+        """
+        return call_time_left_s(self.timeout_s)
+
     def add_secrets(self, *values: str) -> None:
         r"""Remember secret values so that they are redacted from every observation and log line."""
         self._secrets.extend(v for v in values if v)
@@ -238,12 +261,15 @@ class BaseTool:
             retry_error_callback=lambda state: state.outcome.result(),
             before_sleep=lambda state: logger.debug("retrying %s (attempt %d)", self.name, state.attempt_number),
         )
+        outer, _call.deadline = getattr(_call, "deadline", None), deadline
         try:
             output = retrying(self.run, args)
         except Exception as exc:  # noqa: BLE001 - the last attempt's exception becomes an observation
             message = str(exc) or type(exc).__name__
-            status = STATUS_TIMEOUT if time.perf_counter() > deadline else STATUS_ERROR
+            status = STATUS_TIMEOUT if time.perf_counter() > deadline - 0.05 else STATUS_ERROR
             return ToolResult(self._safe(error_text(self.name, message)), status, time.perf_counter() - start)
+        finally:
+            _call.deadline = outer
         return ToolResult(self._safe(output.text), output.status, time.perf_counter() - start)
 
     def _safe(self, text: str) -> str:

@@ -27,6 +27,13 @@ with a `browse|` key. A run whose cache holds these entries replays without the 
 Failures never end a trajectory: a page that cannot be fetched (HTTP error, timeout, not text) is summarised from its
 snippet, a summariser call that fails after its retries leaves the passage itself (cut to `summary_chars`); neither is
 cached, so a later run tries again.
+
+Outbound limits (`common/outbound.py`, docs/tools.md "Outbound limits"): a page download, redirects included, ends
+within `fetch_timeout_s` and reads `max_page_bytes` at most; a link whose host resolves to a loopback, private,
+link-local (cloud metadata), shared or reserved address is refused after DNS resolution, at every redirect and when the
+socket connects, unless the host is in `allow_hosts` (`eval_browse_allow_hosts`). A refused page is treated as one
+that cannot be fetched: nothing of it reaches the summariser, the observation, the records or the cache, and a page
+cached for that link by an earlier run is not used (`stats["refused"]` counts them).
 """
 
 import hashlib
@@ -36,6 +43,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..common import outbound
 from ..common.log import get_logger
 from .base import NO_SEARCH_RESULTS_TEXT, STATUS_EMPTY, STATUS_OK, BaseTool, ToolOutput, check_number
 from .cache import CacheUnavailable, ToolCache
@@ -129,9 +137,14 @@ class Browser:
         page_chars: Characters of page text around the best passage given to the summariser.
         summary_words: Length asked of the summariser.
         summary_chars: Characters kept per page in the observation.
-        fetch_timeout_s: Seconds per page download.
+        fetch_timeout_s: Seconds per page download, whole (redirects and a trickling server included).
         max_page_bytes: Bytes read per page at most.
         workers: Pages fetched and summarised at once.
+        allow_hosts: Internal hosts that may be fetched (`common.outbound.AddressPolicy`: names or addresses as
+            written in links, or networks; comma-separated string or list). None: no internal address is reached.
+
+    Raises:
+        ValueError: an `allow_hosts` entry that is neither a host name, an address nor a network.
     """
 
     def __init__(
@@ -145,10 +158,9 @@ class Browser:
         fetch_timeout_s: float = 20.0,
         max_page_bytes: int = 2_000_000,
         workers: int = 5,
+        allow_hosts: str | list[str] | None = None,
     ) -> None:
         r"""Create the object (the arguments are described in the class docstring)."""
-        import httpx
-
         self.summariser = summariser
         self.cache = cache
         self.pages = check_number("pages", pages, integer=True)
@@ -156,14 +168,15 @@ class Browser:
         self.summary_words = check_number("summary_words", summary_words, integer=True)
         self.summary_chars = check_number("summary_chars", summary_chars, integer=True)
         self.max_page_bytes = int(max_page_bytes)
-        self._client = httpx.Client(
-            timeout=float(fetch_timeout_s),
-            follow_redirects=True,
-            headers={"User-Agent": "Mozilla/5.0 (compatible; llamafactory-agentic browse)"},
+        self.fetch_timeout_s = check_number("fetch_timeout_s", fetch_timeout_s)
+        self.policy = outbound.AddressPolicy(allow_hosts)
+        self._client = outbound.outbound_client(
+            headers={"User-Agent": "Mozilla/5.0 (compatible; llamafactory-agentic browse)"}, policy=self.policy
         )
         self._pool = ThreadPoolExecutor(max_workers=max(1, int(workers)), thread_name_prefix="agentic-browse")
         self._lock = threading.Lock()
-        self.stats = {"fetches": 0, "fetch_errors": 0, "summaries": 0, "summary_errors": 0, "cache_hits": 0}
+        self.stats = {"fetches": 0, "fetch_errors": 0, "summaries": 0, "summary_errors": 0, "cache_hits": 0,
+                      "refused": 0}  # fmt: skip
 
     # ------------------------------------------------------------------ cache
     def _get(self, tool: str, key: str) -> str | None:
@@ -203,34 +216,48 @@ class Browser:
         return found
 
     def fetch(self, url: str) -> str | None:
-        r"""The text of the page at `url` (cached), or None when it cannot be fetched (not cached)."""
+        r"""The text of the page at `url` (cached), or None when it cannot be fetched or is refused (not cached)."""
+        import httpx
+
+        if not url.startswith(("http://", "https://")):
+            return None
+        try:  # before the cache: a page an earlier run cached for an internal link is not used either
+            self.policy.check_url(url, resolve_errors=False)
+        except (outbound.AddressRefused, ValueError, httpx.InvalidURL) as exc:  # a link httpx cannot parse: refused
+            self._refused(url, exc)
+            return None
         cached = self._get(FETCH_TOOL, url)
         if cached is not None:
             return cached
-        if not url.startswith(("http://", "https://")):
-            return None
         self._count("fetches")
+
+        def text_only(status: int, headers: Any) -> None:
+            if status >= 400:
+                raise ValueError(f"HTTP {status}")
+            kind = headers.get("content-type", "text/html").lower()
+            if not kind.startswith(("text/", "application/xhtml")):
+                raise ValueError(f"not a text page ({kind})")
+
         try:
-            with self._client.stream("GET", url) as response:
-                if response.status_code >= 400:
-                    raise ValueError(f"HTTP {response.status_code}")
-                kind = response.headers.get("content-type", "text/html").lower()
-                if not kind.startswith(("text/", "application/xhtml")):
-                    raise ValueError(f"not a text page ({kind})")
-                body = b""
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) >= self.max_page_bytes:
-                        break
-                encoding = response.encoding or "utf-8"
-            raw = body[: self.max_page_bytes].decode(encoding, errors="replace")
+            page = outbound.fetch(self._client, "GET", url, deadline_s=self.fetch_timeout_s,
+                                  max_bytes=self.max_page_bytes, redirects="follow", policy=self.policy,
+                                  truncate=True, check_headers=text_only)  # fmt: skip
+            kind = page.headers.get("content-type", "text/html").lower()
+            raw = page.text
             text = html_to_text(raw) if "html" in kind else "\n".join(" ".join(x.split()) for x in raw.splitlines())
+        except outbound.AddressRefused as exc:  # the link or a redirect: nothing of the page is kept
+            self._refused(url, exc)
+            return None
         except Exception as exc:
             self._count("fetch_errors")
             logger.debug("[agentic-tools] browse: %s not fetched: %s", url, exc)
             return None
         self._put(FETCH_TOOL, url, text)
         return text
+
+    def _refused(self, url: str, exc: Exception) -> None:
+        self._count("refused")
+        logger.warning("[agentic-tools] browse: %s refused: %s (eval_browse_allow_hosts)", url, exc)
 
     def summarise(self, query: str, result: dict[str, str], passage: str) -> str:
         r"""The summariser's digest of `passage` for `query` (cached); the passage itself when it fails."""

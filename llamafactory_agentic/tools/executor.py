@@ -21,6 +21,10 @@ limits by `BaseTool.limit_observation`; `offline` mode answers a miss with the n
 with the tool's retries (tenacity) and the executor waits at most the tool's `timeout_s` plus a grace period counted
 from the moment a worker starts the call (time spent queued behind other calls when there are more calls than workers
 does not count), with an overall safety bound on the queueing time.
+A call the executor has given up on (answered `timeout`) gives its worker slot back at once: `workers` calls run at a
+time, and up to `workers` more threads carry calls that were given up on and are still running (a tool that ignores
+its own deadline), so up to `workers` such calls never starve the other tools (`tools/<name>/abandoned` counts them; docs/tools.md
+"Outbound limits"; the tools' own deadlines normally end them first).
 New "ok" results of cached tools are queued for the cache's background writer (`ToolCache.submit`), and lookups are
 bounded (`ToolCache.lookup`): a locked, slow or broken cache delays a call by at most the cache's lookup timeout,
 and a call whose lookup failed is a miss whose result is not stored.
@@ -63,13 +67,18 @@ logger = get_logger(__name__)
 
 
 class _StartMark:
-    r"""Set by the worker thread when it picks a call up: the per-call deadline counts from `at`."""
+    r"""Set by the worker thread when it picks a call up: the per-call deadline counts from `at`.
 
-    __slots__ = ("at", "event")
+    `slot`: the execution holds one of the executor's `workers` slots (freed once, at its end or when given up on).
+    """
+
+    __slots__ = ("at", "event", "slot", "lock")
 
     def __init__(self) -> None:
         self.at: float | None = None
         self.event = threading.Event()
+        self.slot = False
+        self.lock = threading.Lock()
 
     def mark(self) -> None:
         self.at = time.perf_counter()
@@ -122,7 +131,9 @@ class ToolExecutor:
         self.workers = check_number("workers", workers, integer=True, minimum=1, inclusive=True)
         self.cache_errors = cache_errors
         self.grace_s = check_number("grace_s", grace_s, inclusive=True)
-        self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="agentic-tool")
+        # `workers` slots; twice as many threads, so that calls given up on (still running) leave room for others
+        self._slots = threading.Semaphore(self.workers)
+        self._pool = ThreadPoolExecutor(max_workers=2 * self.workers, thread_name_prefix="agentic-tool")
         self._inflight: dict[tuple[str, str], tuple[Future, _StartMark, float]] = {}
         self._outstanding = 0  # submitted executions not finished yet (queued or running)
         self._outstanding_lock = threading.Lock()
@@ -171,7 +182,8 @@ class ToolExecutor:
             `latency_p95_s`, plus `empty`, `limit`, `dedup_hits`, `backend_calls`, `cache_misses`,
             `cache_errors` (lookups that failed), `cache_unavailable` (lookups skipped because the cache failed
             recently), `cache_not_stored` (results not cached because of that or a full write queue),
-            `cache_misses_offline`; for tools with a measured sandbox (the local python tool)
+            `cache_misses_offline`, `abandoned` (calls given up on while still running, their slot freed); for tools
+            with a measured sandbox (the local python tool)
             `calls_at_<level>`: executions at the measured isolation level (`none`, `unprivileged`, `confined`,
             `full`); and the cache's own `tools/cache/lookup_errors`, `lookups_skipped`, `bad_entries`,
             `write_errors`, `written`, `not_stored`, `stats_errors`, `pending`.
@@ -184,7 +196,7 @@ class ToolExecutor:
             prefix = f"tools/{tool}/"
             for key in ("calls", "cache_hits", "failures", "timeouts", "empty", "limit", "dedup_hits",
                         "backend_calls", "cache_misses", "cache_errors", "cache_unavailable", "cache_not_stored",
-                        "cache_misses_offline"):  # fmt: skip
+                        "cache_misses_offline", "abandoned"):  # fmt: skip
                 out[prefix + key] = float(c[key])
             lookups = c["cache_hits"] + c["cache_misses"]
             out[prefix + "cache_hit_rate"] = c["cache_hits"] / lookups if lookups else 0.0
@@ -194,6 +206,9 @@ class ToolExecutor:
             level = self._isolation_levels.get(tool)
             if level is not None:
                 out[prefix + f"calls_at_{level}"] = float(c["backend_calls"])
+        for tool in self._stateful_tools():  # sessions_live, sessions_created, replayed_calls, forks, resets
+            for key, value in tool.pop_environment_metrics().items():
+                out[f"tools/{tool.name}/{key}"] = value
         if self.cache is not None:
             for key, value in self.cache.pop_health().items():
                 out[f"tools/cache/{key}"] = float(value)
@@ -212,7 +227,12 @@ class ToolExecutor:
         return n > tool.call_limit
 
     def forget_trajectories(self, trajectory_ids: list[str] | None = None) -> None:
-        r"""Drop per-trajectory call counts (all of them when `trajectory_ids` is None)."""
+        r"""Drop per-trajectory call counts and close the trajectories' environments (all when None).
+
+        Environments: docs/tools.md "Environments".
+        """
+        for tool in self._stateful_tools():
+            tool.release(trajectory_ids)
         with self._counts_lock:
             if trajectory_ids is None:
                 self._counts.clear()
@@ -221,9 +241,32 @@ class ToolExecutor:
             for key in [k for k in self._counts if k[0] in ids]:
                 del self._counts[key]
 
+    def release_trajectories(self, trajectory_ids: list[str]) -> None:
+        r"""Close the environments of finished trajectories (the call counts stay; `forget_trajectories` drops both).
+
+        Environments: docs/tools.md "Environments". Costs nothing when no tool is an environment.
+        """
+        for tool in self._stateful_tools():
+            tool.release(trajectory_ids)
+
+    def fork_trajectory(self, parent_id: str, child_id: str) -> None:
+        r"""An ARPO branch `child_id` of `parent_id`: every environment gives it the parent's state; never raises.
+
+        Environments: docs/tools.md "Environments".
+        """
+        for tool in self._stateful_tools():
+            try:
+                tool.fork_trajectory(parent_id, child_id)
+            except Exception as exc:  # noqa: BLE001 - the branch then starts from a fresh environment
+                logger.warning("[agentic-tools] forking %s's environment failed: %s", tool.name, exc)
+
+    def _stateful_tools(self) -> list[BaseTool]:
+        return [t for t in self.tools.values() if getattr(t, "stateful", False)]
+
     # ------------------------------------------------------------------ execution
     def _cached(self, tool: BaseTool) -> bool:
-        return self.cache is not None and tool.name in self.cache_tools
+        # an environment's result depends on its trajectory's state: never cached (docs/tools.md "Environments")
+        return self.cache is not None and tool.name in self.cache_tools and not getattr(tool, "stateful", False)
 
     def _run(self, tool: BaseTool, args: Any, key: str, store: bool = True) -> ToolResult:
         try:
@@ -245,8 +288,24 @@ class ToolExecutor:
         return result
 
     def _run_marked(self, mark: _StartMark, tool: BaseTool, args: Any, key: str, store: bool) -> ToolResult:
+        while not self._slots.acquire(timeout=0.25):  # one of `workers` slots (see the module docstring)
+            if self._closed:
+                raise RuntimeError("the tool executor was closed")
+        with mark.lock:
+            mark.slot = True
         mark.mark()  # the per-call deadline starts here, in the worker, not at submission
-        return self._run(tool, args, key, store)
+        try:
+            return self._run(tool, args, key, store)
+        finally:
+            self._free_slot(mark)
+
+    def _free_slot(self, mark: _StartMark) -> bool:
+        r"""Give the execution's slot back (once); True when it still held one."""
+        with mark.lock:
+            held, mark.slot = mark.slot, False
+        if held:
+            self._slots.release()
+        return held
 
     def _queue_bound(self, now: float) -> float:
         r"""Latest time a call submitted `now` may still be waiting for a worker (the safety bound)."""
@@ -333,6 +392,13 @@ class ToolExecutor:
                     time.perf_counter() - start,
                 )
             except FutureTimeout:
+                if self._free_slot(mark):  # still running: its slot goes to the next call
+                    self._count(tool.name, "abandoned")
+                    logger.warning(
+                        "[agentic-tools] %s gave no answer within %g s; its slot is freed while it still runs",
+                        tool.name,
+                        tool.timeout_s,
+                    )
                 result = ToolResult(
                     error_text(tool.name, f"no answer within {tool.timeout_s:g} seconds"),
                     STATUS_TIMEOUT,
@@ -369,6 +435,8 @@ class ToolExecutor:
             return result
         try:
             args = tool.parse(content)
+            if getattr(tool, "stateful", False):  # an environment: the call runs in its trajectory's state
+                args = tool.bind(call.trajectory_id, args)
             key = tool.cache_key(args)
         except Exception as exc:  # noqa: BLE001
             result = ToolResult(tool._safe(error_text(tool.name, str(exc))), STATUS_ERROR, time.perf_counter() - start)
@@ -497,6 +565,7 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
         },
     }
     defaults["python"]["isolation"] = keys["python_isolation"]
+    defaults["python_session"] = dict(defaults["python"])  # the python tool's limits (docs/tools.md "Environments")
     search_index = keys["search_index"]
     if search_index and defaults["search"]["backend"] == "local":
         defaults["search"]["index_dir"] = os.path.expanduser(str(search_index))
@@ -521,7 +590,7 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
         minimum = keys["python_min_isolation"]
         if minimum:
             for tool in tools:
-                if isinstance(tool, PythonTool):
+                if isinstance(tool, PythonTool) or tool.name == "python_session":
                     check_min_isolation(tool.isolation_report(), minimum, executable=tool.executable)
     except BaseException:
         for tool in tools:

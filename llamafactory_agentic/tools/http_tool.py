@@ -20,6 +20,13 @@ configured headers. Answer: a JSON object whose `observation` (or `result`, `out
 optionally with `"status": "ok" | "empty" | "error"` or an `error` message (an "error" observation); a JSON string or
 a plain-text body is the observation itself; other JSON is shown as JSON. The text is cut to `max_output_chars`.
 
+Outbound limits (`common/outbound.py`, docs/tools.md "Outbound limits"): the whole call, every attempt, connection,
+headers and body included, ends within `timeout_s` (a server sending one byte a second is cut off there and the
+executor's worker is free again); the body is streamed and reading stops at `max_response_bytes` (default
+`HTTP_MAX_RESPONSE_BYTES`, 1 MiB: a text answer keeps its first bytes and says it was cut, a JSON answer that long is
+an error); a redirect is followed only within the URL's origin (scheme, host and port): one to another origin is an
+error observation, so the call's body and its `${VAR}` headers never reach another server.
+
 Failures follow the search backends (`search.HTTPBackend`): timeouts, connection errors, HTTP 429 and 5xx and a
 malformed JSON answer are transient (retried with exponential backoff while the call's `timeout_s` allows), other
 4xx answers are final; either way the call ends as an "error" or "timeout" observation, never an exception. Results
@@ -30,6 +37,7 @@ arguments, or the whitespace-collapsed body when it is not a JSON object).
 import json
 from typing import Any
 
+from ..common import outbound
 from ..common.log import get_logger
 from ..hparams import PYTHON_MAX_OUTPUT_CHARS
 from .base import (
@@ -52,7 +60,9 @@ from .registry import ToolConfigError, describe_value, register_tool
 logger = get_logger(__name__)
 
 OBSERVATION_KEYS = ("observation", "result", "output", "text")
-HTTP_TOOL_KEYS = ("name", "url", "tag", "headers", "timeout", "retries", "call_limit", "dedup", "max_output_chars")
+HTTP_TOOL_KEYS = ("name", "url", "tag", "headers", "timeout", "retries", "call_limit", "dedup", "max_output_chars",
+                  "max_response_bytes")  # fmt: skip
+HTTP_MAX_RESPONSE_BYTES = 1 << 20  # `max_response_bytes` of an HTTP tool: most answer bytes read per call
 
 
 @register_tool("http")
@@ -65,11 +75,13 @@ class HTTPTool(BaseTool):
         headers: HTTP headers sent with every call (values from `${VAR}` are secrets: redacted, never logged).
         max_output_chars: observation cap in characters (head and tail kept; default
             `agentic_python_max_output_chars`'s).
-        **kwargs: `BaseTool` arguments (tag, timeout_s, retries, call_limit, dedup, backoff_s); `timeout_s` is also
-            each request's timeout.
+        max_response_bytes: most bytes of an answer's body read (default `HTTP_MAX_RESPONSE_BYTES`, 1 MiB).
+        **kwargs: `BaseTool` arguments (tag, timeout_s, retries, call_limit, dedup, backoff_s); `timeout_s` bounds
+            the whole call, all attempts included (each request's deadline is what is left of it).
 
     Raises:
-        ValueError: a URL that is not http(s), headers that are not a mapping, a bad `max_output_chars`.
+        ValueError: a URL that is not http(s), headers that are not a mapping, a bad `max_output_chars` or
+            `max_response_bytes`.
     """
 
     name = "http"
@@ -81,11 +93,10 @@ class HTTPTool(BaseTool):
         tool_name: str | None = None,
         headers: dict[str, str] | None = None,
         max_output_chars: int = PYTHON_MAX_OUTPUT_CHARS,
+        max_response_bytes: int = HTTP_MAX_RESPONSE_BYTES,
         **kwargs: Any,
     ) -> None:
         r"""Create the object (the arguments are described in the class docstring)."""
-        import httpx
-
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"`url` of an HTTP tool must start with http:// or https://, got {describe_value(url)}")
         if headers is not None and not isinstance(headers, dict):
@@ -100,8 +111,10 @@ class HTTPTool(BaseTool):
         self.headers = {str(k): str(v) for k, v in (headers or {}).items()}
         self.max_output_chars = check_number("max_output_chars", max_output_chars, integer=True, minimum=2,
                                              inclusive=True)  # fmt: skip
+        self.max_response_bytes = check_number("max_response_bytes", max_response_bytes, integer=True, minimum=1,
+                                               inclusive=True)  # fmt: skip
         self.add_secrets(*self.headers.values())
-        self._client = httpx.Client(timeout=self.timeout_s, headers=self.headers, follow_redirects=True)
+        self._client = outbound.outbound_client(headers=self.headers)
 
     def parse(self, content: str) -> tuple[str, dict[str, Any] | None]:
         r"""`(body, arguments)`: the stripped body and, when it is a JSON object, that object (else None)."""
@@ -132,30 +145,45 @@ class HTTPTool(BaseTool):
         r"""POST the call and turn the answer into an observation.
 
         Raises:
-            TransientToolError: timeout, connection error, HTTP 429/5xx, a JSON content type with a malformed body.
-            ToolError: another HTTP 4xx answer (its first 200 characters in the message).
+            TransientToolError: timeout (the call's `timeout_s` spent), connection error, HTTP 429/5xx, a JSON
+                content type with a malformed body.
+            ToolError: another HTTP 4xx answer (its first 200 characters in the message), a redirect to another
+                origin, a JSON answer longer than `max_response_bytes`.
         """
         import httpx
 
         body, arguments = args
+        left = self.time_left_s()
+        if left <= 0:
+            raise TransientToolError(f"no answer from {self.url} within {self.timeout_s:g} seconds")
         try:
-            response = self._client.post(self.url, json={"tool": self.name, "content": body, "arguments": arguments})
+            response = outbound.fetch(
+                self._client, "POST", self.url, json={"tool": self.name, "content": body, "arguments": arguments},
+                deadline_s=left, max_bytes=self.max_response_bytes, redirects="same_origin", truncate=True,
+            )  # fmt: skip
+        except outbound.RedirectRefused as exc:
+            raise ToolError(f"{exc} (an HTTP tool follows redirects only within its URL's origin)") from exc
         except httpx.TimeoutException as exc:
             raise TransientToolError(f"no answer from {self.url} within {self.timeout_s:g} seconds") from exc
         except httpx.HTTPError as exc:
             raise TransientToolError(f"request to {self.url} failed: {type(exc).__name__}: {exc}") from exc
-        snippet = " ".join(response.text[:200].split())
+        snippet = " ".join(response.content[:200].decode("utf-8", errors="replace").split())
         if response.status_code == 429 or response.status_code >= 500:
             raise TransientToolError(f"HTTP {response.status_code} from {self.url}: {snippet}")
         if response.status_code >= 400:
             raise ToolError(f"HTTP {response.status_code} from {self.url}: {snippet}")
         status, text = STATUS_OK, response.text
         if "json" in response.headers.get("content-type", ""):
+            if response.truncated:
+                raise ToolError(f"the JSON answer from {self.url} is longer than max_response_bytes "
+                                f"({self.max_response_bytes} bytes)")  # fmt: skip
             try:
                 data = response.json()
             except ValueError as exc:
                 raise TransientToolError(f"malformed JSON from {self.url}: {snippet}") from exc
             status, text = _from_json(data)
+        elif response.truncated:
+            text = f"{text}\n[answer cut at max_response_bytes = {self.max_response_bytes} bytes]"
         text = self.limit_observation(str(text).strip())
         if status == STATUS_ERROR:
             return ToolOutput(error_text(self.name, text or "the server reported an error"), STATUS_ERROR)
@@ -193,7 +221,7 @@ def http_tool_specs(path: str, entries: Any, environ: dict[str, str] | None = No
     r"""`ToolSpec`s (tool `http`) of a tool config's `http_tools:` list, validated.
 
     Each entry: `name` (the tool's name, also its tag unless `tag` is given), `url`, optional `tag`, `headers`,
-    `timeout`, `retries`, `call_limit`, `dedup`, `max_output_chars`.
+    `timeout`, `retries`, `call_limit`, `dedup`, `max_output_chars`, `max_response_bytes`.
 
     Raises:
         ToolConfigError: naming the file, the entry and the fix.
@@ -222,8 +250,9 @@ def http_tool_specs(path: str, entries: Any, environ: dict[str, str] | None = No
             raise ToolConfigError(f"{where}: `headers` must be a mapping of header names to values")
         _check_entry(where, entry)
         params: dict[str, Any] = {"url": url, "tool_name": entry["name"], "headers": entry.get("headers") or {}}
-        if entry.get("max_output_chars") is not None:
-            params["max_output_chars"] = entry["max_output_chars"]
+        for key in ("max_output_chars", "max_response_bytes"):
+            if entry.get(key) is not None:
+                params[key] = entry[key]
         specs.append(
             ToolSpec(
                 name="http",
@@ -240,4 +269,4 @@ def http_tool_specs(path: str, entries: Any, environ: dict[str, str] | None = No
     return specs
 
 
-__all__ = ["HTTPTool", "http_tool_specs"]
+__all__ = ["HTTP_MAX_RESPONSE_BYTES", "HTTPTool", "http_tool_specs"]

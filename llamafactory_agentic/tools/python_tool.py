@@ -29,6 +29,7 @@ Sandboxes, isolation levels and their measurement: `tools/sandbox/isolation.py`;
 import sys
 from typing import Any
 
+from ..common import outbound
 from ..common.log import get_logger
 from ..hparams import PYTHON_ISOLATION, PYTHON_MAX_OUTPUT_CHARS, PYTHON_TIMEOUT_S, TOOL_RETRIES
 from .base import (
@@ -107,6 +108,9 @@ def run_python_code(
                     cpu_time_s, max_processes, max_file_mb, workdir_root, disk_mb=disk_mb)  # fmt: skip
 
 
+REMOTE_MAX_RESPONSE_BYTES = 8 << 20  # most bytes of a SandboxFusion answer read (common/outbound.py)
+
+
 def run_remote_code(
     url: str, code: str, timeout_s: float, max_output_chars: int, client: Any = None
 ) -> tuple[str, str]:
@@ -115,23 +119,31 @@ def run_remote_code(
     Request: `{"code": ..., "language": "python", "run_timeout": timeout_s}`; response fields used:
     `run_result.{status, return_code, stdout, stderr}` and the top-level `status`/`message`.
 
+    The request ends within `timeout_s + 10` seconds whole and reads `REMOTE_MAX_RESPONSE_BYTES` at most
+    (`common/outbound.py`); `client` should come from `outbound.outbound_client` (None: one for this call).
+
     Raises:
-        TransientToolError: HTTP 429/5xx, connection problems or a malformed response.
-        ToolError: other HTTP errors.
+        TransientToolError: HTTP 429/5xx, connection problems, timeouts or a malformed response.
+        ToolError: other HTTP errors, an answer over the byte bound or a redirect.
     """
     import httpx
 
     payload = {"code": rewrite_last_expression(code), "language": "python", "run_timeout": timeout_s}
     endpoint = url.rstrip("/") + ("" if url.rstrip("/").endswith("/run_code") else "/run_code")
-    try:
-        if client is not None:
-            response = client.post(endpoint, json=payload, timeout=timeout_s + 10)
-        else:
-            response = httpx.post(endpoint, json=payload, timeout=timeout_s + 10)
+    own = client is None
+    client = outbound.outbound_client() if own else client
+    try:  # the whole request ends within the run's time plus 10 s; the answer is read to 8 MiB (docs/tools.md)
+        response = outbound.fetch(client, "POST", endpoint, json=payload, deadline_s=timeout_s + 10,
+                                  max_bytes=REMOTE_MAX_RESPONSE_BYTES)  # fmt: skip
+    except outbound.OutboundError as exc:
+        raise ToolError(f"sandbox answer refused: {exc}") from exc
     except httpx.TimeoutException as exc:
         raise TransientToolError(f"sandbox request timed out: {exc}") from exc
     except httpx.HTTPError as exc:
         raise TransientToolError(f"sandbox request failed: {exc}") from exc
+    finally:
+        if own:
+            client.close()
     if response.status_code == 429 or response.status_code >= 500:
         raise TransientToolError(f"sandbox returned HTTP {response.status_code}")
     if response.status_code >= 400:
@@ -242,10 +254,8 @@ class PythonTool(BaseTool):
     def run(self, args: str) -> ToolOutput:
         r"""See the base class."""
         if self.backend == "sandbox_fusion":
-            import httpx
-
             if self._client is None:
-                self._client = httpx.Client()
+                self._client = outbound.outbound_client()
             status, text = run_remote_code(
                 self.sandbox_url, args, self.timeout_s, self.max_output_chars, client=self._client
             )

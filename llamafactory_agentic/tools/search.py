@@ -38,6 +38,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ..common import outbound
 from ..common.log import get_logger
 from ..hparams import SEARCH_BACKEND, SEARCH_SNIPPET_CHARS, SEARCH_TOPK
 from .base import (
@@ -49,6 +50,7 @@ from .base import (
     ToolError,
     ToolOutput,
     TransientToolError,
+    call_time_left_s,
     check_number,
     redact,
     truncate_middle,
@@ -209,18 +211,23 @@ class ReplayBackend(SearchBackend):
 
 
 class HTTPBackend(SearchBackend):
-    r"""Common part of the HTTP backends: one thread-safe `httpx.Client`, timeouts, rate limit, error mapping.
+    r"""Common part of the HTTP backends: one thread-safe client, limits, rate limit, error mapping.
+
+    Outbound limits (`common/outbound.py`, docs/tools.md "Outbound limits"): a request ends within `timeout_s`
+    (and within what is left of the tool call's `timeout_s`; connection, headers and body: a trickling API is cut
+    off), reads `MAX_RESPONSE_BYTES` (8 MiB) at most, and
+    follows redirects only within the endpoint's origin (the API key never reaches another server).
 
     Raises (from `_request`):
         TransientToolError: timeouts, connection errors, HTTP 429/5xx, malformed JSON.
-        ToolError: other HTTP 4xx answers.
+        ToolError: other HTTP 4xx answers, an answer over the byte bound, a redirect to another origin.
     """
 
-    def __init__(self, timeout_s: float = 20.0, rate_limit: float | None = None, secrets: tuple = ()) -> None:
-        import httpx
+    MAX_RESPONSE_BYTES = 8 << 20
 
+    def __init__(self, timeout_s: float = 20.0, rate_limit: float | None = None, secrets: tuple = ()) -> None:
         self.timeout_s = float(timeout_s)
-        self._client = httpx.Client(timeout=self.timeout_s, follow_redirects=True)
+        self._client = outbound.outbound_client()
         self._limiter = RateLimiter(rate_limit)
         self._secrets = [s for s in secrets if s]
 
@@ -228,8 +235,14 @@ class HTTPBackend(SearchBackend):
         import httpx
 
         self._limiter.acquire()
+        left = min(self.timeout_s, call_time_left_s(self.timeout_s))  # never past the tool call's own budget
+        if left <= 0:
+            raise TransientToolError(f"request timed out after {self.timeout_s:g} s")
         try:
-            response = self._client.request(method, url, **kwargs)
+            response = outbound.fetch(self._client, method, url, deadline_s=left,
+                                      max_bytes=self.MAX_RESPONSE_BYTES, redirects="same_origin", **kwargs)  # fmt: skip
+        except outbound.OutboundError as exc:
+            raise ToolError(redact(f"{self.name} search API: {exc}", self._secrets)) from exc
         except httpx.TimeoutException as exc:
             raise TransientToolError(redact(f"request timed out after {self.timeout_s:g} s", self._secrets)) from exc
         except httpx.HTTPError as exc:

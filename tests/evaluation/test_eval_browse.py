@@ -129,6 +129,7 @@ def test_browse_mode_fetches_summarises_and_replays_from_the_cache(tmp_path, tin
                 "eval_browse_base_url": summ.url,
                 "eval_browse_model": "summariser",
                 "eval_browse_page_chars": 400,
+                "eval_browse_allow_hosts": "127.0.0.1",  # the test's page server (internal hosts are refused)
             }
             index = corpus(tmp_path, pages.url)
             first = evaluate(config(tmp_path, tiny_model_dir, policy.url, tmp_path / "live", agentic_search_backend="local",

@@ -137,7 +137,8 @@ def test_judge_replies_errors_and_retry_on_the_next_pass(tmp_path, tiny_model_di
                              eval_judge_retries=2, eval_runs=1)  # fmt: skip
         metrics = evaluate(config)
         scored = {r["key"]: r for r in map(json.loads, (tmp_path / "out" / "scored.jsonl").read_text().splitlines())}
-        assert scored["myqa/0/0"]["judge"] == {"correct": False, "source": "judge", "reply": "banana", "error": ""}
+        assert scored["myqa/0/0"]["judge"] == {"correct": False, "source": "judge", "reply": "banana", "error": "",
+                                               "reference_correct": False}  # fmt: skip
         spain, thousand = scored["myqa/2/0"]["judge"], scored["mymath/1/0"]["judge"]
         assert spain["source"] == "error" and "500" in spain["error"] and spain["correct"] is None
         assert thousand["source"] == "error" and "not a chat completion" in thousand["error"]

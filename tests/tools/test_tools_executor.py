@@ -309,11 +309,14 @@ def test_queued_calls_get_their_full_timeout_from_the_worker_start():
 
 
 def test_a_call_never_picked_up_times_out_at_the_queue_bound():
-    # one worker held by a call that overruns its budget: the queued call gives up at the safety bound
+    # one worker slot; calls that overrun their budget are given up on and their slot passes on (issue 34), so the
+    # second call starts at once; both threads (2 x workers) are then held by overrunning calls: the third call gives
+    # up at the safety bound
     tool = SlowEcho(delay=2.0, timeout_s=0.3, retries=1)
     with ToolExecutor([tool], workers=1, grace_s=0.1) as ex:
         start = time.time()
-        results = ex.execute([ToolCall("echo", "a"), ToolCall("echo", "b")])
+        results = ex.execute([ToolCall("echo", "a"), ToolCall("echo", "b"), ToolCall("echo", "c")])
         assert time.time() - start < 1.5
         assert results[0].status == "timeout" and "no answer within 0.3 seconds" in results[0].text
-        assert results[1].status == "timeout" and "not started within" in results[1].text
+        assert results[1].status == "timeout" and "no answer within 0.3 seconds" in results[1].text
+        assert results[2].status == "timeout" and "not started within" in results[2].text

@@ -138,6 +138,6 @@ def run_agentic_sft(
         write_cold_start_marker(
             training_args.output_dir,
             {"stage": "agentic_sft", "template": data_args.template,
-             "agentic_tool_protocol": getattr(data_args, "agentic_tool_protocol", None)},
+             "agentic_tool_protocol": data_args.agentic_tool_protocol},
         )  # fmt: skip
     return result
