@@ -651,7 +651,7 @@ def saved_values(saved: dict[str, Any]) -> dict[str, Any]:
     return {**dict(saved.get("keys") or {}), **dict(saved.get("values") or {})}
 
 
-def _config_file_of(path: str | None) -> Path | None:
+def agentic_config_file(path: str | None) -> Path | None:
     r"""The `agentic_config.json` of a checkpoint folder: in it, or for a `checkpoint-N` folder in its parent."""
     if not path:
         return None
@@ -675,14 +675,14 @@ def training_config_for(eval_args: "EvalArguments", model_args: Any) -> tuple[di
     for path in (adapters and ",".join(adapters), getattr(model_args, "model_name_or_path", None)):
         values = read_training_config(path)
         if values:
-            return values, str(_config_file_of(path))
+            return values, str(agentic_config_file(path))
     return {}, ""
 
 
 def read_training_config(*paths: str | None) -> dict[str, Any]:
     r"""Keys training saved (`agentic_config.json` of the checkpoint or adapter, `saved_values`), else `{}`."""
     for path in paths:
-        candidate = _config_file_of(path)
+        candidate = agentic_config_file(path)
         if candidate is not None:
             try:
                 return saved_values(json.loads(candidate.read_text(encoding="utf-8")))

@@ -30,6 +30,7 @@ value (the one documented in docs/algorithms.md §5.5) so that downstream code n
 
 import json
 import os
+from collections import Counter
 from dataclasses import fields
 from types import SimpleNamespace
 from typing import Any
@@ -391,5 +392,37 @@ def save_agentic_config(result: dict[str, Any], output_dir: str, finetuning_args
         result = {**result, "keys": recorded_keys(finetuning_args)}
     with open(path, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2, sort_keys=False)
+        f.write("\n")
+    return path
+
+
+def training_system_prompt(systems: list[str], default_system: str | None) -> str:
+    r"""The system prompt a run's prompts were rendered with: the rows' most common `_system`, else the template's.
+
+    Args:
+        systems: The `_system` column of the RL prompts (`data.load_rl_dataset`; "" where a row has none).
+        default_system: The template's default system prompt (LLaMA-Factory's `Template.default_system`), used by
+            `encode_rl_prompts` for a row without one.
+    """
+    counts = Counter(system for system in systems if system)
+    if counts:
+        return counts.most_common(1)[0][0]
+    return default_system or ""
+
+
+def record_system_prompt(output_dir: str, system_prompt: str) -> str | None:
+    r"""Add `system_prompt` to `<output_dir>/agentic_config.json` (LLaMA-Board's Chat fills its system prompt from it).
+
+    Returns:
+        The file's path, or None when there is no `agentic_config.json` there (nothing is written).
+    """
+    path = os.path.join(output_dir, AGENTIC_CONFIG_NAME)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        saved = json.load(f)
+    saved["system_prompt"] = system_prompt
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(saved, f, indent=2, sort_keys=False)
         f.write("\n")
     return path

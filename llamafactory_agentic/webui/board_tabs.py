@@ -31,7 +31,15 @@ from typing import Any
 
 import gradio as gr
 
-from .chat import BUILTIN_TOOLS, ChatTools, agentic_answer, tool_config_choices
+from .chat import (
+    BUILTIN_TOOLS,
+    ChatTools,
+    agentic_answer,
+    checkpoint_chat_settings,
+    checkpoint_folders,
+    tool_config_choices,
+)
+from .fields import SEARCH_BACKENDS
 from .locales import message
 from .rollouts import render_chat_turn
 
@@ -74,6 +82,21 @@ def build_chat_tools(locales: dict[str, Any]) -> dict[str, Any]:
                 elem_id="agentic_chat_python_timeout",
                 **text("agentic_chat_python_timeout"),
             )
+        with gr.Row():
+            search_backend = gr.Dropdown(
+                choices=list(SEARCH_BACKENDS),
+                value=ChatTools.search_backend,
+                elem_id="agentic_chat_search_backend",
+                **text("agentic_chat_search_backend"),
+            )
+            search_topk = gr.Number(
+                value=ChatTools.search_topk,
+                precision=0,
+                minimum=1,
+                elem_id="agentic_chat_search_topk",
+                **text("agentic_chat_search_topk"),
+            )
+            source = gr.Markdown("", elem_id="agentic_chat_source")
     trace = gr.HTML("", elem_id="agentic_chat_trace")
     submit = gr.Button(
         variant="primary", elem_id="agentic_chat_submit", value=locales["agentic_chat_submit_btn"]["en"]["value"]
@@ -85,6 +108,9 @@ def build_chat_tools(locales: dict[str, Any]) -> dict[str, Any]:
         "agentic_chat_search_index": search_index,
         "agentic_chat_max_calls": max_calls,
         "agentic_chat_python_timeout": python_timeout,
+        "agentic_chat_search_backend": search_backend,
+        "agentic_chat_search_topk": search_topk,
+        "agentic_chat_source": source,
         "agentic_chat_trace": trace,
         "agentic_chat_submit_btn": submit,
     }
@@ -118,7 +144,7 @@ def add_chat_tools(engine: Any, chatbot: Any, messages: Any, elems: dict[str, An
     def answer(
         chatbot_value, messages_value, lang_value, system, tools, image, video, audio, max_new_tokens, top_p,
         temperature, skip_special_tokens, escape_html, enable_thinking, run_tools, tool_config, search_index,
-        max_calls, python_timeout,
+        max_calls, python_timeout, search_backend, search_topk,
     ) -> Generator[tuple, None, None]:  # fmt: skip
         if not run_tools:
             for bot, msgs in chatter.stream(
@@ -130,7 +156,10 @@ def add_chat_tools(engine: Any, chatbot: Any, messages: Any, elems: dict[str, An
         yield from tool_answer(
             chatter, chatbot_value, messages_value, lang_value, system, max_new_tokens, top_p, temperature,
             skip_special_tokens, escape_html,
-            ChatTools(str(tool_config or ""), str(search_index or ""), int(max_calls or 0), float(python_timeout or 30)),
+            ChatTools(
+                str(tool_config or ""), str(search_index or ""), int(max_calls or 0), float(python_timeout or 30),
+                int(search_topk or ChatTools.search_topk), str(search_backend or ChatTools.search_backend),
+            ),
         )  # fmt: skip
 
     e = elems
@@ -158,11 +187,55 @@ def add_chat_tools(engine: Any, chatbot: Any, messages: Any, elems: dict[str, An
             added["agentic_chat_search_index"],
             added["agentic_chat_max_calls"],
             added["agentic_chat_python_timeout"],
+            added["agentic_chat_search_backend"],
+            added["agentic_chat_search_topk"],
         ],  # fmt: skip
         [chatbot, messages, added["agentic_chat_trace"]],
     )
     e["clear_btn"].click(lambda: "", outputs=[added["agentic_chat_trace"]])
     return added
+
+
+CHAT_FIELDS = ("tool_config", "search_backend", "search_index", "search_topk", "max_calls", "python_timeout")
+
+
+def checkpoint_updates(
+    lang: str | None, model_name: str | None, model_path: str | None, finetuning_type: str | None, checkpoints: Any
+) -> tuple[Any, ...]:
+    r"""The Chat's tool fields and system prompt as the loaded checkpoint was trained (`chat.checkpoint_chat_settings`).
+
+    Returns:
+        One value per field of `CHAT_FIELDS`, then the system prompt, then the source line: the recorded value, or
+        `gr.skip()` (the field keeps what it holds) for a key the checkpoint's `agentic_config.json` does not record.
+    """
+    from llamafactory.webui.common import get_save_dir
+
+    folders = checkpoint_folders(
+        model_path, finetuning_type, checkpoints, lambda name: get_save_dir(model_name or "", finetuning_type, name)
+    )
+    try:
+        settings, path = checkpoint_chat_settings(folders)
+    except ValueError as err:  # EvalConfigError: not valid JSON (named, never shown)
+        return (*(gr.skip() for _ in CHAT_FIELDS), gr.skip(), f"✖ {err}")
+    names = {"max_calls": "max_tool_calls"}
+    values = [settings.get(names.get(field, field), gr.skip()) for field in CHAT_FIELDS]
+    system = settings.get("system_prompt", gr.skip())
+    shown = message("chat_from_checkpoint", lang, path=path) if path else message("chat_no_checkpoint_config", lang)
+    return (*values, system, shown)
+
+
+def wire_checkpoint_settings(engine: Any, elems: dict[str, Any]) -> None:
+    r"""Fill the Chat's tool fields and system prompt from the checkpoint when *Load model* is pressed.
+
+    Args:
+        engine: LLaMA-Board's engine (its manager holds the top row).
+        elems: The Infer tab's components (`load_btn`, `system` and the `agentic_chat_*` fields).
+    """
+    manager = engine.manager
+    top = [manager.get_elem_by_id(f"top.{name}") for name in (
+        "lang", "model_name", "model_path", "finetuning_type", "checkpoint_path")]  # fmt: skip
+    outputs = [elems[f"agentic_chat_{name}"] for name in CHAT_FIELDS] + [elems["system"], elems["agentic_chat_source"]]
+    elems["load_btn"].click(checkpoint_updates, top, outputs)
 
 
 def tool_answer(

@@ -42,12 +42,80 @@ class ChatTools:
         search_index: Folder of the local search index (`agentic_search_index`); "" for the default.
         max_tool_calls: Tool calls per answer (`agentic_max_tool_calls`).
         python_timeout: Seconds per python call (`agentic_python_timeout`).
+        search_topk: Snippets per search query (`agentic_search_topk`).
+        search_backend: Search backend of the built-in search tool (`agentic_search_backend`).
     """
 
     tool_config: str = BUILTIN_TOOLS
     search_index: str = ""
     max_tool_calls: int = 3
     python_timeout: float = 30.0
+    search_topk: int = 10
+    search_backend: str = "local"
+
+
+# the Chat tab's fields and the training keys of `agentic_config.json` they are filled from (`checkpoint_chat_settings`)
+CHAT_KEYS = {
+    "tool_config": "agentic_tool_config",
+    "search_backend": "agentic_search_backend",
+    "search_index": "agentic_search_index",
+    "search_topk": "agentic_search_topk",
+    "max_tool_calls": "agentic_max_tool_calls",
+    "python_timeout": "agentic_python_timeout",
+}
+
+
+def checkpoint_folders(
+    model_path: str | None, finetuning_type: str | None, checkpoints: list[str] | str | None, save_dir: Any
+) -> list[str]:
+    r"""The folders of the model LLaMA-Board's Chat loads from its top row: adapters or full checkpoint, then model path.
+
+    Args:
+        model_path: `top.model_path`.
+        finetuning_type: `top.finetuning_type` (for LoRA-like methods the checkpoints are adapters).
+        checkpoints: `top.checkpoint_path` (a list for adapters, a name for a full checkpoint, or empty).
+        save_dir: `name -> path` of a checkpoint (LLaMA-Board's `get_save_dir` for the model and method).
+    """
+    names = [checkpoints] if isinstance(checkpoints, str) else list(checkpoints or [])
+    found = [str(save_dir(name)) for name in names if name]
+    return found + ([str(model_path)] if model_path else [])
+
+
+def checkpoint_chat_settings(folders: list[str]) -> tuple[dict[str, Any], str]:
+    r"""The Chat tab's tool settings as the checkpoint was trained (docs/webui.md §Chat with tools).
+
+    Reads the `agentic_config.json` that training wrote next to the checkpoint (in the folder, or for a
+    `checkpoint-N` folder in the run's folder above it; `evaluation.config.read_training_config`): the recorded keys
+    of `CHAT_KEYS` and the training's system prompt (`system_prompt`, recorded by `train.presets.record_system_prompt`).
+
+    Args:
+        folders: Candidate folders, first match wins (`checkpoint_folders`).
+
+    Returns:
+        `(settings, path)`: `settings` maps the `ChatTools` field names (and `system_prompt`) to the recorded values
+        (only those recorded, `None` values left out); `path` is the file read, or `({}, "")` when there is none.
+
+    Raises:
+        EvalConfigError: the file is not valid JSON (the message names it).
+    """
+    from ..evaluation.config import agentic_config_file, read_training_config
+
+    for folder in folders:
+        path = agentic_config_file(folder)
+        if path is None:
+            continue
+        values = read_training_config(folder)
+        settings = {name: values[key] for name, key in CHAT_KEYS.items() if values.get(key) is not None}
+        try:
+            import json
+
+            system = json.loads(path.read_text(encoding="utf-8")).get("system_prompt")
+        except (OSError, ValueError, AttributeError):
+            system = None
+        if isinstance(system, str):
+            settings["system_prompt"] = system
+        return settings, str(path)
+    return {}, ""
 
 
 def tool_config_choices(cwd: str | os.PathLike | None = None) -> list[tuple[str, str]]:
@@ -144,6 +212,8 @@ def build_chat_executor(settings: ChatTools) -> Any:
     keys = SimpleNamespace(
         agentic_tool_config=checked_tool_config(settings.tool_config) or None,
         agentic_search_index=settings.search_index or None,
+        agentic_search_topk=int(settings.search_topk),
+        agentic_search_backend=str(settings.search_backend or "local"),
         agentic_python_timeout=float(settings.python_timeout),
         agentic_python_min_isolation=PYTHON_MIN_ISOLATION,
         agentic_tool_workers=1,

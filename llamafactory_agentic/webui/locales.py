@@ -122,6 +122,12 @@ OTHER_LABELS: dict[str, dict[str, tuple[str, str]]] = {  # element name: {proper
     "agentic_chat_python_timeout": {
         "label": ("Python timeout (s) (agentic_python_timeout)", "Python 超时（秒） (agentic_python_timeout)")
     },
+    "agentic_chat_search_backend": {
+        "label": ("Search backend (agentic_search_backend)", "搜索后端 (agentic_search_backend)"),
+    },
+    "agentic_chat_search_topk": {
+        "label": ("Snippets per search (agentic_search_topk)", "每次搜索的片段数 (agentic_search_topk)"),
+    },
     "agentic_chat_submit_btn": {"value": ("Submit", "提交")},
     "agentic_eval_tab": {
         "label": ("Agentic evaluation (llamafactory-agentic eval)", "智能体评估 (llamafactory-agentic eval)")
@@ -235,6 +241,14 @@ MESSAGES: dict[str, tuple[str, str]] = {  # key: (English, Chinese)
     "plan_failed": ("Run plan not available: {error}", "无法给出运行计划：{error}"),
     "chat_running": ("Running the agent loop (tool calls included)...", "正在运行智能体循环（含工具调用）……"),
     "chat_failed": ("The answer with tools could not start: {error}", "无法开始带工具的回答：{error}"),
+    "chat_from_checkpoint": (
+        "Tool settings and system prompt as the checkpoint was trained (`{path}`).",
+        "工具设置和系统提示词取自检查点的训练配置（`{path}`）。",
+    ),
+    "chat_no_checkpoint_config": (
+        "This model has no agentic_config.json: the tool settings are the fields' own.",
+        "该模型没有 agentic_config.json：工具设置使用字段中的值。",
+    ),
     "chat_trace_title": ("Last answer with tools", "上一次带工具的回答"),
     "eval_no_model": ("✖ Choose a model (Model path in the top row) first.", "✖ 请先在顶部选择模型路径。"),
     "eval_no_config": ("✖ No evaluation config at `{config}`.", "✖ `{config}` 处没有评估配置。"),

@@ -21,7 +21,7 @@ adds the RL dataset, the presets, the tool executor, the rollout engine and the 
 
 from typing import TYPE_CHECKING, Any
 
-from ..presets import resolve_presets, save_agentic_config
+from ..presets import record_system_prompt, resolve_presets, save_agentic_config, training_system_prompt
 
 
 if TYPE_CHECKING:
@@ -112,6 +112,14 @@ def _encode(dataset: Any, template: Any, tokenizer: Any, max_prompt_length: int,
             for name, ds in dataset.items()
         }
     return encode_rl_prompts(dataset, template, tokenizer, max_prompt_length, overlong)
+
+
+def _system_column(dataset: Any) -> list[str]:
+    if isinstance(dataset, dict):
+        dataset = next(iter(dataset.values()), None)
+    if dataset is None or "_system" not in getattr(dataset, "column_names", ()):
+        return []
+    return list(dataset["_system"])
 
 
 def check_template_choice(tokenizer: Any, template: str | None, model_name: str | None = None) -> None:
@@ -254,6 +262,9 @@ def _train(
     overlong = finetuning_args.arpo_overlong_prompt
     train_dataset = _encode(dataset_module.get("train_dataset"), template, tokenizer, max_prompt, overlong)
     eval_dataset = _encode(dataset_module.get("eval_dataset"), template, tokenizer, max_prompt, overlong)
+    if training_args.should_save:  # LLaMA-Board's Chat fills its system prompt with the one training rendered
+        systems = _system_column(train_dataset if train_dataset is not None else eval_dataset)
+        record_system_prompt(training_args.output_dir, training_system_prompt(systems, template.default_system))
 
     model = load_model(tokenizer, model_args, finetuning_args, training_args.do_train)
     ref_model = None
