@@ -18,6 +18,7 @@ runs the code in the training sandbox and its observation `107` appears in the p
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -57,15 +58,44 @@ def _ask(ui: Board, question: str, done: str, timeout: float = 120) -> str:
     raise AssertionError(f"no answer matching {done!r}; last rows: {rows.all_inner_texts()[-3:]}")
 
 
+def _trained_copy(board_env) -> tuple[Path, str]:
+    r"""The chat policy as an RL run leaves it: its files and the `agentic_config.json` training writes beside them."""
+    from llamafactory.data.template import TEMPLATES
+
+    from llamafactory_agentic.train.presets import record_system_prompt, save_agentic_config
+
+    folder = board_env["root"] / "arpo_run"
+    folder.mkdir(exist_ok=True)
+    for item in board_env["policy"].iterdir():
+        if not (folder / item.name).exists():
+            (folder / item.name).symlink_to(item)
+    keys = dict(agentic_search_topk=1, agentic_search_backend="replay", agentic_max_tool_calls=3,
+                agentic_python_timeout=20.0)  # fmt: skip
+    result = {"stage": "arpo", "preset": "arpo", "values": {}, "explicit": [], "from_preset": [], "derived": []}
+    save_agentic_config(result, str(folder), SimpleNamespace(**keys))
+    system = TEMPLATES["qwen"].default_system  # what training rendered the rows without a system prompt with
+    record_system_prompt(str(folder), system)
+    return folder, system
+
+
 def test_chat_runs_tools(page, board_env):  # noqa: F811
     ui = Board(page)
+    trained, system = _trained_copy(board_env)
     ui.choose("Model name", "Custom")
-    ui.fill("Model path", board_env["policy"])
+    ui.fill("Model path", trained)
     ui.choose("Finetuning method", "full")
     ui.choose("Chat template", "qwen")
     page.get_by_role("tab", name="Chat").click()
     ui.click("Load model")
     page.locator("#agentic_chat_submit").wait_for(state="visible", timeout=120_000)
+
+    # issue 35: the Tools fields and the system prompt are the checkpoint's (search top-k 1 as trained, not 10)
+    ui.wait_text(page.locator("#agentic_chat_source"), r"as the checkpoint was trained", timeout=30)
+    topk = page.locator("#agentic_chat_search_topk input").first  # the Chat's own default is 10
+    assert topk.input_value() == "1", topk.input_value()
+    assert page.locator("#agentic_chat_search_backend input").first.input_value() == "replay"
+    assert page.locator("#agentic_chat_python_timeout input").first.input_value() == "20"
+    assert page.get_by_placeholder("System prompt (optional)").filter(visible=True).first.input_value() == system
     assert not page.get_by_role("button", name="Submit", exact=True).nth(1).is_visible()  # LLaMA-Board's is hidden
 
     # LLaMA-Board's chat (Run tools off): the call is written, nothing runs it (the old behaviour)
