@@ -104,10 +104,13 @@ def rl_panels(records: list[dict[str, Any]], aepo: bool = False) -> list[dict[st
     return panels
 
 
+RL_COLUMNS = 3  # the RL plot's grid: three panels a row across the page's width (nine RL panels: three rows)
+
+
 def rl_figure(records: list[dict[str, Any]], aepo: bool = False) -> Any:
-    r"""A matplotlib figure with one panel per RL metric (None when the log has none yet)."""
+    r"""A matplotlib figure with one panel per RL metric in a grid of `RL_COLUMNS` (None when the log has none yet)."""
     panels = rl_panels(records, aepo)
-    return _figure(panels, width=4.2, panel_height=1.45) if panels else None
+    return _figure(panels, width=12.0, panel_height=2.3, columns=RL_COLUMNS) if panels else None
 
 
 def loss_figure(records: list[dict[str, Any]]) -> Any:
@@ -117,8 +120,13 @@ def loss_figure(records: list[dict[str, Any]]) -> Any:
     return _figure([panel], width=6.4, panel_height=4.4, ylabel="loss")
 
 
-def _figure(panels: list[dict[str, Any]], width: float, panel_height: float, ylabel: str | None = None) -> Any:
+def _figure(
+    panels: list[dict[str, Any]], width: float, panel_height: float, ylabel: str | None = None, columns: int = 1
+) -> Any:
     r"""Panels drawn like LLaMA-Board's loss plot: the values and, from 5 points on, LLaMA-Factory's `smooth` EMA.
+
+    The panels fill a grid of `columns` (at most as many as there are panels) row by row; `panel_height` is one
+    row's height in inches; unused cells of the last row are hidden.
 
     Built on `matplotlib.figure.Figure` (no pyplot state, safe in gradio's worker threads).
     """
@@ -126,8 +134,14 @@ def _figure(panels: list[dict[str, Any]], width: float, panel_height: float, yla
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    fig = Figure(figsize=(width, panel_height * len(panels) + 0.4), layout="constrained")
-    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    columns = max(1, min(columns, len(panels)))
+    rows = -(-len(panels) // columns)
+    fig = Figure(figsize=(width, panel_height * rows + 0.4), layout="constrained")
+    grid = fig.subplots(rows, columns, sharex=True, squeeze=False)
+    axes = list(grid.flat)
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    axes = axes[: len(panels)]
     steps = sorted({step for panel in panels for step in panel["steps"] + panel["eval_steps"]})
     legend = True
     for ax, panel in zip(axes, panels):
@@ -149,7 +163,9 @@ def _figure(panels: list[dict[str, Any]], width: float, panel_height: float, yla
         else:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
-    axes[-1].set_xlabel("step", fontsize=8)
+    for ax in axes[-columns:]:  # the bottom panel of each column
+        ax.set_xlabel("step", fontsize=8)
+        ax.xaxis.set_tick_params(labelbottom=True)
     return fig
 
 

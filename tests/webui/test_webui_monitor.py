@@ -147,3 +147,34 @@ def test_progress_status_carries_the_global_step(tmp_path):
     progress.release()
     assert json.loads((tmp_path / ROLLOUT_PROGRESS_NAME).read_text())["global_step"] == 6
     assert progress_line(str(tmp_path)).startswith("Last: Rollout of step 7,")
+
+
+def test_rl_plot_is_a_grid_across_the_page():
+    # issue 35: nine RL plots stacked in one 320-px column (4.2 x 13.5 in, one panel a row)
+    figure = rl_figure(LOG)
+    width, height = figure.get_size_inches()
+    assert width >= 12 and height < width, (width, height)
+    columns = {round(ax.get_position().x0, 2) for ax in figure.axes}
+    rows = {round(ax.get_position().y0, 2) for ax in figure.axes}
+    assert len(columns) == 3 and len(rows) == 3, (columns, rows)
+    assert all(ax.get_xlabel() == "step" for ax in figure.axes[-3:])
+    few = rl_figure([{"current_steps": 1, "reward/accuracy": 0.5, "reward/mean": 0.5}])  # fewer panels than columns
+    assert len(few.axes) == len({round(ax.get_position().x0, 2) for ax in few.axes})
+
+
+def test_rl_plot_and_warnings_placement():
+    # the RL plot sits under the row of the progress bar and the loss plot (the tab's width), not inside the loss
+    # plot's column; the reward-gaming warnings right under the rollout progress line
+    from llamafactory_agentic.integration.activation import register
+
+    register()
+    from llamafactory.webui.interface import create_ui
+
+    demo = create_ui()
+    blocks = {block.elem_id: block for block in demo.blocks.values() if getattr(block, "elem_id", None)}
+    plot, progress, warnings = (blocks[name] for name in ("agentic_rl_plot", "agentic_rollout_progress",
+                                                          "agentic_rl_warnings"))  # fmt: skip
+    tab = blocks["agentic_panel"].parent
+    assert plot.parent is tab and plot.show_label is False
+    siblings = warnings.parent.children
+    assert siblings.index(warnings) == siblings.index(progress) + 1
