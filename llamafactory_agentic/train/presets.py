@@ -155,6 +155,27 @@ _INERT_UNLESS: tuple[tuple[tuple[str, ...], str, Any], ...] = (
 )
 
 
+# AEPO's mechanism switches: under `stage: arpo` one that is off (the `arpo` preset's value) does nothing at all
+_AEPO_SWITCHES = ("aepo_branch_penalty", "aepo_dynamic_rollouts", "aepo_balanced_clip", "aepo_entropy_advantage")
+
+
+def inert_keys(finetuning_args: Any) -> set[str]:
+    r"""The keys that do not act on this run, presets resolved (left out of the printed effective values).
+
+    A key is inert when its switch (`_INERT_UNLESS`) is off or is itself inert (e.g. `aepo_high_entropy_z` without
+    the balanced clip); under `stage: arpo` an AEPO mechanism switch that is off is inert too (docs/algorithms.md §5.5).
+    `agentic_config.json` still records every key.
+    """
+    stage = getattr(finetuning_args, "agentic_stage", None) or getattr(finetuning_args, "stage", None)
+    inert: set[str] = set()
+    if stage == "arpo":
+        inert.update(switch for switch in _AEPO_SWITCHES if not getattr(finetuning_args, switch, None))
+    for keys, switch, wanted in _INERT_UNLESS:  # in order: a switch's own switch comes first
+        if switch in inert or not _acts(getattr(finetuning_args, switch, None), wanted):
+            inert.update(keys)
+    return inert
+
+
 def _acts(value: Any, wanted: Any) -> bool:
     return bool(value) and value > 0 if wanted == "> 0" else value == wanted
 
@@ -292,7 +313,8 @@ def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose
 
     Returns:
         `{"stage", "preset", "values": {key: value}, "explicit": [keys set in the recipe], "from_preset": [keys filled],
-        "derived": [`rl_epsilon_high` when it was left to equal `rl_epsilon`], "warnings": [keys set in the recipe
+        "derived": [`rl_epsilon_high` when it was left to equal `rl_epsilon`], "inert": [reported keys that do not
+        act on this run, `inert_keys`], "warnings": [keys set in the recipe
         that have no effect in this run, see `inert_key_warnings`]}` (the warnings are logged when `verbose`).
 
     Raises:
@@ -328,7 +350,7 @@ def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose
     values.update({key: getattr(finetuning_args, key) for key in _REPORTED_KEYS})
     stage = getattr(finetuning_args, "agentic_stage", None) or getattr(finetuning_args, "stage", None)
     result = {"stage": stage, "preset": name, "values": values, "explicit": explicit, "from_preset": filled,
-              "derived": derived}  # fmt: skip
+              "derived": derived, "inert": sorted(inert_keys(finetuning_args) & set(values))}  # fmt: skip
     if verbose:
         print(format_effective_config(result))
         logger = get_logger(__name__)
@@ -343,11 +365,20 @@ def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose
 
 
 def format_effective_config(result: dict[str, Any]) -> str:
-    r"""Multi-line text of the effective configuration returned by `resolve_presets`."""
+    r"""Multi-line text of the effective configuration returned by `resolve_presets`.
+
+    Keys that do not act on the run (`result["inert"]`, `inert_keys`) are left out unless the recipe set them, then
+    they are marked `(no effect in this run)`.
+    """
     lines = [f"[llamafactory-agentic] stage `{result['stage']}`, preset `{result['preset']}`; effective values:"]
-    explicit, from_preset = set(result["explicit"]), set(result["from_preset"])
+    explicit, from_preset, inert = set(result["explicit"]), set(result["from_preset"]), set(result.get("inert", ()))
     for key, value in result["values"].items():
-        if key in explicit:
+        set_here = key in explicit or (key not in from_preset and value != agentic_default(key))
+        if key in inert and not set_here:
+            continue  # does not act on this run (`inert_keys`): e.g. every AEPO key of an `arpo` run
+        if key in inert:
+            origin = "no effect in this run"
+        elif key in explicit:
             origin = "explicit"
         elif key in from_preset:
             origin = "preset"

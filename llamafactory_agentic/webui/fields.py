@@ -345,8 +345,9 @@ def effective_values(stage: str, args: dict[str, Any]) -> dict[str, Any]:
 
     Returns:
         `{"stage", "preset" (None without presets), "rows": [(key, value, origin)]}` with origin `explicit` (set in
-        `args`), `preset` (filled from the preset), `rl_epsilon` (`rl_epsilon_high` follows it) or `default`. Rows:
-        the panel's keys for the stage, then the other keys the preset resolution reports.
+        `args`), `preset` (filled from the preset), `rl_epsilon` (`rl_epsilon_high` follows it), `default`, or
+        `no effect` (set in `args` but inert in this run). Rows: the panel's keys for the stage, then the other keys
+        the preset resolution reports, without the keys that do not act on the run (`train.presets.inert_keys`).
 
     Raises:
         ValueError: unknown AEPO variant (from `resolve_presets`).
@@ -360,10 +361,11 @@ def effective_values(stage: str, args: dict[str, Any]) -> dict[str, Any]:
         if key in agentic:
             setattr(namespace, key, value)
     namespace.stage = namespace.agentic_stage = stage
-    preset, from_preset, reported = None, set(), {}
+    preset, from_preset, reported, inert = None, set(), {}, set()
     if stage in RL_STAGES:
         result = resolve_presets(namespace, verbose=False)
         preset, from_preset, reported = result["preset"], set(result["from_preset"]), result["values"]
+        inert = set(result["inert"])
         from_preset.update(result["derived"])  # rl_epsilon_high left unset: shown as "rl_epsilon" below
 
     keys = [f.key for f in panel_fields() if stage in f.stages]
@@ -374,7 +376,11 @@ def effective_values(stage: str, args: dict[str, Any]) -> dict[str, Any]:
             value = args.get(key, generating[key])
         else:
             value = getattr(namespace, key)
-        if key in args:
+        if key in inert and key not in args:
+            continue  # does not act on this run (`train.presets.inert_keys`): e.g. every AEPO key of an `arpo` run
+        if key in inert:
+            origin = "no effect"
+        elif key in args:
             origin = "explicit"
         elif key in from_preset:
             origin = "rl_epsilon" if key == "rl_epsilon_high" else "preset"

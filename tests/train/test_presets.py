@@ -170,3 +170,15 @@ def test_llamaboard_checks_show_the_same_warnings():
     findings = check_values("arpo", {"aepo_premonitor_beta": 0.9})
     (warning,) = [f for f in findings if f.level == "warning"]
     assert warning.message.startswith("`aepo_premonitor_beta` has no effect in this run")
+
+
+def test_arpo_prints_only_the_keys_that_act(tmp_path, capsys):
+    # issue 35: `stage: arpo` printed every aepo_* key among its effective values; agentic_config.json keeps them all
+    resolve_presets(agentic_args("arpo"), output_dir=str(tmp_path))
+    printed = capsys.readouterr().out
+    assert "aepo_" not in printed and "arpo_branch_alpha" not in printed, printed
+    assert "arpo_beam_size: 2 (preset)" in printed
+    saved = json.loads((tmp_path / AGENTIC_CONFIG_NAME).read_text())
+    assert saved["values"]["aepo_branch_penalty"] == 0.0 and "aepo_premonitor_beta" in saved["inert"]
+    resolve_presets(agentic_args("arpo", aepo_entropy_advantage_coef=0.3))
+    assert "aepo_entropy_advantage_coef: 0.3 (no effect in this run)" in capsys.readouterr().out

@@ -140,3 +140,24 @@ def test_skip_bad_rows_help_covers_agentic_sft():
     # issue 24 low: the field is shown for agentic_sft too, but its help said "RL rows"
     field = F.field_by_name("agentic_skip_bad_rows")
     assert "agentic_sft" in field.stages and "SFT trajectories" in field.help and "RL rows" not in field.help
+
+
+def test_arpo_effective_values_list_only_the_keys_that_act():
+    # issue 35: an `arpo` run's preview listed every aepo_* key (the arpo preset turns every AEPO mechanism off)
+    rows = {key: (value, origin) for key, value, origin in F.effective_values("arpo", {})["rows"]}
+    assert not [key for key in rows if key.startswith("aepo_")], rows
+    assert "arpo_branch_alpha" not in rows  # acts only with arpo_branch_rule: deterministic
+    assert rows["arpo_beam_size"] == (2, "preset") and rows["agentic_max_tool_calls"] == (3, "preset")
+    # a mechanism switched on under arpo is listed with what it brings; a key set without effect is marked
+    rows = {
+        key: origin
+        for key, _, origin in F.effective_values(
+            "arpo", {"aepo_balanced_clip": True, "aepo_entropy_advantage_coef": 0.3}
+        )["rows"]
+    }
+    assert rows["aepo_balanced_clip"] == "explicit" and rows["aepo_balanced_clip_scope"] == "preset"
+    assert rows["aepo_entropy_advantage_coef"] == "no effect" and "aepo_premonitor_beta" not in rows
+    # aepo (released): its switches are listed; the pre-monitoring keys, inert with dynamic rollouts off, are not
+    rows = {key for key, _, _ in F.effective_values("aepo", {})["rows"]}
+    assert {"aepo_dynamic_rollouts", "aepo_balanced_clip", "aepo_branch_penalty"} <= rows
+    assert not rows & {"aepo_premonitor_beta", "aepo_premonitor_tokens", "aepo_entropy_advantage_coef"}
