@@ -82,7 +82,7 @@ def checkpoint_folders(
 
 
 def checkpoint_chat_settings(folders: list[str]) -> tuple[dict[str, Any], str]:
-    r"""The Chat tab's tool settings as the checkpoint was trained (docs/webui.md §Chat with tools).
+    r"""The Chat tab's tool settings as the checkpoint was trained (docs/llamaboard.md "Chat").
 
     Reads the `agentic_config.json` that training wrote next to the checkpoint (in the folder, or for a
     `checkpoint-N` folder in the run's folder above it; `evaluation.config.read_training_config`): the recorded keys
@@ -147,7 +147,7 @@ def allowed_roots(repo_folder: Path, cwd: str | os.PathLike | None = None) -> li
 
 
 def checked_yaml_path(value: str, roots: list[Path], what: str, cwd: str | os.PathLike | None = None) -> str:
-    r"""A typed path a LLaMA-Board field may read, checked before anything is read (docs/webui.md §Chat with tools).
+    r"""A typed path a LLaMA-Board field may read, checked before anything is read (docs/llamaboard.md "Chat").
 
     LLaMA-Board binds every address by default and often runs as root, and its dropdowns accept typed paths: a path is
     accepted only when it names a `.yaml`/`.yml` file (after following links) under one of `roots`; nothing else is

@@ -26,6 +26,7 @@ the stage's preset applies; any other field is written only when it differs from
 
 import dataclasses
 import functools
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -152,6 +153,34 @@ class PanelField:
     def preset(self) -> bool:
         r"""Whether the stage's preset gives the key a value (it defaults to None in `AgenticArguments`)."""
         return self.key in PRESET_KEYS
+
+
+_SOURCE = re.compile(r"\.py\b|\.sh\b|docs/|arXiv|§|RUC-NLPIR|/scripts/")  # a source reference in a help text
+_PARENS = re.compile(r"\s*\(([^()]*)\)")
+
+
+def plain_help(text: str) -> str:
+    r"""A help text without its source references (code paths, docs sections, papers), for the panel's field info.
+
+    Inside each parenthesis, the comma- or semicolon-separated parts that cite a source are dropped, and a
+    parenthesis left empty goes; `hparams.py` keeps the full text (`--help`, docs/llamaboard.md). Example:
+    `per_round (default, reference code ... vllm_rollout_with_tools.py:237-555, docs/algorithms.md §3.4)` ->
+    `per_round (default)`.
+    """
+
+    def keep(match: "re.Match[str]") -> str:
+        pieces = re.split(r"([,;]\s*)", match.group(1))
+        parts = [piece for piece in pieces[0::2] if piece.strip() and not _SOURCE.search(piece)]
+        if not parts:
+            return ""
+        return f" ({', '.join(part.strip() for part in parts)})" if len(parts) < len(pieces[0::2]) else match.group(0)
+
+    previous = None
+    while previous != text:  # innermost parentheses first
+        previous, text = text, _PARENS.sub(lambda m: keep(m).replace("(", "\x00").replace(")", "\x01"), text)
+    text = text.replace("\x00", "(").replace("\x01", ")")
+    text = re.sub(r"[^.()]*?\b(?:see |as in )?docs/\S+\.md(?: §[\d.]+)?[^.]*\.\s*", "", text)  # "See docs/x.md."
+    return re.sub(r"\s+([.,;])", r"\1", text).strip()
 
 
 def _describe(cls: type, key: str) -> tuple[str, bool, tuple[Any, ...], Any, str]:

@@ -24,7 +24,7 @@ preset values per stage. A field's label ends with the `llamafactory-cli` key it
 import html
 from typing import Any
 
-from .fields import panel_fields, preset_summary
+from .fields import panel_fields, plain_help, preset_summary
 
 
 LANGS = ("en", "ru", "zh", "ko", "ja")  # LLaMA-Board's language drop-down
@@ -90,6 +90,14 @@ OTHER_LABELS: dict[str, dict[str, tuple[str, str]]] = {  # element name: {proper
     "agentic_sft_tab": {"label": ("Agentic SFT", "智能体 SFT")},
     "agentic_data_tab": {"label": ("Data", "数据")},
     "agentic_check_btn": {"value": ("Run checks", "运行检查")},
+    "agentic_recipe": {
+        "label": ("Recipe", "配方 (recipe)"),
+        "info": (
+            "A shipped recipe (recipes/, the package's, the demo's) or a YAML file of the working directory.",
+            "自带的配方（recipes/、插件包内、演示生成的）或工作目录中的 YAML 文件。",
+        ),
+    },
+    "agentic_recipe_btn": {"value": ("Load recipe", "加载配方")},
     "rl_viewer": {"label": ("RL metrics", "强化学习指标")},
     "rollout_viewer_tab": {"label": ("Rollout viewer", "采样查看器")},
     "rollout_step": {
@@ -239,6 +247,13 @@ MESSAGES: dict[str, tuple[str, str]] = {  # key: (English, Chinese)
         "运行计划（`llamafactory-agentic plan`，docs/plan.md）：预计显存、时间、搜索调用和磁盘",
     ),
     "plan_failed": ("Run plan not available: {error}", "无法给出运行计划：{error}"),
+    "recipe_loaded": (
+        "✔ Recipe `{path}` loaded: {board} fields of LLaMA-Board, {panel} agentic fields (the others back to their "
+        "defaults); in Extra arguments: {extra}. Check the model path and press *Run checks*.",
+        "✔ 已加载配方 `{path}`：LLaMA-Board 字段 {board} 个，智能体字段 {panel} 个（其余恢复默认）；附加参数中：{extra}。"
+        "请核对模型路径并点击“运行检查”。",
+    ),
+    "recipe_failed": ("The recipe could not be loaded: {error}", "无法加载配方：{error}"),
     "chat_running": ("Running the agent loop (tool calls included)...", "正在运行智能体循环（含工具调用）……"),
     "chat_failed": ("The answer with tools could not start: {error}", "无法开始带工具的回答：{error}"),
     "chat_from_checkpoint": (
@@ -286,7 +301,9 @@ def build_locales() -> dict[str, dict[str, dict[str, str]]]:
     for field in panel_fields():
         english, chinese = (f"{label} ({field.key})" for label in FIELD_LABELS[field.name])
         # the info is rendered as Markdown: tags such as <result> in the help text must stay visible
-        info = html.escape(" ".join(part for part in (field.help, preset_summary(field)) if part), quote=False)
+        info = html.escape(
+            " ".join(part for part in (plain_help(field.help), preset_summary(field)) if part), quote=False
+        )
         locales[field.name] = _entry({"label": (english, chinese), "info": (info, info)})
     for name, texts in OTHER_LABELS.items():
         locales[name] = _entry(texts)

@@ -56,6 +56,7 @@ from .fields import (
 )
 from .locales import build_locales, message
 from .monitor import gaming_warnings, is_aepo_run, log_signature, progress_line, read_jsonl, rl_figure
+from .recipes import BOARD_KEYS, read_recipe, recipe_choices, recipe_form
 from .rollouts import render_rollout, rollout_index
 
 
@@ -63,9 +64,12 @@ if TYPE_CHECKING:
     from gradio.components import Component
 
 
+RECIPE_SETTLE_S = 1.0  # Load recipe's second step waits for the events its first step set off (see `wire_recipe`)
 TIMER_SECONDS = 2.0  # LLaMA-Board's monitor polls the trainer every 2 seconds (Runner.monitor)
 FIELDS_PER_ROW = 4
 OPEN_GROUPS = ("rollout", "tools", "reward", "aepo", "sft", "data")
+BOARD_IDS = tuple(BOARD_KEYS.values())
+RECIPE_KEY_OF = {elem_id: key for key, elem_id in BOARD_KEYS.items()}
 _DEFAULT_DIR = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+)_(?P<time>\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2})$")
 
 
@@ -220,6 +224,22 @@ def build_panel() -> dict[str, "Component"]:
         open=True, visible=False, label=locales["agentic_tab"]["en"]["label"], elem_id="agentic_panel"
     ) as agentic_tab:
         with gr.Row():
+            recipe = gr.Dropdown(
+                choices=recipe_choices(),
+                value=None,
+                allow_custom_value=True,
+                scale=4,
+                label=locales["agentic_recipe"]["en"]["label"],
+                info=locales["agentic_recipe"]["en"]["info"],
+                elem_id="agentic_recipe",
+            )
+            recipe_btn = gr.Button(
+                value=locales["agentic_recipe_btn"]["en"]["value"],
+                scale=0,
+                min_width=140,
+                elem_id="agentic_recipe_btn",
+            )
+        with gr.Row():
             checks = gr.Markdown(
                 f"**{message('checks_title', 'en')}** — {message('checks_not_run', 'en')}", elem_id="agentic_checks"
             )
@@ -234,14 +254,23 @@ def build_panel() -> dict[str, "Component"]:
                         for name in names[start : start + FIELDS_PER_ROW]:
                             elems[name] = _component(name, locales)
             elems[tab_name] = tab
-    elems.update(agentic_tab=agentic_tab, agentic_checks=checks, agentic_check_btn=check_btn)
+    elems.update(
+        agentic_tab=agentic_tab,
+        agentic_checks=checks,
+        agentic_check_btn=check_btn,
+        agentic_recipe=recipe,
+        agentic_recipe_btn=recipe_btn,
+    )
     return elems
 
 
 def build_monitor() -> dict[str, Any]:
     r"""Build the RL plot, the rollout progress line, the rollout viewer and the timer (placed by `place`)."""
     locales = build_locales()
-    rl_viewer = gr.Plot(label=locales["rl_viewer"]["en"]["label"], visible=False, elem_id="agentic_rl_plot")
+    # no label over the plot: it covered the first panel's title (the figure's panels carry their own titles)
+    rl_viewer = gr.Plot(
+        label=locales["rl_viewer"]["en"]["label"], show_label=False, visible=False, elem_id="agentic_rl_plot"
+    )
     rl_warnings = gr.Markdown("", elem_id="agentic_rl_warnings")  # the reward-gaming monitor's warnings of the run
     rollout_progress = gr.Markdown("", elem_id="agentic_rollout_progress")
     with gr.Accordion(
@@ -298,16 +327,104 @@ def _move_after(block: Any, anchor: Any) -> None:
 def place(panel: dict[str, Any], monitor: dict[str, Any], lf: dict[str, Any]) -> None:
     r"""Move the panel and the monitor parts to their places in LLaMA-Board's Train tab.
 
-    The panel goes after the tab's first rows (before "Extra configurations"), the RL plot under the loss plot (the
-    reward-gaming warnings under it) and the rollout progress line under the progress bar; the viewer stays at the
-    end of the tab.
+    The panel goes after the tab's first rows (before "Extra configurations"), the RL plot across the page under the
+    row of the progress bar and the loss plot, the rollout progress line under the progress bar and the
+    reward-gaming warnings under it; the viewer stays at the end of the tab.
     """
     tab = panel["agentic_tab"].parent
     _move_after(panel["agentic_tab"], _enclosing(lf["cutoff_len"], container=tab))
-    _move_after(monitor["rl_viewer"], lf["loss_viewer"])
-    _move_after(monitor["rl_warnings"], monitor["rl_viewer"])
+    # the RL plot under the row of the progress and the loss plot, across the page (in the loss plot's column it
+    # was 320 px wide); the reward-gaming warnings under the rollout progress line, beside the run's progress
+    _move_after(monitor["rl_viewer"], _enclosing(lf["loss_viewer"], container=tab))
     _move_after(monitor["rollout_progress"], _enclosing(lf["progress_bar"], kind=gr.Row))
+    _move_after(monitor["rl_warnings"], monitor["rollout_progress"])
     lf["output_box"].elem_classes = list(lf["output_box"].elem_classes or []) + ["agentic-output"]
+
+
+def wire_recipe(manager: Any, lf: dict[str, Any], panel: dict[str, Any]) -> None:
+    r"""Wire *Load recipe*: the picked recipe fills LLaMA-Board's fields and the panel's (`recipes.recipe_form`).
+
+    Two steps: the first sets the model name (`Custom` unless the chosen model already points at the recipe's path),
+    the method and the stage, whose own change events reset the model path, template, dataset and output directory
+    (LLaMA-Board's `get_model_info`, `change_stage`, the panel's `on_stage`); the second waits `RECIPE_SETTLE_S` for
+    them and sets everything else: LLaMA-Board's fields, every panel field (those the recipe leaves out back to
+    their default) and *Extra arguments* (the current JSON with the recipe's other keys, and a value a slider cannot
+    hold, e.g. `save_steps: 2` under its minimum of 10). The checks box says what was loaded or why not.
+    """
+    from llamafactory.extras.constants import TRAINING_STAGES
+
+    labels = {stage: label for label, stage in TRAINING_STAGES.items()}
+    lang, model_name = manager.get_elem_by_id("top.lang"), manager.get_elem_by_id("top.model_name")
+    first = [model_name, manager.get_elem_by_id("top.finetuning_type"), lf["training_stage"]]
+    state = gr.State({})
+    board_ids = sorted(
+        {"top.model_path", "top.template", "train.compute_type"}
+        | {elem_id for elem_id in BOARD_IDS if elem_id.startswith("train.") and elem_id != "train.training_stage"}
+    )
+    # the Train tab's own elements join the manager only after the tab is built: take them from `lf`
+    board_elems = {
+        elem_id: lf[elem_id[len("train.") :]] if elem_id.startswith("train.") else manager.get_elem_by_id(elem_id)
+        for elem_id in board_ids
+    }
+    fields = list(panel_fields())
+    extra_box = lf["extra_args"]
+
+    def load(path, lang_value, model):
+        from llamafactory.webui.common import get_model_path
+
+        try:
+            recipe, resolved = read_recipe(path)
+            form = recipe_form(recipe, labels)
+        except ValueError as err:
+            return gr.skip(), gr.skip(), gr.skip(), {"error": message("recipe_failed", lang_value, error=str(err))}
+        board = form["board"]
+        wanted = board.get("top.model_path")
+        try:
+            same = bool(model) and wanted is not None and get_model_path(model) == wanted
+        except Exception:  # LLaMA-Board's user config unreadable: a custom path is always right
+            same = False
+        return (
+            gr.skip() if same or wanted is None else "Custom",
+            board.get("top.finetuning_type", gr.skip()),
+            board.get("train.training_stage", gr.skip()),
+            {**form, "path": resolved},
+        )
+
+    def fill(loaded, lang_value, extra_text):
+        if "error" in loaded:
+            gr.Warning(loaded["error"])
+            return {panel["agentic_checks"]: f"✖ {loaded['error']}"}
+        time.sleep(RECIPE_SETTLE_S)
+        try:
+            extra = json.loads(extra_text or "{}")
+        except json.JSONDecodeError:
+            extra = {}
+        extra = extra if isinstance(extra, dict) else {}
+        extra.update(loaded["extra"])
+        out: dict[Any, Any] = {}
+        for elem_id, value in loaded["board"].items():
+            elem = board_elems.get(elem_id)
+            if elem is None:
+                continue
+            low, high = getattr(elem, "minimum", None), getattr(elem, "maximum", None)
+            if isinstance(value, (int, float)) and low is not None and high is not None and not low <= value <= high:
+                extra[RECIPE_KEY_OF[elem_id]] = value  # LLaMA-Board applies the extra arguments last
+                continue
+            out[elem] = value
+        for field in fields:
+            out[panel[field.name]] = loaded["panel"].get(field.name, initial_value(field))
+        out[extra_box] = json.dumps(extra)
+        board_count = len(loaded["board"])
+        out[panel["agentic_checks"]] = message(
+            "recipe_loaded", lang_value, path=loaded["path"], board=board_count, panel=len(loaded["panel"]),
+            extra=", ".join(f"`{key}`" for key in loaded["extra"]) or "-",
+        )  # fmt: skip
+        return out
+
+    outputs = [*board_elems.values(), *[panel[field.name] for field in fields], extra_box, panel["agentic_checks"]]
+    panel["agentic_recipe_btn"].click(load, [panel["agentic_recipe"], lang, model_name], [*first, state]).then(
+        fill, [state, lang, extra_box], outputs
+    )
 
 
 # ---------------------------------------------------------------------------------------------- runner hooks
@@ -562,6 +679,8 @@ def wire(engine: Any, lf: dict[str, Any], panel: dict[str, Any], monitor: dict[s
     panel["aepo_variant"].change(
         preset_updates, [stage, panel["aepo_variant"]], [panel[f.name] for f in preset_fields], queue=False
     )
+
+    wire_recipe(manager, lf, panel)
 
     def on_check(data):
         stage_found, findings = compute_findings(engine.runner, data)

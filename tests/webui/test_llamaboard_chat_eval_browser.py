@@ -204,3 +204,30 @@ def test_evaluate_tab(page, board_env):  # noqa: F811
     assert report and Path(report.group(1)).is_file(), text
     assert "report.html" in page.locator("#agentic_eval_report").inner_text()
     ui.shot("agentic_eval", page.locator("#agentic_eval_panel"))
+
+
+def test_load_recipe(page, board_env):  # noqa: F811
+    # issue 35: the panel started from defaults (M 16, 128 prompts, 4096 tokens) with no way to load a shipped recipe
+    ui = Board(page)
+    page.get_by_role("tab", name="Train").click()
+    ui.choose("Stage", "ARPO (agentic RL)")
+    page.locator("#agentic_recipe").wait_for(state="visible")
+    assert ui.agentic_value("arpo_rollout_n") == "16"  # AgenticArguments' default
+    picker = page.locator("#agentic_recipe input").first
+    picker.click()
+    page.get_by_role("option", name="recipes: tiny/arpo_cpu.yaml", exact=True).click()
+    page.locator("#agentic_recipe_btn").click()
+    ui.wait_text(page.locator("#agentic_checks"), r"Recipe \S*arpo_cpu\.yaml loaded", timeout=30)
+    for _ in range(60):  # the fields update with the message; give the page a moment to draw them
+        if ui.agentic_value("arpo_rollout_n") == "4":
+            break
+        page.wait_for_timeout(250)
+    assert ui.agentic_value("arpo_rollout_n") == "4" and ui.agentic_value("arpo_max_response_length") == "96"
+    assert ui.agentic_value("agentic_search_index") == "saves/search_index"
+    assert ui.field("Model path").input_value() == "saves/tiny-qwen2/agentic_sft"
+    assert ui.field("Learning rate").input_value() == "0.0001"
+    assert page.get_by_text("arpo_rl_reasoning_10k_local", exact=True).filter(visible=True).count() == 1  # its chip
+    extra = json.loads(page.get_by_label("Extra arguments").first.input_value())  # in the closed Extra accordion
+    assert extra["max_steps"] == 2 and extra["save_steps"] == 2, extra  # save_steps 2: under the slider's minimum
+    assert page.get_by_label("Stage", exact=True).filter(visible=True).first.input_value() == "ARPO (agentic RL)"
+    ui.shot("load_recipe", at=page.locator("#agentic_panel"))

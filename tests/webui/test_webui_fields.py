@@ -6,6 +6,7 @@
 
 import dataclasses
 import html
+import re
 
 import pytest
 
@@ -113,7 +114,7 @@ def test_locales_cover_every_field_and_language_without_clashing_with_llamaboard
     for field in F.panel_fields():
         entry = locales[field.name]
         assert set(entry) == set(LANGS)
-        assert html.unescape(entry["en"]["info"]).startswith(field.help)
+        assert html.unescape(entry["en"]["info"]).startswith(F.plain_help(field.help))
         assert entry["zh"]["label"] != entry["en"]["label"] or field.name.startswith("aepo_variant")
     assert "&lt;result&gt;" in locales["agentic_sft_mask_results"]["en"]["info"]  # shown, not swallowed as HTML
     # LLaMA-Board has no element of these names (or, once patched, the same entries): no label is overwritten
@@ -161,3 +162,17 @@ def test_arpo_effective_values_list_only_the_keys_that_act():
     rows = {key for key, _, _ in F.effective_values("aepo", {})["rows"]}
     assert {"aepo_dynamic_rollouts", "aepo_balanced_clip", "aepo_branch_penalty"} <= rows
     assert not rows & {"aepo_premonitor_beta", "aepo_premonitor_tokens", "aepo_entropy_advantage_coef"}
+
+
+def test_help_texts_in_plain_words():
+    # issue 35: help texts carried internal source paths (`...vllm_rollout_with_tools.py:237-555`) that overflowed
+    # the field; the panel shows them without sources, hparams.py (and --help) keeps them
+    locales = build_locales()
+    for field in F.panel_fields():
+        for lang in LANGS:
+            info = locales[field.name][lang]["info"]
+            assert not re.search(r"\.py\b|docs/|§|arXiv|RUC-NLPIR", info), (field.name, info)
+    budget = locales["arpo_budget_fill"]["en"]["info"]
+    assert "`per_round` (default): one per round" in budget and "as the paper describes." in budget, budget
+    assert F.plain_help("x (a, see docs/a.md §1; b)") == "x (a, b)" and F.plain_help("y (docs/a.md).") == "y."
+    assert F.plain_help("z (kept, as is).") == "z (kept, as is)."
