@@ -127,6 +127,8 @@ def check_run(out: Path, preset: str) -> list[dict]:
 
     config = json.loads((out / "agentic_config.json").read_text())
     assert config["preset"] == preset and None not in config["values"].values()
+    # the system prompt the prompts were rendered with (LLaMA-Board's Chat fills its system prompt from it)
+    assert isinstance(config.get("system_prompt"), str) and config["system_prompt"], config.get("system_prompt")
 
     for path in (out, out / "checkpoint-2"):  # final model and checkpoint in Hugging Face format
         model = AutoModelForCausalLM.from_pretrained(str(path))
