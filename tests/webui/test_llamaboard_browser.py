@@ -367,7 +367,7 @@ def test_arpo_from_llamaboard(page, board, board_env):
     assert "'tool_calls'" in finished and "'reward'" in finished  # the RL line of every step
     assert "'identical_groups'" in finished  # the README's lead metric in the RL line
     plot = page.locator("#agentic_rl_plot")
-    plot.locator("img, svg").first.wait_for(timeout=30_000)
+    plot.locator("img").first.wait_for(timeout=30_000)  # the figure (the plot has no label icon: show_label off)
     ui.wait_text(progress, r"Last: (Validation rollout after|Rollout of) step \d+", timeout=30)  # the viewer's steps
     ui.shot("rl_plots", at=page.locator(".agentic-output").first)
     ui.shot("rl_plots_panel", plot)
