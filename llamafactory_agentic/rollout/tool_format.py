@@ -25,8 +25,10 @@ Two formats, chosen by `agentic_tool_protocol` (the key that also picks the agen
   `tool_utils.ToolUtils.tool_extractor`) reads as a call is executed, and the observation is the template's tool
   message (`format_observation`, e.g. Qwen's `<|im_start|>user\n<tool_response>\n…\n</tool_response><|im_end|>\n
   <|im_start|>assistant\n`), preceded by what the template writes after the end-of-turn token of a function turn
-  (Qwen's `\n`). The ids equal those of LLaMA-Factory's SFT rendering of the same conversation (`agentic_sft` with
-  `agentic_tool_protocol: template`).
+  (Qwen's `\n`). A turn with several calls runs all of them and gets one tool message whose content is their
+  results, in call order, joined by `NativeToolFormat.result_separator` (docs/tools.md "Several calls in one turn").
+  The ids equal those of LLaMA-Factory's SFT rendering of the same conversation (`agentic_sft` with
+  `agentic_tool_protocol: template`), docs/algorithms.md §2.7 lists the templates and cases.
 """
 
 import json
@@ -38,6 +40,10 @@ from ..data.tags import wrap_observation
 
 
 PROTOCOLS = ("inline_tags", "template")
+# between two results of one tool message: Qwen's `<tool_response>` blocks (what Qwen2.5/Qwen3's own chat template
+# writes for consecutive tool messages: one user turn, one block per result), else a newline
+RESPONSE_BLOCK_SEPARATOR = "\n</tool_response>\n<tool_response>\n"
+PLAIN_SEPARATOR = "\n"
 DEFAULT_TOOL_TAGS = ("search", "python")
 
 
@@ -123,6 +129,8 @@ class NativeToolFormat:
                 break
         self.turn_tail = after_call  # written after the end-of-turn token of a function turn (Qwen: "\n")
         self.prefix, self.suffix = observation.split("{{content}}", 1)
+        wrapped = self.prefix.endswith("<tool_response>\n") and self.suffix.startswith("\n</tool_response>")
+        self.result_separator = RESPONSE_BLOCK_SEPARATOR if wrapped else PLAIN_SEPARATOR
         self.prefix = after_call + self.prefix
         # a reasoning template with `enable_thinking: false` ends every prompt part with the empty thought (masked), as
         # LLaMA-Factory's SFT encoding (`ReasoningTemplate.encode_multiturn`) and the RL prompt do
@@ -150,6 +158,17 @@ class NativeToolFormat:
                 arguments = call.arguments
             out.append((str(call.name), call_content(arguments)))
         return out
+
+    def join_results(self, texts: list[str]) -> str:
+        r"""The content of the one tool message that answers a turn's calls: `texts` in call order, joined.
+
+        The separator is `result_separator`: for a template whose tool message wraps its content in
+        `<tool_response>\n … \n</tool_response>` (qwen, qwen3, ...) it closes one block and opens the next, so the
+        message reads as Qwen's own chat template writes consecutive tool results; for other templates a newline. The
+        SFT row of such a turn holds this text as its one `observation` message (LLaMA-Factory's sharegpt format
+        alternates `function_call` and `observation` messages), so SFT ids equal RL ids.
+        """
+        return self.result_separator.join(texts)
 
     def observation_ids(self, tokenizer: Any, text: str) -> list[int]:
         r"""Ids of the template's tool message around `text` (mask 0 in the rollout).
