@@ -203,7 +203,7 @@ class _ContinuousRun(RequestSource):
 
     The engine pulls requests from here (`take`) whenever KV slots are free and hands each round back as soon as it
     ends (`put`). A round's end is processed for that trajectory alone, with the code of the `rounds` schedule
-    (`_apply_segment`); its tool call goes to a background thread (one `executor.execute` call per tool call) while
+    (`_apply_segment`); its tool calls go to a background thread (one `executor.execute` batch per round) while
     decoding goes on; when the observation is back (`_apply_observations`) the
     trajectory is at its round boundary: it finishes at R, or makes its branching decisions there
     (`_branch_source`) and re-enters the queue with its branches. A trajectory that finishes while no other member of

@@ -272,7 +272,7 @@ def test_docs_table_is_the_computed_one(base_tokenizer_dir):
     assert _docs_table() == table(rows), "run `python tests/sft/test_native_template_parity.py` to rewrite it"
 
 
-def test_the_run_warns_for_a_template_with_a_known_difference(base_tokenizer_dir, caplog):
+def test_the_run_warns_for_a_template_with_a_known_difference(base_tokenizer_dir, plugin_caplog):
     import logging
 
     from llamafactory.data import get_template_and_fix_tokenizer
@@ -283,12 +283,50 @@ def test_the_run_warns_for_a_template_with_a_known_difference(base_tokenizer_dir
     for name, expected in (("glm4", True), ("qwen", False)):
         tokenizer = _tokenizer(base_tokenizer_dir, name)
         template = get_template_and_fix_tokenizer(tokenizer, DataArguments(template=name))
-        caplog.clear()
-        with caplog.at_level(logging.WARNING):
+        plugin_caplog.clear()
+        with plugin_caplog.at_level(logging.WARNING):
             build_tool_format("template", None, template, tokenizer)  # as an RL run and the evaluation build it
-        warned = [r.getMessage() for r in caplog.records if "SFT ids cannot equal RL ids" in r.getMessage()]
+        warned = [r.getMessage() for r in plugin_caplog.records if "SFT ids cannot equal RL ids" in r.getMessage()]
         assert bool(warned) == expected, (name, warned)
     assert any("efficient_eos" in w for w in warned) or expected is False
+
+
+def test_agentic_sft_with_such_a_template_warns_at_its_start(tmp_path, tiny_model_dir, plugin_caplog):
+    import llamafactory_agentic
+
+    llamafactory_agentic.register()
+    from llamafactory.train.tuner import run_exp
+
+    data = tmp_path / "data"
+    data.mkdir()
+    info = {"traj": {"file_name": "traj.jsonl", "formatting": "arpo_sft", "columns": {"messages": "conversations"}}}
+    (data / "dataset_info.json").write_text(json.dumps(info))
+    call = json.dumps({"name": "search", "arguments": {"query": "Balliol College founded"}})
+    turns = [("human", QUESTION), ("function_call", call), ("observation", OBSERVATIONS[0]), ("gpt", "761")]
+    row = {"conversations": [{"from": role, "value": value} for role, value in turns]}
+    (data / "traj.jsonl").write_text(json.dumps(row) + "\n")
+    run_exp(
+        args={
+            "model_name_or_path": str(tiny_model_dir),
+            "stage": "agentic_sft",
+            "do_train": False,
+            "finetuning_type": "full",
+            "dataset": "traj",
+            "dataset_dir": str(data),
+            "template": "glm4",
+            "cutoff_len": 1024,
+            "overwrite_cache": True,
+            "output_dir": str(tmp_path / "saves"),
+            "report_to": "none",
+            "use_cpu": True,
+            "cache_dir": str(tmp_path / "cache"),
+            "agentic_tool_protocol": "template",
+            "agentic_sft_check": False,
+        }
+    )
+    warned = [r.getMessage() for r in plugin_caplog.records if "SFT ids cannot equal RL ids" in r.getMessage()]
+    assert warned and all(w.startswith("[agentic-sft]") for w in warned), warned
+    assert any("efficient_eos" in w for w in warned) and any("several calls" in w for w in warned)
 
 
 if __name__ == "__main__":  # rewrite the table in docs/tools.md
