@@ -86,7 +86,19 @@ def base_tokenizer_dir(tmp_path_factory):
     return root
 
 
+_BASE = {}
+
+
 def _tokenizer(base_dir, name):
+    """A fresh copy (`get_template_and_fix_tokenizer` changes it) of the tiny tokenizer with the template's markers."""
+    import copy
+
+    if (base_dir, name) not in _BASE:
+        _BASE[(base_dir, name)] = _build_tokenizer(base_dir, name)
+    return copy.deepcopy(_BASE[(base_dir, name)])
+
+
+def _build_tokenizer(base_dir, name):
     from llamafactory.data.template import TEMPLATES
     from transformers import AutoTokenizer
 
