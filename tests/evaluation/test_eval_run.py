@@ -377,7 +377,8 @@ def test_train_val_on_an_arpo_rl_file_uses_its_own_system_prompt(tmp_path, serve
     assert "wikipedia search tool and python interpreter tool" in prompt and "\\boxed{answer here}" in prompt
     valid_metrics = metrics["benchmarks"]["valid"]
     assert valid_metrics["headline_metric"] == "accuracy" and valid_metrics["n_questions"] == 3
-    assert "valid: evaluating the first 3 of 180 rows (eval_max_samples)" in metrics["warnings"]
+    rows = shared_data.facts["rl_rows"]["valid"]  # the release: 180
+    assert f"valid: evaluating the first 3 of {rows} rows (eval_max_samples)" in metrics["warnings"]
 
 
 def _fake_vllm_distribution(folder: Path, version: str, monkeypatch) -> None:
