@@ -279,6 +279,33 @@ def test_paper_preset_values_and_explicit_keys_win():
     assert resolve_protocol(EvalArguments(), FT).fingerprint == p.fingerprint  # deterministic
 
 
+def test_recorded_stop_strings_are_those_of_the_configured_tools(tmp_path, monkeypatch):
+    """run.json recorded `</search>`, `</python>` for a run whose rollout stopped on `</calc>` (issue 35)."""
+    from llamafactory_agentic.rollout.agent_loop import rollout_stop_strings
+    from llamafactory_agentic.rollout.tool_format import InlineTagFormat
+
+    monkeypatch.syspath_prepend(str(REPO / "tests" / "train"))
+    config = tmp_path / "tools.yaml"
+    config.write_text("tools:\n  - name: calc_tool:CalcTool\n")  # the tag comes from the class: calc
+    ft = SimpleNamespace(**vars(FT), agentic_tool_config=str(config))
+    paper = resolve_protocol(EvalArguments(), ft)
+    assert paper.stop_strings == ["</calc>", "</answer>"]
+    # what the agent loop sends the engine with this executor's tools, from the preset's stop strings
+    assert list(
+        rollout_stop_strings(["</search>", "</python>", "</answer>"], InlineTagFormat(["calc"]).stop_strings)
+    ) == (paper.stop_strings)
+    model = SimpleNamespace(model_name_or_path=str(tmp_path), adapter_name_or_path=None)
+    saved = {"values": {"agentic_max_tool_calls": 2, "arpo_max_response_length": 96, "arpo_max_prompt_length": 64}}
+    (tmp_path / "agentic_config.json").write_text(json.dumps(saved), encoding="utf-8")
+    assert resolve_protocol(EvalArguments(eval_preset="train_val"), ft, model).stop_strings == ["</calc>"]
+    config.write_text("tools:\n  - name: python\n  - name: search\n  - name: calc_tool:CalcTool\n    tag: add\n")
+    assert resolve_protocol(EvalArguments(), ft).stop_strings == ["</search>", "</python>", "</add>", "</answer>"]
+    explicit = resolve_protocol(EvalArguments(eval_stop_strings="</python>,</answer>"), ft)
+    assert explicit.stop_strings == ["</python>", "</answer>"]  # set by hand: kept as given
+    template = SimpleNamespace(**vars(ft), agentic_tool_protocol="template")
+    assert resolve_protocol(EvalArguments(), template).stop_strings == ["</answer>"]  # native calls close no tag
+
+
 def test_train_val_preset_reads_the_training_config(tmp_path):
     ft = SimpleNamespace(**vars(FT), arpo_max_prompt_length=1536, arpo_max_response_length=4096,
                          agentic_max_tool_calls=None)  # fmt: skip
