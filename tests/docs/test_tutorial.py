@@ -82,3 +82,13 @@ def test_the_tutorials_commands_run_as_written(tmp_path):
     metrics = json.loads((units / "saves" / "eval" / "metrics.json").read_text())
     assert metrics["benchmarks"]["units"]["n_questions"] == 16
     assert "no configured tool answers" not in log  # the page's recipes name the tool config
+
+    # the same evaluation without the tool config loads python and search: it said nothing and made 0 calls
+    bare = subprocess.run(["llamafactory-agentic", "eval", "eval.yaml", "agentic_tool_config=null",
+                           "eval_output_dir=saves/eval_no_tools"], cwd=units, env=dict(env, PYTHONPATH=f"{units}:{REPO}"),
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert bare.returncode == 0, bare.stderr[-4000:]
+    unanswered = ("the system prompts of this evaluation name <convert> ... </convert>, which no configured tool "
+                  "answers (this run's tools: <python>, <search>)")  # fmt: skip
+    assert unanswered in bare.stderr
+    assert "this evaluation made 0 tool calls in 16 trajectories" in bare.stderr

@@ -71,6 +71,7 @@ def test_trajectories_and_ground_truths_are_the_tools_own_answers(units, monkeyp
         answer = observation.split()[0]
         assert score(text.replace(observation, "[result]"), answer, {"executed_tools": ["convert"]}) == 1.1
         assert score(text, str(float(answer) + 1), {"executed_tools": []}) == 0.0
+        assert score(text, ["nope", answer], {"executed_tools": []}) == 1.0  # the evaluation passes a list
         assert score("no think block", answer, {}) == -1.0  # the format gate's pair is tested, not its truth
     for row in _rows(units / "data" / "train.jsonl"):
         question = row["prompt"][1]["content"]  # "How many metres are in 3.5 km?"
