@@ -91,7 +91,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
     rows = summary["rows"]
     print(
         f"wrote {args.dir}: units_tool.py (your tool, tag <convert>), units_reward.py (your reward), tools.yaml, "
-        f"sft.yaml, arpo.yaml, eval.yaml, data/ (dataset_info.json, sft.jsonl {rows['sft']} rows arpo_sft, "
+        f"agentic_sft.yaml, arpo.yaml, eval.yaml (absolute paths: they run from any folder), data/ (dataset_info.json, sft.jsonl {rows['sft']} rows arpo_sft, "
         f"train.jsonl {rows['train']} and heldout.jsonl {rows['heldout']} rows arpo_rl). Next: docs/tutorial.md "
         f"(cd {args.dir} && export PYTHONPATH=$PWD)"
     )
@@ -139,7 +139,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     r"""Register `task` with its sub-commands on the `llamafactory-agentic` parser."""
     from .synthetic import DEFAULT_SEARCH_TOPK
 
-    task = subparsers.add_parser("task", help="a task skeleton of your own, the synthetic task, a local model, evaluate")
+    task = subparsers.add_parser(
+        "task", help="a task skeleton of your own, the synthetic task, a local model, evaluate"
+    )
     sub = task.add_subparsers(dest="task_command", metavar="TASK_COMMAND", required=True)
 
     p = sub.add_parser(

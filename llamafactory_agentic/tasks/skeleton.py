@@ -9,11 +9,13 @@ It writes a small unit-conversion task in the layouts a task of one's own needs:
     DIR/units_tool.py        a `BaseTool` subclass (`units_tool:ConvertTool`, tag `<convert>`)
     DIR/units_reward.py      a reward function (`units_reward:score`: format gate, boxed number, -1 / 0 / 1 (+0.1))
     DIR/tools.yaml           the tool config naming the tool (agentic_tool_config)
-    DIR/sft.yaml, arpo.yaml  the recipes of the cold start (agentic SFT) and of ARPO
+    DIR/agentic_sft.yaml     the recipe of the cold start (agentic SFT)
+    DIR/arpo.yaml            the recipe of ARPO
     DIR/eval.yaml            the evaluation of the trained model on the held-out rows
     DIR/data/                dataset_info.json, sft.jsonl (arpo_sft), train.jsonl and heldout.jsonl (arpo_rl)
 
-The files come from the package (`resources/task_skeleton/`); the rows are generated here, the observations in the
+The files come from the package (`resources/task_skeleton/`), the recipes with the folder's absolute path in place of
+`TASK_DIR` (they run from any folder); the rows are generated here, the observations in the
 cold-start trajectories by the written tool itself, so the data and the tool agree. Held-out questions never occur in
 training rows.
 """
@@ -29,7 +31,8 @@ from typing import Any
 
 
 SKELETON = ("resources", "task_skeleton")
-FILES = ("units_tool.py", "units_reward.py", "tools.yaml", "sft.yaml", "arpo.yaml", "eval.yaml")
+FILES = ("units_tool.py", "units_reward.py", "tools.yaml", "agentic_sft.yaml", "arpo.yaml", "eval.yaml")
+PLACEHOLDER = "TASK_DIR"  # in the recipes: the task folder's absolute path, so they run from any folder
 SYSTEM_PROMPT = (
     "You convert units. Think in <think> </think>. To convert, write <convert> VALUE UNIT to UNIT </convert> "
     "(units: mm cm m km in ft mi g kg lb s min h); the result appears in <result> </result>. Put the final answer in "
@@ -102,6 +105,10 @@ def write_task_skeleton(output_dir: str | os.PathLike, seed: int = 0, force: boo
         node = source.joinpath(name)
         if not node.is_file():
             raise FileNotFoundError(f"{name} of the task skeleton is not shipped with this installation")
+        if name.endswith(".yaml"):  # inside double quotes: the path JSON-escaped
+            text = node.read_text(encoding="utf-8").replace(PLACEHOLDER, json.dumps(str(out.resolve()))[1:-1])
+            (out / name).write_text(text, encoding="utf-8")
+            continue
         with node.open("rb") as src, open(out / name, "wb") as dst:
             shutil.copyfileobj(src, dst)
 

@@ -48,7 +48,7 @@ def test_the_page_shows_the_files_and_first_rows_task_init_writes(tmp_path):
         assert json.loads(body) == json.loads(first), name
     commands = "".join(body for _, body in blocks("tutorial"))
     for needed in ("task init units", "tool run --config tools.yaml --tag convert", "task build-model model --task-dir",
-                   "llamafactory-cli train sft.yaml", "llamafactory-cli train arpo.yaml", "eval eval.yaml"):  # fmt: skip
+                   "llamafactory-cli train agentic_sft.yaml", "llamafactory-cli train arpo.yaml", "eval eval.yaml"):  # fmt: skip
         assert needed in commands, needed
     text = PAGE.read_text(encoding="utf-8")
     for needed in ("validate_format(text) -> (bool, reason)", "ToolOutput(text, status=\"ok\", meta={})",

@@ -39,7 +39,7 @@ def _rows(path: Path) -> list[dict]:
 
 def test_init_writes_rows_registration_tool_reward_and_recipes(units):
     names = {p.relative_to(units).as_posix() for p in units.rglob("*") if p.is_file()}
-    assert names == {"units_tool.py", "units_reward.py", "tools.yaml", "sft.yaml", "arpo.yaml", "eval.yaml",
+    assert names == {"units_tool.py", "units_reward.py", "tools.yaml", "agentic_sft.yaml", "arpo.yaml", "eval.yaml",
                      "data/dataset_info.json", "data/sft.jsonl", "data/train.jsonl", "data/heldout.jsonl"}  # fmt: skip
     info = json.loads((units / "data" / "dataset_info.json").read_text())
     assert {k: v["formatting"] for k, v in info.items()} == {
@@ -50,10 +50,13 @@ def test_init_writes_rows_registration_tool_reward_and_recipes(units):
     questions = [r["conversations"][0]["value"] for r in sft] + [r["prompt"][1]["content"] for r in train]
     held = {r["prompt"][1]["content"] for r in heldout}
     assert len(set(questions)) == len(questions) and not held & set(questions)  # held-out questions are new
-    for recipe in ("sft.yaml", "arpo.yaml", "eval.yaml"):
+    here = units.resolve()  # the recipes hold the folder's absolute paths: they run from any folder
+    for recipe in ("agentic_sft.yaml", "arpo.yaml", "eval.yaml"):
         text = (units / recipe).read_text()
-        assert "dataset_dir: data" in text or "data/heldout.jsonl" in text
-    assert "agentic_tool_config: tools.yaml" in (units / "arpo.yaml").read_text()
+        assert "TASK_DIR" not in text and (
+            f'dataset_dir: "{here}/data"' in text or f'"{here}/data/heldout.jsonl"' in text
+        )
+    assert f'agentic_tool_config: "{here}/tools.yaml"' in (units / "arpo.yaml").read_text()
     assert "agentic_reward: units_reward:score" in (units / "arpo.yaml").read_text()
 
 
