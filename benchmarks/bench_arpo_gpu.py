@@ -12,7 +12,7 @@ tool and the search tool answering from the imported reference cache (`replay`);
 (`benchmarks/_single_gpu.py`, `--prompt-length` tokens) and no tool is configured. The model is built from the public
 Qwen2.5 architecture with random weights (no model hub); the run goes through the real `llamafactory-cli train`. A
 random policy rarely writes a tool call, so the step time is dominated by generation and training; the numbers are a
-throughput and memory measurement, not a learning curve. `--one-gpu` adds the long-response settings of the README's
+throughput and memory measurement, not a learning curve. `--one-gpu` adds the long-response settings of docs/scaling.md's
 "One GPU, real sizes" section (`pure_bf16` for full fine-tuning, gradient checkpointing, `rl_micro_batch_tokens`,
 `arpo_rollout_schedule: continuous`). Prints, per optimiser step, the time split, the decode step, the memory split
 and generated tokens per second from `trainer_log.jsonl`.
@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None, help="ARPO's files; default: synthetic prompts, no tools")
     parser.add_argument("--prompt-length", type=int, default=1024, help="synthetic prompts only")
     parser.add_argument("--finetuning", default="full", choices=["full", "lora"])
-    parser.add_argument("--one-gpu", action="store_true", help="the README's long-response settings")
+    parser.add_argument("--one-gpu", action="store_true", help="the long-response settings of docs/scaling.md")
     parser.add_argument("--slots", type=int, default=None, help="arpo_hf_generation_batch_size")
     parser.add_argument("--micro-batch-tokens", type=int, default=16384)
     parser.add_argument("--model", default="qwen2.5-0.5b")
@@ -155,7 +155,7 @@ def main() -> None:
     }
     if args.finetuning == "lora":
         recipe.update(lora_rank=64, lora_alpha=128, lora_target="all")
-    if args.one_gpu:  # README "One GPU, real sizes"
+    if args.one_gpu:  # docs/scaling.md "One GPU, real sizes"
         recipe.update(
             gradient_checkpointing=True,
             rl_micro_batch_tokens=args.micro_batch_tokens,

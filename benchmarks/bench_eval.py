@@ -64,6 +64,7 @@ def base_config(model_dir: Path, data: Path, out: Path, **extra) -> dict:
         "eval_preset": "paper",
         "eval_benchmarks": [{"name": "bench", "path": str(data), "task": "qa", "metric": "em"}],
         "eval_runs": 1,
+        "eval_max_samples": -1,  # every generated question (the paper preset alone would cut at 500)
         "eval_progress": False,
         "eval_report": False,
         "eval_output_dir": str(out),

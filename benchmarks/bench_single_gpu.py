@@ -507,7 +507,7 @@ def part_loop(args, results: Results, deadline: float) -> None:
 
 
 MEMORY_CASES = [
-    # the README table's smaller rows at their 141 GB slot counts (128 slots = 16 prompts x 8)
+    # the docs/scaling.md table's smaller rows at their 141 GB slot counts (128 slots = 16 prompts x 8)
     dict(label="0.5b_full", model="qwen2.5-0.5b", finetuning="full", gc=True, prompts=16, group=8, prompt=1536,
          response=4096, slots=128, steps=2, extra={"rl_micro_batch_tokens": 32768, "optim": "adamw_torch_fused"}),
     dict(label="1.5b_full", model="qwen2.5-1.5b", finetuning="full", gc=True, prompts=16, group=8, prompt=1536,

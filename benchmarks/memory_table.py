@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The README's table of what fits on one 80 GB and one 141 GB GPU, computed by `train.arpo.memory`.
+"""The table of docs/scaling.md of what fits on one 80 GB and one 141 GB GPU, computed by `train.arpo.memory`.
 
     python benchmarks/memory_table.py            # prints the markdown table
 

@@ -41,7 +41,7 @@ DEMO_SFT = REPO / "llamafactory_agentic" / "resources" / "recipes" / "synthetic"
 GPU_RECIPE = REPO / "recipes" / "arpo" / "qwen2.5_7b_reasoning_full.yaml"
 AEPO_LORA = REPO / "recipes" / "aepo" / "qwen3_14b_deepsearch_lora.yaml"
 
-# README "One GPU, real sizes", measured column: `bench_single_gpu.py --parts memory` on an H200, random weights,
+# docs/scaling.md "One GPU, real sizes", measured column: `bench_single_gpu.py --parts memory` on an H200, random weights,
 # M = 8 (GRPO sampling), 2 steps for full fine-tuning, gradient checkpointing, adamw_torch_fused
 H200_MEMORY = [
     ("qwen2.5-0.5b", "full", 16, 1536, 4096, 128, 32768, 14.6),
@@ -74,7 +74,7 @@ def memory_rows() -> list[tuple]:
         plan = make_plan(GPU_RECIPE, gpu="h200", num_gpus=1, model_shape=model, overrides=overrides)
         label = f"{model} {method}, {prompt}+{response}, {slots} slots / {tokens} tokens"
         rows.append(("H200 peak memory", label, plan.numbers["peak_gib"], measured, "GiB",
-                     "README 'One GPU, real sizes' (bench_single_gpu.py --parts memory)"))  # fmt: skip
+                     "docs/scaling.md 'One GPU, real sizes' (bench_single_gpu.py --parts memory)"))  # fmt: skip
     return rows
 
 
@@ -179,20 +179,20 @@ def cpu_rows(tmp: Path) -> list[tuple]:
         note = " (calibration: cpu_decode_step_s was fitted to it)" if algorithm == "grpo" else ""
         rows.append(("CPU RL run wall time", f"{algorithm}, 30 steps, 4-layer demo model, mean of 3 seeds{note}",
                      plan.numbers["run_s"], wall, "s", "compare_algorithms/cpu/runs.csv wall_s"))  # fmt: skip
-    # the demo's RL run: 10 steps with dynamic sampling, 2-layer model; README: ARPO 104-130 s with its validations
+    # the demo's RL run: 10 steps with dynamic sampling, 2-layer model; docs/demo.md: ARPO 104-130 s with its validations
     plan = make_plan(DEMO_ARPO, gpu="cpu", model_shape=two,
                      measured={"response_tokens": 4169 / 64, "tool_calls_per_traj": 1.1})  # fmt: skip
     rows.append(("CPU RL run wall time", "the demo's ARPO stage (10 steps, dynamic sampling), 2-layer model",
-                 plan.numbers["run_s"], (104 + 130) / 2, "s", "README 'Time': ARPO 104-130 s, seeds 0-2"))  # fmt: skip
-    # the demo's cold start: 1000 steps of 16 rows; README: SFT 214-247 s
+                 plan.numbers["run_s"], (104 + 130) / 2, "s", "docs/demo.md 'Time': ARPO 104-130 s, seeds 0-2"))  # fmt: skip
+    # the demo's cold start: 1000 steps of 16 rows; docs/demo.md: SFT 214-247 s
     plan = make_plan(DEMO_SFT, gpu="cpu", model_shape=two)
     rows.append(("CPU SFT run wall time", "the demo's agentic SFT (1000 steps of 16), 2-layer model (calibration: "
                  "cpu_update_s was fitted to it)",
-                 plan.numbers["run_s"], (214 + 247) / 2, "s", "README 'Time': SFT 214-247 s, seeds 0-2"))  # fmt: skip
+                 plan.numbers["run_s"], (214 + 247) / 2, "s", "docs/demo.md 'Time': SFT 214-247 s, seeds 0-2"))  # fmt: skip
     # the former 4-layer cold start, 1500 steps: 0.29-0.37 s per step on the slower machine, 0.18 s on the faster
     plan = make_plan(DEMO_SFT, gpu="cpu", model_shape=four)
     rows.append(("CPU SFT step time", "the former demo cold start, 4-layer model, per step of 16 rows",
-                 plan.numbers["step_s"], (0.29 + 0.37) / 2, "s", "README 'Time': 0.29-0.37 s (0.18 s faster machine)"))  # fmt: skip
+                 plan.numbers["step_s"], (0.29 + 0.37) / 2, "s", "docs/demo.md 'Time': 0.29-0.37 s (0.18 s faster machine)"))  # fmt: skip
     return rows
 
 

@@ -47,6 +47,9 @@ CACHE_TOOLS = "search"  # agentic_cache_tools
 TOOL_RETRIES = 3  # agentic_tool_retries
 TOOL_WORKERS = 64  # agentic_tool_workers
 REWARD_TOOL_BONUS = 0.1  # agentic_reward_tool_bonus (also the reward functions' default argument)
+REWARD_TIMEOUT_S = 60.0  # agentic_reward_timeout (also the reward objects' default, docs/rewards.md §3)
+REWARD_WORKERS = 1  # agentic_reward_workers (also the reward objects' default)
+MCP_MAX_RESULT_BYTES = 4 * 1024 * 1024  # `max_result_bytes` of an `mcp_servers` entry (docs/tools.md "MCP servers")
 
 
 @dataclass
@@ -418,6 +421,22 @@ class AgenticArguments:
     )
     agentic_reward_judge_api_key_env: str | None = field(
         default=None, metadata={"help": "Environment variable holding the `judge` reward's API key."}
+    )
+    agentic_reward_timeout: float = field(
+        default=REWARD_TIMEOUT_S,
+        metadata={
+            "help": "Seconds one call of a user reward (`module:function`, a registered function or class) may take, "
+            "counted from its start; a call still running then stops the step with an error naming the reward "
+            "(docs/rewards.md §3). Calls slower than half of it are logged. The `judge` has its own limits."
+        },
+    )
+    agentic_reward_workers: int = field(
+        default=REWARD_WORKERS,
+        metadata={
+            "help": "Threads scoring the calls of a synchronous user reward at once (docs/rewards.md §3): 1 (default) "
+            "calls it one trajectory after the other; more requires a thread-safe function. `async def` rewards "
+            "always run their calls concurrently."
+        },
     )
 
     # ---------------------------------------------------------------- optimisation (docs/algorithms.md §4)

@@ -38,6 +38,34 @@ RESULT_TAG = "result"
 TOOL_TAGS = ("search", "python")
 CHECKED_TAGS = (THINK_TAG, *TOOL_TAGS, RESULT_TAG, ANSWER_TAG)
 NON_TOOL_TAGS = frozenset({THINK_TAG, ANSWER_TAG, RESULT_TAG})
+# Tags a tool may not take (docs/tools.md "Reserved tags"): a tool tagged `think` would receive every thought, one
+# tagged `answer` would never run (the answer ends the trajectory), one tagged `result` would make the observation's
+# own opening tag a stop string.
+RESERVED_TAGS = NON_TOOL_TAGS
+
+
+def reserved_tag_error(tag: str, rename: str) -> str | None:
+    r"""The message refusing `tag` as a tool tag, or None when the tag is free.
+
+    Args:
+        tag: The tag a tool would be called by (`<tag>...</tag>`); compared exactly, as the rollout matches tags.
+        rename: How to give the tool another tag in its config, e.g. "`tag: think_tool` in the entry".
+
+    Returns:
+        A message naming the tag, why it is reserved and the fix; None for a tag that is not reserved.
+    """
+    if tag not in RESERVED_TAGS:
+        return None
+    why = {
+        THINK_TAG: "the model's reasoning is written in <think>...</think>, so every thought would be sent to the tool",
+        ANSWER_TAG: "<answer>...</answer> ends the trajectory, so the tool would never run",
+        RESULT_TAG: "<result>...</result> wraps every observation, so the tag would stop generation at each result",
+    }[tag]
+    return (
+        f"tag <{tag}> is reserved ({', '.join(f'<{t}>' for t in sorted(RESERVED_TAGS))} belong to the trajectory "
+        f'format: {why}); give the tool another tag: {rename} (docs/tools.md, "Reserved tags")'
+    )
+
 
 # Inserted after a tool call, RUC-NLPIR/ARPO vllm_rollout_with_tools.py:363-426 (docs/algorithms.md §2.3).
 OBSERVATION_PREFIX = " <result>\n"

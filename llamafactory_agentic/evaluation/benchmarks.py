@@ -115,6 +115,9 @@ class Sample:
             which become one user message holding the question.
         system: The row's own system prompt (`arpo_rl`), else None (the configured one is used).
         metadata: Other fields of the row (ids, levels, annotator metadata, data_source, ...).
+        label: The gold answer as the reference harness holds it (the answer field's value as read from the file: a
+            list stays a list, GSM8K's value after `####`): the `reference` scoring profile prints it in its judge
+            prompt and applies its `is_equiv` shortcut to it (docs/algorithms.md section 9.3). None: use `answers`.
     """
 
     benchmark: str
@@ -125,17 +128,19 @@ class Sample:
     messages: list[dict[str, str]] | None = None
     system: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    label: Any = None
 
 
 @dataclass
 class Benchmark:
-    r"""A loaded benchmark: its spec, the file read, its SHA-256 and the samples in file order."""
+    r"""A loaded benchmark: its spec, the file read, its SHA-256, the samples in file order and the file's row count."""
 
     spec: BenchmarkSpec
     path: str
     sha256: str
     samples: list[Sample]
     warnings: list[str] = field(default_factory=list)
+    rows: int = 0
 
 
 @dataclass
@@ -418,7 +423,8 @@ def _load_jsonl(spec: BenchmarkSpec, path: str, rows: list[dict[str, Any]] | Non
             raise BenchmarkError(f"{where}: field {spec.answer_field!r} is missing")
         answers = read_answers(row[spec.answer_field], spec.answer_reader, f"{where} field {spec.answer_field!r}")
         metadata = {k: v for k, v in row.items() if k not in (*spec.question_fields, spec.answer_field)}
-        samples.append(Sample(spec.name, str(index), question, answers, spec.task, metadata=metadata))
+        label = answers[0] if spec.answer_reader == "gsm8k" else row[spec.answer_field]
+        samples.append(Sample(spec.name, str(index), question, answers, spec.task, metadata=metadata, label=label))
     return samples
 
 
@@ -443,8 +449,9 @@ def _load_arpo_rl(spec: BenchmarkSpec, path: str, rows: list[dict[str, Any]] | N
         question = parsed.messages[-1]["content"]
         metadata = {"data_source": parsed.data_source, "ability": parsed.ability, **parsed.extra}
         samples.append(
-            Sample(spec.name, str(index), question, answers, task, parsed.messages, parsed.system or None, metadata)
-        )
+            Sample(spec.name, str(index), question, answers, task, parsed.messages, parsed.system or None, metadata,
+                   parsed.ground_truth)
+        )  # fmt: skip
     return samples
 
 
@@ -453,7 +460,8 @@ def load_benchmark(spec: BenchmarkSpec, max_samples: int | None = None) -> Bench
 
     Args:
         spec: A spec with `path` set (`resolve_file`).
-        max_samples: Keep only the first N rows (an explicit `eval_max_samples`; recorded in the results).
+        max_samples: Keep only the first N rows (`config.resolve_max_samples`: `eval_max_samples` or the `paper`
+            preset's 500; recorded in the results).
 
     Returns:
         The `Benchmark`; `warnings` holds a row-count mismatch against the registry's `rows`.
@@ -476,7 +484,11 @@ def load_benchmark(spec: BenchmarkSpec, max_samples: int | None = None) -> Bench
     warnings = []
     if spec.rows is not None and len(samples) != spec.rows:
         warnings.append(f"{spec.name}: {path} has {len(samples)} rows, the reference's file has {spec.rows}")
+    rows = len(samples)
     if max_samples is not None and max_samples < len(samples):
-        warnings.append(f"{spec.name}: evaluating the first {max_samples} of {len(samples)} rows (eval_max_samples)")
+        warnings.append(
+            f"{spec.name}: evaluating the first {max_samples} of {len(samples)} rows (eval_max_samples; the `paper` "
+            "preset's default is the reference's 500, -1 evaluates every row)"
+        )
         samples = samples[:max_samples]
-    return Benchmark(spec=spec, path=path, sha256=file_sha256(path), samples=samples, warnings=warnings)
+    return Benchmark(spec=spec, path=path, sha256=file_sha256(path), samples=samples, warnings=warnings, rows=rows)

@@ -144,7 +144,7 @@ def run_eval_command(argv: list[str]) -> int:
 
         metrics = evaluate(argv[0], argv[1:])
         _print_result(metrics)
-        return 0 if not metrics.get("complete") else _exit_code(metrics)
+        return _exit_code(metrics)  # 1 while other shards are still missing (USAGE)
     except (EvalConfigError, BenchmarkError, ResumeError, CompareError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

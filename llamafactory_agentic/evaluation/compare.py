@@ -126,7 +126,10 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, samples: in
     for name in common:
         qa, qb = grouped["a"][name], grouped["b"][name]
         if set(qa) != set(qb):
-            raise CompareError(f"{name}: the runs evaluated different questions")
+            raise CompareError(
+                f"{name}: the runs evaluated different questions ({len(qa)} in A, {len(qb)} in B; evaluate the same "
+                "file with the same eval_max_samples)"
+            )
         ids = sorted((i for i in qa if qa[i] and qb[i]), key=lambda s: (len(s), s))
         if not ids:
             raise CompareError(f"{name}: no question has a scored record in both runs (errors only); rerun them")

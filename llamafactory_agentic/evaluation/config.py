@@ -108,7 +108,12 @@ class EvalArguments:
         metadata=_help("Start over in an output folder that holds a run with another fingerprint (deletes it)."),
     )
     eval_max_samples: int | None = field(
-        default=None, metadata=_help("Evaluate only the first N rows of each benchmark (saved with the results).")
+        default=None,
+        metadata=_help(
+            "Evaluate only the first N rows of each benchmark (saved with the results; -1 = every row). Default: "
+            "the preset's: `paper` 500 (the reference harness's COUNTS=500: GSM8K and MATH are cut to 500), "
+            "`train_val` every row."
+        ),
     )
     eval_runs: int | None = field(
         default=None, metadata=_help("Independent runs R per question (pass@1 = mean over runs; pass@k for k <= R).")
@@ -290,8 +295,8 @@ class EvalArguments:
             raise EvalConfigError(f"eval_batch_size must be >= 1, got {self.eval_batch_size}")
         if self.eval_runs is not None and self.eval_runs < 1:
             raise EvalConfigError(f"eval_runs must be >= 1, got {self.eval_runs}")
-        if self.eval_max_samples is not None and self.eval_max_samples < 1:
-            raise EvalConfigError(f"eval_max_samples must be >= 1, got {self.eval_max_samples}")
+        if self.eval_max_samples is not None and self.eval_max_samples < 1 and self.eval_max_samples != -1:
+            raise EvalConfigError(f"eval_max_samples must be >= 1 (or -1: every row), got {self.eval_max_samples}")
         parse_shard(self.eval_shard)
         if self.eval_api not in ("completions", "chat"):
             raise EvalConfigError(f"eval_api must be completions or chat, got {self.eval_api!r}")
@@ -386,7 +391,181 @@ class Protocol:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-TRAINING_TOOL_KEYS = ("agentic_reward", "agentic_reward_math", "agentic_reward_tool_bonus", "agentic_python_timeout")
+PAPER_MAX_SAMPLES = 500  # the reference harness's COUNTS (infer_local_sds.sh): every set is cut to its first 500 rows
+
+# train_val: the tool and reward keys taken from the training (docs/algorithms.md section 9, evaluation/README.md)
+TRAINING_TOOL_KEYS = (
+    "agentic_reward",
+    "agentic_reward_math",
+    "agentic_reward_tool_bonus",
+    "agentic_python_timeout",
+    "agentic_python_max_output_chars",
+    "agentic_search_topk",
+    "agentic_search_snippet_chars",
+    "agentic_tool_protocol",
+    "agentic_tool_config",
+)
+# train_val: the eval_* keys that repeat a training key; eval_max_new_tokens has no training key (the training's
+# rollout has no per-call limit: only the response budget), see `apply_training_config`
+TRAINING_EVAL_KEYS = {
+    "eval_max_prompt_length": "arpo_max_prompt_length",
+    "eval_max_response_length": "arpo_max_response_length",
+    "eval_max_tool_calls": "agentic_max_tool_calls",
+}
+SOURCE_CLI, SOURCE_FILE, SOURCE_CHECKPOINT, SOURCE_DEFAULT = "command line", "config file", "checkpoint", "default"
+
+
+def resolve_max_samples(eval_args: "EvalArguments") -> int | None:
+    r"""Rows evaluated per benchmark (None: every row).
+
+    `eval_max_samples` (-1: every row), else the preset's: `paper` 500 (the reference's cap), `train_val` every row.
+    """
+    value = eval_args.eval_max_samples
+    if value is None:
+        return PAPER_MAX_SAMPLES if eval_args.eval_preset == "paper" else None
+    return None if value == -1 else int(value)
+
+
+def _differs(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return float(a) != float(b)
+    return a != b
+
+
+def apply_training_config(
+    eval_args: "EvalArguments", finetuning_args: Any, model_args: Any, given: dict[str, str] | None = None
+) -> dict[str, Any]:
+    r"""`train_val`: put the training's budgets, call limit, tool and reward keys in place, in this precedence.
+
+    command line (`key=value` after the YAML) > the checkpoint's `agentic_config.json` (or `eval_training_config`)
+    > the evaluation's config file > the preset's default. The checkpoint wins over the config file because one
+    evaluation YAML usually serves several presets (LLaMA-Board's panel, evaluation/examples); every config-file
+    value that the checkpoint overrides, and every command-line value that differs from the checkpoint's, is
+    returned in `conflicts` (logged, saved in run.json and summary.md). `eval_max_new_tokens` from the config file is
+    dropped too (the training's rollout has no per-call limit, only the response budget).
+
+    Args:
+        eval_args: The `eval_*` keys; changed in place.
+        finetuning_args: The plugin's tool keys; changed in place.
+        model_args: LLaMA-Factory `ModelArguments` (where the checkpoint's `agentic_config.json` is looked for).
+        given: `{key: "command line" | "config file"}` of the keys the user set (None: every set `eval_*` key
+            counts as the config file's).
+
+    Returns:
+        `{"source": the training config's path ("" without one), "applied": {key: value}, "conflicts": [text],
+        "not_recorded": [training keys the file does not hold]}`.
+    """
+    if given is None:
+        given = {f.name: SOURCE_FILE for f in fields(eval_args) if getattr(eval_args, f.name) != f.default}
+    given = dict(given)
+    values, source = training_config_for(eval_args, model_args)
+    out: dict[str, Any] = {"source": source, "applied": {}, "conflicts": [], "not_recorded": []}
+    if not values:
+        return out
+    where = f"the checkpoint's {source}" if not eval_args.eval_training_config else f"eval_training_config {source}"
+
+    def take(key: str, train_key: str, value: Any, current: Any, setter: Any, described: str = "") -> None:
+        origin, described = given.get(key), described or f"{train_key}={value!r}"
+        if origin == SOURCE_CLI:
+            if _differs(current, value):
+                out["conflicts"].append(f"{key}={current!r} (command line) overrides {described} of {where}")
+            return
+        if origin == SOURCE_FILE and _differs(current, value):
+            out["conflicts"].append(
+                f"{key}={current!r} in the config file is not used: train_val takes {described} from {where} (set "
+                f"{key} on the command line to override it)"
+            )
+        setter(value)
+        out["applied"][key] = value
+
+    for key, train_key in TRAINING_EVAL_KEYS.items():
+        if values.get(train_key) is None:
+            out["not_recorded"].append(train_key)
+            continue
+        take(key, train_key, values[train_key], getattr(eval_args, key), lambda v, k=key: setattr(eval_args, k, v))
+    per_call = eval_args.eval_max_new_tokens
+    take("eval_max_new_tokens", "", 0, 0 if per_call is None else per_call,
+         lambda v: setattr(eval_args, "eval_max_new_tokens", v),
+         "no per-call token limit (the training's rollout has only the response budget)")  # fmt: skip
+    for key in TRAINING_TOOL_KEYS:
+        if key not in values:
+            out["not_recorded"].append(key)
+            continue
+        value = values[key]
+        if key == "agentic_tool_config" and value and not os.path.isfile(os.path.expanduser(str(value))):
+            out["conflicts"].append(
+                f"agentic_tool_config {value!r} of {where} does not exist here: the evaluation's "
+                f"{getattr(finetuning_args, key, None)!r} is used"
+            )
+            continue
+        take(key, key, value, getattr(finetuning_args, key, None), lambda v, k=key: setattr(finetuning_args, k, v))
+    if out["not_recorded"]:
+        out["conflicts"].append(
+            f"{where} does not record {', '.join(out['not_recorded'])} (saved by an older release): the config file's "
+            "or the default values are used; set them to the training's values to repeat its validation"
+        )
+    return out
+
+
+# Protocol field -> the key that sets it (for `protocol_sources`)
+PROTOCOL_KEYS = {
+    "temperature": "eval_temperature",
+    "top_p": "eval_top_p",
+    "top_k": "eval_top_k",
+    "repetition_penalty": "eval_repetition_penalty",
+    "max_new_tokens": "eval_max_new_tokens",
+    "max_prompt_length": "eval_max_prompt_length",
+    "max_response_length": "eval_max_response_length",
+    "tool_call_limits.python": "eval_max_python_calls",
+    "tool_call_limits.search": "eval_max_search_calls",
+    "max_tool_calls": "eval_max_tool_calls",
+    "repeat_notice": "eval_repeat_notice",
+    "stop_strings": "eval_stop_strings",
+    "drop_self_results": "eval_drop_self_results",
+    "sample_timeout_s": "eval_sample_timeout",
+    "runs": "eval_runs",
+    "system_prompt_sha256": "eval_system_prompt",
+    "seed": "eval_seed",
+    "max_samples": "eval_max_samples",
+    "reward.agentic_reward": "agentic_reward",
+    "reward.agentic_reward_math": "agentic_reward_math",
+    "tools.search_backend": "agentic_search_backend",
+    "tools.search_topk": "agentic_search_topk",
+    "tools.search_snippet_chars": "agentic_search_snippet_chars",
+    "tools.python_timeout": "agentic_python_timeout",
+    "tools.python_max_output_chars": "agentic_python_max_output_chars",
+    "tools.tool_config_sha256": "agentic_tool_config",
+    "tools.tool_protocol": "agentic_tool_protocol",
+}
+
+
+def protocol_sources(
+    eval_args: "EvalArguments", given: dict[str, str] | None = None, training: dict[str, Any] | None = None
+) -> dict[str, str]:
+    r"""Where each protocol value came from: `command line`, `config file`, `checkpoint` or `default`.
+
+    Args:
+        eval_args: The `eval_*` keys.
+        given: `{key: "command line" | "config file"}` of the keys the user set.
+        training: What `apply_training_config` returned (`train_val`), else None.
+
+    Returns:
+        `{protocol field: source}` for the fields of `PROTOCOL_KEYS` (`tools.*` and `reward.*` by their key;
+        `default` is the preset's value for `eval_*` keys and the declared default for the `agentic_*` keys).
+    """
+    given = dict(given or {})
+    applied = (training or {}).get("applied") or {}
+    out = {}
+    for name, key in PROTOCOL_KEYS.items():
+        if key in applied and given.get(key) != SOURCE_CLI:
+            out[name] = SOURCE_CHECKPOINT
+        elif key in given:
+            out[name] = given[key]
+        elif key.startswith("eval_"):
+            out[name] = f"{SOURCE_DEFAULT} (preset {eval_args.eval_preset})"
+        else:
+            out[name] = SOURCE_DEFAULT
+    return out
 
 
 def training_values(source: str) -> dict[str, Any]:
@@ -409,7 +588,7 @@ def training_values(source: str) -> dict[str, Any]:
         raise EvalConfigError(f"eval_training_config: {path} does not exist")
     if path.suffix == ".json":
         try:
-            return dict(json.loads(path.read_text(encoding="utf-8")).get("values") or {})
+            return saved_values(json.loads(path.read_text(encoding="utf-8")))
         except (json.JSONDecodeError, AttributeError, TypeError) as err:
             raise EvalConfigError(f"eval_training_config: {path} is not an agentic_config.json: {err}") from None
     import yaml
@@ -440,12 +619,28 @@ def training_values(source: str) -> dict[str, Any]:
             **resolved["values"]}  # fmt: skip
 
 
+def saved_values(saved: dict[str, Any]) -> dict[str, Any]:
+    r"""The keys of a parsed `agentic_config.json`: every recorded key (`keys`) under the effective `values`."""
+    return {**dict(saved.get("keys") or {}), **dict(saved.get("values") or {})}
+
+
+def _config_file_of(path: str | None) -> Path | None:
+    r"""The `agentic_config.json` of a checkpoint folder: in it, or for a `checkpoint-N` folder in its parent."""
+    if not path:
+        return None
+    folder = Path(str(path).split(",")[0]).expanduser()
+    for candidate in (folder, folder.parent if re.fullmatch(r"checkpoint-\d+", folder.name) else None):
+        if candidate is not None and (candidate / "agentic_config.json").is_file():
+            return candidate / "agentic_config.json"
+    return None
+
+
 def training_config_for(eval_args: "EvalArguments", model_args: Any) -> tuple[dict[str, Any], str]:
     r"""The values of the training that the `train_val` preset repeats, and where they came from.
 
     Returns:
-        `(values, source)`: from `eval_training_config`, else the checkpoint's (or adapter's) `agentic_config.json`;
-        `({}, "")` when there is neither.
+        `(values, source)`: from `eval_training_config`, else the checkpoint's (or adapter's) `agentic_config.json`
+        (for a `checkpoint-N` folder, the one in the run's output folder above it); `({}, "")` when there is neither.
     """
     if eval_args.eval_training_config:
         return training_values(eval_args.eval_training_config), str(eval_args.eval_training_config)
@@ -453,20 +648,18 @@ def training_config_for(eval_args: "EvalArguments", model_args: Any) -> tuple[di
     for path in (adapters and ",".join(adapters), getattr(model_args, "model_name_or_path", None)):
         values = read_training_config(path)
         if values:
-            return values, str(Path(str(path).split(",")[0]).expanduser() / "agentic_config.json")
+            return values, str(_config_file_of(path))
     return {}, ""
 
 
 def read_training_config(*paths: str | None) -> dict[str, Any]:
-    r"""Effective values training saved (`agentic_config.json` next to the checkpoint or adapter), else `{}`."""
+    r"""Keys training saved (`agentic_config.json` of the checkpoint or adapter, `saved_values`), else `{}`."""
     for path in paths:
-        if not path:
-            continue
-        candidate = Path(str(path).split(",")[0]).expanduser() / "agentic_config.json"
-        if candidate.is_file():
+        candidate = _config_file_of(path)
+        if candidate is not None:
             try:
-                return dict(json.loads(candidate.read_text(encoding="utf-8")).get("values") or {})
-            except (json.JSONDecodeError, AttributeError) as err:
+                return saved_values(json.loads(candidate.read_text(encoding="utf-8")))
+            except (json.JSONDecodeError, AttributeError, TypeError) as err:
                 raise EvalConfigError(f"{candidate} is not a valid agentic_config.json: {err}") from None
     return {}
 
@@ -669,6 +862,12 @@ def resolve_protocol(eval_args: EvalArguments, finetuning_args: Any, model_args:
                 if agentic_value(finetuning_args, "agentic_contamination_mode") != "log"
                 else {}
             ),
+            # the tool-call format changes what the model reads and writes (inline tags or the template's turns)
+            **(
+                {"tool_protocol": agentic_value(finetuning_args, "agentic_tool_protocol")}
+                if agentic_value(finetuning_args, "agentic_tool_protocol") != "inline_tags"
+                else {}
+            ),
         },
     )
     _check_protocol(protocol)
@@ -743,7 +942,6 @@ _NO_PRESET = {
     "eval_data_dir",
     "eval_registry",
     "eval_output_dir",
-    "eval_max_samples",
     "eval_shard",
     "eval_system_prompt",
     "eval_base_url",

@@ -361,9 +361,43 @@ def write_summary_md(metrics: dict[str, Any], info: dict[str, Any]) -> str:
         "answer text, then any `\\boxed{}`, then the last 5 lines; punctuation kept; MATH `is_equiv`). "
         "docs/algorithms.md section 9.3 explains the difference.",
     ]
-    lines += ["", "Protocol:", ""]
-    for key, value in info["protocol"].items():
-        lines.append(f"- `{key}`: `{json.dumps(value, ensure_ascii=False)}`")
+    lines += ["", "Protocol (value, then where it came from: command line, config file, checkpoint or default):", ""]
+    lines += protocol_lines(info)
     for warning in info.get("warnings", []):
         lines.append(f"- note: {warning}")
     return "\n".join(lines) + "\n"
+
+
+def protocol_lines(info: dict[str, Any]) -> list[str]:
+    r"""Markdown bullet lines of the protocol with each value's source (`config.protocol_sources`).
+
+    Args:
+        info: `run.json`'s content: `protocol`, and when the run recorded them `protocol_sources`,
+            `training_config` (the `agentic_config.json` or recipe that `train_val` read) and the benchmarks' caps.
+
+    Returns:
+        One line per protocol value (`tools`, `reward` and `tool_call_limits` per entry), e.g.
+        ``- `max_new_tokens`: `null` (checkpoint)``.
+    """
+    sources = info.get("protocol_sources") or {}
+
+    def line(name: str, value: Any) -> str:
+        source = sources.get(name)
+        return f"- `{name}`: `{json.dumps(value, ensure_ascii=False)}`" + (f" ({source})" if source else "")
+
+    lines = []
+    for key, value in info["protocol"].items():
+        nested = isinstance(value, dict) and any(name.startswith(f"{key}.") for name in sources)
+        if nested:
+            for sub, item in value.items():
+                lines.append(line(f"{key}.{sub}", item))
+            lines += [line(name, None) for name in sources if name.startswith(f"{key}.") and name[len(key) + 1 :]
+                      not in value]  # fmt: skip
+        else:
+            lines.append(line(key, value))
+    caps = {b.get("max_samples") for b in (info.get("benchmarks") or {}).values() if "max_samples" in b}
+    if caps:
+        lines.append(line("max_samples", caps.pop() if len(caps) == 1 else sorted(caps, key=str)))
+    if info.get("training_config"):
+        lines.append(f"- training config read by `train_val`: `{info['training_config']}`")
+    return lines

@@ -24,8 +24,9 @@ Layout of an output folder:
 A process that starts in a folder with `run.json` resumes: it reads the records already there (a half-written last
 line from a killed process is cut off, a damaged line elsewhere is an error naming the file and line) and skips those
 keys; error records (a generation that failed after its retries, `is_error`) are not skipped but generated
-again, the new record appended after the old one. A different fingerprint, model or benchmark file refuses to resume unless `eval_overwrite` is set, which
-deletes the old run.
+again, the new record appended after the old one. A different fingerprint, model or benchmark file refuses to resume
+unless `eval_overwrite` is set, which deletes the old run. The server's address (`eval_base_url`) is not part of the
+run: a run resumes against a moved server, and `run.json` keeps the first address.
 """
 
 import json
@@ -54,10 +55,14 @@ def records_file_name(shard: int, num_shards: int) -> str:
     return "records.jsonl" if num_shards == 1 else f"records.shard-{shard}-of-{num_shards}.jsonl"
 
 
+# where the model is served is not what the run is: a moved or added server resumes the run (docs: evaluation/README.md)
+LOCATION_KEYS = ("base_url",)
+
+
 def _identity(meta: dict[str, Any]) -> dict[str, Any]:
     return {
         "fingerprint": meta.get("fingerprint"),
-        "model": meta.get("model"),
+        "model": {k: v for k, v in (meta.get("model") or {}).items() if k not in LOCATION_KEYS},
         "benchmarks": {name: b.get("sha256") for name, b in (meta.get("benchmarks") or {}).items()},
         "samples": {name: b.get("samples") for name, b in (meta.get("benchmarks") or {}).items()},
         "num_shards": meta.get("num_shards"),

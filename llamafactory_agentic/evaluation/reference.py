@@ -27,8 +27,12 @@ shows both columns. Differences from `current`:
 * math equivalence: the MATH `is_equiv` string rules (units, `\left`, `\dfrac`, `a/b`, ...), with no numeric or
   symbolic comparison (`70.0` vs `70`, `10%` vs `10`: not equivalent here; equivalent by math-verify in `current`);
 * headline without a judge: math sets `is_equiv`, QA sets F1 (the reference's `accuracy`); with a judge: the judge's
-  verdict on this profile's prediction, correct as well when `is_equiv` holds (the reference's rule). A failed judge
-  call stays an error (the reference falls back to `is_equiv`).
+  verdict on this profile's prediction, correct as well when `is_equiv(prediction, gold)` holds on the raw strings
+  (the reference's rule). A failed judge call stays an error (the reference falls back to `is_equiv`).
+* judge request: the reference's exactly (`reference_judge_item`): no temperature in the body (the server's
+  default), `Golden Answer:` the answer field as the file holds it, printed as Python prints it (a list with its
+  brackets and quotes, `['Michio Sugeno']`); no call only where the reference's `is_equiv(prediction, gold)` on the
+  raw values already decides (never for a list gold answer, which `is_equiv` cannot read).
 
 The reference's per-set system prompts (`src/prompt_manager.py`: `code_search` for English sets, `code_search_cn` for
 xbench) are kept word for word below because they are part of the protocol; `eval_system_prompt: reference` (the
@@ -67,6 +71,33 @@ REFERENCE_PROMPTS = {
     ),
 }
 PROFILES = ("current", "reference")
+REFERENCE_JUDGE_TEMPERATURE = None  # the reference's judge request sends no temperature (the server's default)
+
+
+def reference_label(record: dict[str, Any]) -> Any:
+    r"""The gold answer as the reference passes it to its judge.
+
+    The record's `label` (the answer field as the file holds it, `benchmarks.Sample.label`); for records written
+    before labels were kept, one alias as itself and several as their list.
+    """
+    if "label" in record and record["label"] is not None:
+        return record["label"]
+    answers = list(record.get("answers") or [])
+    return answers[0] if len(answers) == 1 else answers
+
+
+def reference_judge_item(record: dict[str, Any], prediction: str) -> dict[str, Any]:
+    r"""The reference profile's judge item (`rewards.judge.LLMJudge.judge_many`) of one record.
+
+    `answers` holds one text, the label as `str.format` prints it in the reference's prompt (so the prompt is
+    byte-identical to the reference's); `equivalent` is the reference's `is_equiv(prediction, label)`, which is False
+    for a label that is not a string (the reference's `_strip_string` fails on it and compares the raw values).
+    An empty prediction is not judged (the reference scores it 0 without a call).
+    """
+    label = reference_label(record)
+    equivalent = isinstance(label, str) and bool(prediction) and is_equiv(prediction, label)
+    return {"question": record["question"], "answers": [f"{label}"], "prediction": prediction or None,
+            "equivalent": equivalent}  # fmt: skip
 
 
 def _last_box(text: str) -> str:
@@ -239,16 +270,16 @@ def reference_scores(prediction: str, answers: list[str], task: str) -> dict[str
 def reference_headline(metric: str, task: str, scores: dict[str, float], verdict: bool | None) -> tuple[float, bool]:
     r"""`(value, correct)` under the reference profile.
 
-    `f1` sets: F1, correct = EM. `judge` sets: with a verdict, `verdict or math_equal`; without a judge, the reference's
-    accuracy (math: `math_equal`; otherwise F1, correct = EM). `em`, `math_equiv` map to `em`, `math_equal`; `reward`
+    `f1` sets: F1, correct = EM. `judge` sets: with a verdict, the verdict (which holds the reference's raw
+    `is_equiv(prediction, label)` already: `reference_judge_item`); without a judge, the reference's accuracy (math:
+    `math_equal`; otherwise F1, correct = EM). `em`, `math_equiv` map to `em`, `math_equal`; `reward`
     and `accuracy` (the training's reward) have no reference counterpart and use the current value (caller's choice).
     """
     if metric == "f1":
         return scores["f1"], bool(scores["em"])
     if metric == "judge":
         if verdict is not None:
-            correct = bool(verdict) or bool(scores["math_equal"])
-            return float(correct), correct
+            return float(bool(verdict)), bool(verdict)
         if task == "math":
             return scores["math_equal"], bool(scores["math_equal"])
         return scores["f1"], bool(scores["em"])

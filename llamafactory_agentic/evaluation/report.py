@@ -26,7 +26,7 @@ import json
 import os
 from typing import Any
 
-from .metrics import error_banner, summary_rows
+from .metrics import error_banner, protocol_lines, summary_rows
 
 
 _CSS = """
@@ -260,9 +260,7 @@ def write_report(
     rows = summary_rows(metrics)
     bench_rows = [r for r in rows if not str(r["benchmark"]).startswith("group:")]
     group_rows = [r for r in rows if str(r["benchmark"]).startswith("group:")]
-    protocol = "".join(
-        f"<li><code>{html.escape(k)}</code>: {html.escape(json.dumps(v))}</li>" for k, v in info["protocol"].items()
-    )
+    protocol = "".join(f"<li>{html.escape(line[2:])}</li>" for line in protocol_lines(info))  # value (source)
     warnings = "".join(f'<li class="note">{html.escape(w)}</li>' for w in info.get("warnings", []))
     title = f"Evaluation of {info['model_label']}"
     banner = error_banner(metrics)

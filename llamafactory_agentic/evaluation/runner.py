@@ -32,7 +32,7 @@ import platform
 import time
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from itertools import groupby
 from pathlib import Path
 from typing import Any
@@ -42,17 +42,20 @@ from ..common.switch import DISABLE_ENV, is_disabled
 from ..hparams import agentic_value
 from .benchmarks import Benchmark, Sample, load_benchmark, load_registry, resolve_benchmarks
 from .config import (
-    TRAINING_TOOL_KEYS,
+    SOURCE_CLI,
+    SOURCE_FILE,
     UNLIMITED_CALLS,
     EvalArguments,
     EvalConfigError,
     Protocol,
+    apply_training_config,
     eval_field_names,
     parse_shard,
+    protocol_sources,
+    resolve_max_samples,
     resolve_protocol,
     resolve_system_prompt,
     system_prompt_setting,
-    training_config_for,
 )
 from .records import RecordWriter, is_error, load_all_records, open_run, record_key
 from .scoring import extract_prediction, headline, rule_equivalent, rule_scores
@@ -67,7 +70,8 @@ SELF_RESULT_STOP = "<result>"
 class EvalSetup:
     r"""Parsed configuration.
 
-    LLaMA-Factory's model, data and finetuning arguments (with the plugin's keys), the `eval_*` keys and the raw dict.
+    LLaMA-Factory's model, data and finetuning arguments (with the plugin's keys), the `eval_*` keys, the raw dict
+    and `given`: `{key: "command line" | "config file"}` of every key the user set (`protocol_sources`).
     """
 
     model_args: Any
@@ -75,6 +79,7 @@ class EvalSetup:
     finetuning_args: Any
     eval_args: EvalArguments
     raw: dict[str, Any]
+    given: dict[str, str] = field(default_factory=dict)
 
 
 def load_config_dict(config: str | os.PathLike | dict[str, Any], overrides: list[str] | dict | None = None) -> dict:
@@ -114,6 +119,8 @@ def parse_eval_config(
         ValueError: from LLaMA-Factory's parser (unknown key, bad value).
     """
     raw = load_config_dict(config, overrides)
+    cli = set(load_config_dict({}, overrides)) if overrides else set()
+    given = {key: SOURCE_CLI if key in cli else SOURCE_FILE for key, value in raw.items() if value is not None}
     known = set(eval_field_names())
     eval_keys = {k: v for k, v in raw.items() if k.startswith("eval_")}
     unknown = sorted(set(eval_keys) - known)
@@ -136,7 +143,7 @@ def parse_eval_config(
         raise EvalConfigError(VLLM_HINT)
     with _plugin_vllm_range():
         model_args, data_args, finetuning_args, _ = get_infer_args(rest)
-    return EvalSetup(model_args, data_args, finetuning_args, EvalArguments(**eval_keys), raw)
+    return EvalSetup(model_args, data_args, finetuning_args, EvalArguments(**eval_keys), raw, given)
 
 
 VLLM_HINT = (
@@ -165,26 +172,22 @@ def _vllm_installed() -> bool:
 
 
 def apply_training_tools(setup: EvalSetup) -> dict[str, Any]:
-    r"""`train_val`: take the training's reward and python timeout (`TRAINING_TOOL_KEYS`) unless the YAML sets them.
+    r"""`train_val`: the training's budgets, call limit, tool and reward keys, in `apply_training_config`'s precedence.
 
-    The values come from `training_config_for` (`eval_training_config` or the checkpoint's `agentic_config.json`);
-    a key the evaluation YAML sets itself wins. Changes `setup.finetuning_args` in place.
+    Changes `setup.eval_args` and `setup.finetuning_args` in place; logs what was taken and every conflict.
 
     Returns:
-        The keys taken from the training, with their values.
+        What `config.apply_training_config` returned (`source`, `applied`, `conflicts`, `not_recorded`).
     """
-    values, source = training_config_for(setup.eval_args, setup.model_args)
-    taken = {}
-    for key in TRAINING_TOOL_KEYS:
-        if key in values and values[key] is not None and key not in setup.raw:
-            setattr(setup.finetuning_args, key, values[key])
-            taken[key] = values[key]
-    if taken:
-        logger.info(f"{LOG_PREFIX} train_val: from the training ({source}): {taken}")
+    taken = apply_training_config(setup.eval_args, setup.finetuning_args, setup.model_args, setup.given)
+    if taken["applied"]:
+        logger.info(f"{LOG_PREFIX} train_val: from the training ({taken['source']}): {taken['applied']}")
+    for conflict in taken["conflicts"]:
+        logger.warning(f"{LOG_PREFIX} train_val: {conflict}")
     return taken
 
 
-# setup.py's `vllm` extra: the releases that install beside torch 2.11.0 and transformers 5.6.0 (README "Install")
+# setup.py's `vllm` extra: the releases that install beside torch 2.11.0 and transformers 5.6.0 (docs/install.md "Install")
 VLLM_REQUIREMENT = "vllm>=0.22.1,<=0.23.0"
 
 
@@ -346,6 +349,7 @@ def build_record(
         "run": run,
         "question": sample.question,
         "answers": sample.answers,
+        "label": sample.label,  # the answer field as the file holds it (the reference profile's judge prompt)
         "task": sample.task,
         "prediction": prediction,
         "finish_reason": traj.finish_reason,
@@ -614,7 +618,8 @@ def _generate(
 
 
 # ---------------------------------------------------------------------------------------------- scoring
-def _judge_from(scoring: dict[str, Any], output_dir: Path) -> Any:
+def _judge_from(scoring: dict[str, Any], output_dir: Path, temperature: float | None = 0.0) -> Any:
+    r"""The LLM judge of `scoring` (None without one); `temperature` None sends none (the reference profile's)."""
     from ..rewards.judge import LLMJudge, VerdictCache
 
     if not scoring.get("judge_base_url"):
@@ -633,7 +638,18 @@ def _judge_from(scoring: dict[str, Any], output_dir: Path) -> Any:
         retries=int(scoring.get("judge_retries", 3)),
         workers=int(scoring.get("judge_workers", 16)),
         retry_wait_s=float(scoring.get("judge_retry_wait_s", 1.0)),
+        temperature=temperature,
     )
+
+
+# headline `source` of a judge-headline record by its verdict's source: the judge saw it (`judge`, a reply now or
+# cached), or it never did: equivalent by rule (no call) or no prediction to judge (no call)
+JUDGE_HEADLINE_SOURCES = {
+    "judge": "judge",
+    "cache": "judge",
+    "rule": "rule_equivalent",
+    "no_prediction": "no_prediction",
+}
 
 
 def score_records(
@@ -644,7 +660,13 @@ def score_records(
     Returns:
         `(scored records, judge statistics: calls, errors, cached verdicts)`.
     """
-    from .reference import reference_headline, reference_prediction, reference_scores
+    from .reference import (
+        REFERENCE_JUDGE_TEMPERATURE,
+        reference_headline,
+        reference_judge_item,
+        reference_prediction,
+        reference_scores,
+    )
 
     judge = _judge_from(scoring, output_dir)
     override = scoring.get("headline_metric")
@@ -667,30 +689,25 @@ def score_records(
             }
             for i in todo
         ]
-        # the reference profile asks the judge about its own prediction (judge-headline sets; cached, deduplicated)
+        # the reference profile asks the judge about its own prediction with the reference's request (judge-headline
+        # sets; cached apart from the current profile's verdicts, deduplicated)
         ref_todo = [i for i in todo if (override or meta["benchmarks"][records[i]["benchmark"]]["metric"]) == "judge"]
-        items += [
-            {
-                "question": records[i]["question"],
-                "answers": records[i]["answers"],
-                "prediction": references[i]["prediction"] or None,
-                "equivalent": bool(references[i]["scores"]["math_equal"]),
-            }
-            for i in ref_todo
-        ]
+        ref_items = [reference_judge_item(records[i], references[i]["prediction"]) for i in ref_todo]
+        ref_judge = _judge_from(scoring, output_dir, REFERENCE_JUDGE_TEMPERATURE) if ref_items else None
         try:
-            found = judge.judge_many(items)
-            for i, verdict in zip(todo, found[: len(todo)]):
+            for i, verdict in zip(todo, judge.judge_many(items)):
                 verdicts[i] = verdict
-            for i, verdict in zip(ref_todo, found[len(todo) :]):
-                ref_verdicts[i] = verdict
+            if ref_judge is not None:
+                for i, verdict in zip(ref_todo, ref_judge.judge_many(ref_items)):
+                    ref_verdicts[i] = verdict
         finally:
             sources = Counter(v.source for v in verdicts if v is not None)
-            stats.update(
-                calls=judge.calls, errors=judge.errors, cached_verdicts=len(judge.cache), sources=dict(sources)
-            )
-            judge.close()
-            judge.cache.close()
+            both = [j for j in (judge, ref_judge) if j is not None]
+            stats.update(calls=sum(j.calls for j in both), errors=sum(j.errors for j in both),
+                         cached_verdicts=len(judge.cache), sources=dict(sources))  # fmt: skip
+            for j in both:
+                j.close()
+                j.cache.close()
     scored = []
     for record, verdict, ref, ref_verdict in zip(records, verdicts, references, ref_verdicts):
         metric = override or meta["benchmarks"][record["benchmark"]]["metric"]
@@ -708,6 +725,8 @@ def score_records(
                 None if verdict is None else verdict.correct,
                 judge_error=verdict is not None and verdict.source == "error",
             )
+            if source == "judge":  # only where the judge saw the record
+                source = JUDGE_HEADLINE_SOURCES.get(verdict.source, source)
             current = {"metric": metric, "value": value, "correct": correct, "source": source}
         if ref_verdict is not None and ref_verdict.source == "error":
             ref_head = unscored(metric, "judge_error")
@@ -717,7 +736,9 @@ def score_records(
             value, correct = reference_headline(
                 metric, record["task"], ref["scores"], None if ref_verdict is None else ref_verdict.correct
             )
-            source = "judge" if ref_verdict is not None and metric == "judge" else metric
+            source = (
+                JUDGE_HEADLINE_SOURCES[ref_verdict.source] if ref_verdict is not None and metric == "judge" else metric
+            )
             ref_head = {"metric": metric, "value": float(value), "correct": bool(correct), "source": source}
         reference = {**ref, "judge": None if ref_verdict is None else asdict(ref_verdict), "headline": ref_head}
         scored.append({**record, "judge": judge_info, "headline": current, "reference": reference})
@@ -832,6 +853,8 @@ def finalize(output_dir: str | os.PathLike, scoring: dict[str, Any] | None = Non
         "errors": error_summary(metrics, float(scoring.get("max_error_rate", 0.0))),
         "fingerprint": meta["fingerprint"],
         "protocol": meta["protocol"],
+        "protocol_sources": meta.get("protocol_sources") or {},
+        "training_config": meta.get("training_config"),
         "model": meta["model"],
         "versions": meta["versions"],
         **metrics,
@@ -903,15 +926,16 @@ def evaluate(
         raise EvalConfigError("eval_benchmarks is not set: name registry benchmarks, groups or files")
     registry = load_registry(a.eval_registry)
     specs = resolve_benchmarks(a.eval_benchmarks, registry, a.eval_data_dir)
-    benchmarks: list[Benchmark] = [load_benchmark(spec, a.eval_max_samples) for spec in specs]
-    if a.eval_preset == "train_val":
-        apply_training_tools(setup)
+    max_samples = resolve_max_samples(a)
+    benchmarks: list[Benchmark] = [load_benchmark(spec, max_samples) for spec in specs]
+    training = apply_training_tools(setup) if a.eval_preset == "train_val" else None
     protocol = resolve_protocol(a, setup.finetuning_args, setup.model_args)
+    sources = protocol_sources(a, setup.given, training)
     if a.eval_headline_metric is not None and a.eval_headline_metric not in ("f1", "em", "judge", "math_equiv",
                                                                                "reward", "accuracy"):  # fmt: skip
         raise EvalConfigError(f"eval_headline_metric {a.eval_headline_metric!r} is not a known metric")
     shard, num_shards = parse_shard(a.eval_shard)
-    warnings = [w for b in benchmarks for w in b.warnings]
+    warnings = [w for b in benchmarks for w in b.warnings] + list((training or {}).get("conflicts") or [])
     browse = [b.spec.name for b in benchmarks if b.spec.search_mode == "browse"]
     if browse and a.eval_search_mode != "browse":
         warnings.append(
@@ -954,9 +978,13 @@ def evaluate(
                 "registry_entry": b.spec.registry_entry,
                 "prompt": b.spec.prompt,
                 "format": b.spec.format,
+                "rows": b.rows,  # rows of the file; `samples` < `rows` when capped (eval_max_samples, `paper`: 500)
+                "max_samples": max_samples,
             }
             for b in benchmarks
         },
+        "protocol_sources": sources,
+        "training_config": (training or {}).get("source") or None,
         "groups": registry.groups,
         "num_shards": num_shards,
         "scoring": {
@@ -977,6 +1005,9 @@ def evaluate(
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "warnings": warnings,
     }
+    from .metrics import protocol_lines
+
+    logger.info(f"{LOG_PREFIX} protocol (value and where it came from):\n" + "\n".join(protocol_lines(meta)))
     out = Path(a.eval_output_dir)
     open_run(out, meta, overwrite=a.eval_overwrite)
     existing = load_all_records(out)

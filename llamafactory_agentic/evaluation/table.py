@@ -21,6 +21,15 @@ has the deep-search sets (GAIA, HLE, xbench-DeepSearch, WebWalker) and Avg. Each
 holds pass@k at the largest common k. Sets outside those tables go to a third table. Averages are over the sets the row
 evaluated; a row missing some of a table's sets gets its average marked `*` with the count. Written as Markdown, CSV
 (one line per checkpoint x set or average) and a self-contained HTML page.
+
+Every cell says what it is over: `(n=Q)` questions, `of R` when the set's file has more rows than were evaluated
+(`eval_max_samples`, the `paper` preset's 500), and `E/N unscored` when E of its N records are generation or judge
+errors (never scored: the value is over the scored records only). What `eval compare` refuses is marked, not hidden:
+a cell whose set was evaluated on other questions than in the first row holding the set (another file, or another
+number of rows) is marked `†` with a footnote naming the counts, rows evaluated under another protocol fingerprint
+are flagged above the tables,
+and a row whose run had more errors than its `eval_max_error_rate` (`eval` exited 3) is marked `!` with its error
+share.
 """
 
 import csv
@@ -58,13 +67,16 @@ def _load(run: str | os.PathLike) -> dict[str, Any]:
     return metrics
 
 
+def _meta(run: str | os.PathLike) -> dict[str, Any]:
+    path = Path(run) / "run.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
 def _label(run: str | os.PathLike, metrics: dict[str, Any]) -> str:
     from .runner import model_label
 
-    meta = Path(run) / "run.json"
-    if meta.is_file():
-        return model_label(json.loads(meta.read_text(encoding="utf-8"))["model"])
-    return Path(run).name
+    meta = _meta(run)
+    return model_label(meta["model"]) if meta.get("model") else Path(run).name
 
 
 def build_table(
@@ -79,7 +91,10 @@ def build_table(
 
     Returns:
         `{"profile", "k", "rows": [label...], "tables": [{"title", "groups": [(title, [sets])], "average",
-        "cells": {label: {set: {"pass@1", "std", "pass@k", "metric"}}}, "averages": {label: {...}}}], "fingerprints"}`.
+        "cells": {label: {set: {"pass@1", "std", "pass@k", "metric", "n", "rows", "records", "errors",
+        "questions", "mismatch"}}}, "averages": {label: {...}}, "mismatched": {set: [text per row]}}],
+        "fingerprints", "errors": {label: the run's error summary}}`; `mismatch` marks a cell whose set was evaluated
+        on other questions in another row (what `eval compare` refuses).
 
     Raises:
         TableError: a run without finished metrics, a label count that does not match, or an unknown profile.
@@ -89,6 +104,7 @@ def build_table(
     if profile not in ("current", "reference"):
         raise TableError(f"--profile must be current or reference, got {profile!r}")
     loaded = [_load(run) for run in runs]
+    metas = [_meta(run) for run in runs]
     if labels and len(labels) != len(runs):
         raise TableError(f"{len(labels)} labels for {len(runs)} runs")
     names = list(labels) if labels else [_label(run, m) for run, m in zip(runs, loaded)]
@@ -97,14 +113,23 @@ def build_table(
     groups = load_registry().groups
     k = min(int(m["protocol"]["runs"]) for m in loaded)
 
-    def cell(bench: dict[str, Any]) -> dict[str, Any]:
+    def cell(bench: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
         block = bench if profile == "current" else bench.get("reference") or {}
         p1 = block.get("pass@1") or {}
+        errors = bench.get("errors") or {}
+        n = int(bench.get("n_questions") or 0)
         return {
             "pass@1": p1.get("mean"),
             "std": p1.get("std"),
             "pass@k": (block.get("pass@k") or {}).get(str(k)),
             "metric": bench.get("headline_metric"),
+            "n": n,
+            "rows": info.get("rows"),  # rows of the file (runs written before this was kept: unknown)
+            "records": int(bench.get("n_records") or 0),
+            "errors": int(errors.get("generation") or 0) + int(errors.get("judge") or 0),
+            # what the questions are: the file's hash and how many of its rows (the same pair: the same questions)
+            "questions": (info.get("sha256"), int(info.get("samples") or n)),
+            "mismatch": False,
         }
 
     present = [name for m in loaded for name in m["benchmarks"]]
@@ -127,8 +152,9 @@ def build_table(
     for table in tables:
         table["cells"], table["averages"] = {}, {}
         full = groups.get(table["average"], table["members"]) if table["average"] else table["members"]
-        for name, m in zip(names, loaded):
-            row = {s: cell(m["benchmarks"][s]) for s in table["members"] if s in m["benchmarks"]}
+        for name, m, meta in zip(names, loaded, metas):
+            sets = meta.get("benchmarks") or {}
+            row = {s: cell(m["benchmarks"][s], sets.get(s) or {}) for s in table["members"] if s in m["benchmarks"]}
             table["cells"][name] = row
             values = [c for c in row.values() if c["pass@1"] is not None]
             if table["average"] and values:
@@ -140,6 +166,19 @@ def build_table(
                     "of": len(full),
                     "complete": all(s in row for s in full),
                 }
+        table["mismatched"] = {}
+        for s in table["members"]:  # `eval compare` refuses a pair whose questions differ: mark it against row one
+            have = [(name, table["cells"][name][s]) for name in names if s in table["cells"][name]]
+            base_name, base = have[0]
+            other = [(name, c) for name, c in have[1:] if c["questions"] != base["questions"]]
+            for _, c in other:
+                c["mismatch"] = True
+            if other:
+                table["mismatched"][s] = [f"{base_name} ({_count_text(base)})"] + [
+                    f"{name} ({_count_text(c)})" for name, c in other
+                ]
+        for name, average in table["averages"].items():
+            average["mismatch"] = any(c["mismatch"] for c in table["cells"][name].values())
     return {
         "profile": profile,
         "k": k,
@@ -147,7 +186,43 @@ def build_table(
         "tables": tables,
         "fingerprints": {name: m["fingerprint"] for name, m in zip(names, loaded)},
         "runs": {name: str(run) for name, run in zip(names, runs)},
+        "errors": {name: dict(m.get("errors") or {}) for name, m in zip(names, loaded)},
     }
+
+
+def _count_text(c: dict[str, Any]) -> str:
+    r"""`n=Q`, `n=Q of R` (capped), `, E/N unscored` (error records): what a cell's value is over."""
+    text = f"n={c['n']}"
+    if c.get("rows") and int(c["rows"]) > c["n"]:
+        text += f" of {c['rows']}"
+    if c.get("errors"):
+        text += f", {c['errors']}/{c['records']} unscored"
+    return text
+
+
+def _row_mark(data: dict[str, Any], name: str) -> str:
+    r"""`!` for a row whose run had errors past its `eval_max_error_rate` (`eval` exited 3), else ""."""
+    return "!" if (data.get("errors") or {}).get(name, {}).get("exceeded") else ""
+
+
+def _notes(data: dict[str, Any], table: dict[str, Any]) -> list[str]:
+    r"""Footnotes of one table: sets evaluated on other questions (`†`) and rows past their error rate (`!`)."""
+    notes = []
+    for s, (base, *others) in (table.get("mismatched") or {}).items():
+        notes.append(
+            f"† {LABELS.get(s, s)}: {', '.join(others)} evaluated other questions than {base}: not comparable with "
+            "it (`eval compare` refuses such a pair); evaluate the same file with the same eval_max_samples"
+        )
+    for name in data["rows"]:
+        e = (data.get("errors") or {}).get(name) or {}
+        if _row_mark(data, name):
+            notes.append(
+                f"! {name}: {e.get('total', 0)} of {e.get('records', 0)} records ({100 * e.get('rate', 0.0):.1f}%) are "
+                f"generation or judge errors, past its eval_max_error_rate ({100 * e.get('max_rate', 0.0):.1f}%; "
+                "`eval` exited 3): they are not scored, its values are over the scored records only; run the same "
+                "`eval` command again to retry them"
+            )
+    return notes
 
 
 def _pct(value: float | None) -> str:
@@ -155,18 +230,22 @@ def _pct(value: float | None) -> str:
 
 
 def _cell_text(c: dict[str, Any] | None, key: str) -> str:
-    if c is None or c["pass@1"] is None:
+    if c is None:
         return "–"
-    if key == "pass@1":
-        return f"{_pct(c['pass@1'])} ± {_pct(c['std'])}"
-    return _pct(c["pass@k"])
+    if c["pass@1"] is None:
+        value = "–"
+    elif key == "pass@1":
+        value = f"{_pct(c['pass@1'])} ± {_pct(c['std'])}"
+    else:
+        value = _pct(c["pass@k"])
+    return f"{value} ({_count_text(c)})" + ("†" if c.get("mismatch") else "")
 
 
 def _avg_text(a: dict[str, Any] | None, key: str) -> str:
     if a is None:
         return "–"
     text = _pct(a[key])
-    return text if a["complete"] else f"{text}*"
+    return (text if a["complete"] else f"{text}*") + ("†" if a.get("mismatch") else "")
 
 
 def _columns(table: dict[str, Any]) -> list[str]:
@@ -176,7 +255,8 @@ def _columns(table: dict[str, Any]) -> list[str]:
 def format_markdown(data: dict[str, Any]) -> str:
     r"""Markdown of `build_table` output: per table a pass@1 ± std block and a pass@k block."""
     lines = [f"Scores in %; scoring profile `{data['profile']}`; pass@1 is the mean ± std over runs, pass@{data['k']} "
-             "the unbiased estimate over them.", ""]  # fmt: skip
+             "the unbiased estimate over them; (n=questions, `of` the file's rows when capped, unscored error "
+             "records).", ""]  # fmt: skip
     if len(set(data["fingerprints"].values())) > 1:
         lines += [
             "**The rows were evaluated under different protocols** (fingerprints "
@@ -196,7 +276,7 @@ def format_markdown(data: dict[str, Any]) -> str:
             lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             for name in data["rows"]:
                 row = table["cells"][name]
-                cells = [name] + [_cell_text(row.get(s), key) for s in cols]
+                cells = [name + _row_mark(data, name)] + [_cell_text(row.get(s), key) for s in cols]
                 if table["average"]:
                     cells.append(_avg_text(table["averages"].get(name), key))
                 lines.append("| " + " | ".join(cells) + " |")
@@ -204,6 +284,7 @@ def format_markdown(data: dict[str, Any]) -> str:
                      if not a["complete"]]  # fmt: skip
             if notes:
                 lines += ["", "\\* " + "; ".join(notes) + "."]
+            lines += [line for note in _notes(data, table) for line in ("", note + ".")]
             lines.append("")
     return "\n".join(lines)
 
@@ -214,7 +295,8 @@ def format_csv(data: dict[str, Any]) -> str:
     k = data["k"]
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["table", "group", "checkpoint", "set", "metric", "profile", "pass@1_mean", "pass@1_std",
-                     f"pass@{k}", "sets", "run"])  # fmt: skip
+                     f"pass@{k}", "sets", "n", "rows", "records", "errors", "comparable", "run_errors_exceeded",
+                     "run"])  # fmt: skip
     for table in data["tables"]:
         for name in data["rows"]:
             for group, sets in table["groups"]:
@@ -222,11 +304,14 @@ def format_csv(data: dict[str, Any]) -> str:
                     c = table["cells"][name].get(s)
                     if c is not None:
                         writer.writerow([table["title"], group, name, s, c["metric"], data["profile"], c["pass@1"],
-                                         c["std"], c["pass@k"], 1, data["runs"][name]])  # fmt: skip
+                                         c["std"], c["pass@k"], 1, c["n"], c["rows"] or "", c["records"],
+                                         c["errors"], not c["mismatch"], bool(_row_mark(data, name)),
+                                         data["runs"][name]])  # fmt: skip
             a = table["averages"].get(name)
             if a is not None:
                 writer.writerow([table["title"], "Avg.", name, "Avg.", "", data["profile"], a["pass@1"], "",
-                                 a["pass@k"], f"{a['sets']}/{a['of']}", data["runs"][name]])  # fmt: skip
+                                 a["pass@k"], f"{a['sets']}/{a['of']}", "", "", "", "", not a.get("mismatch"),
+                                 bool(_row_mark(data, name)), data["runs"][name]])  # fmt: skip
     return buffer.getvalue()
 
 
@@ -249,10 +334,11 @@ def format_html(data: dict[str, Any]) -> str:
                 cells = "".join(f"<td>{esc(_cell_text(row.get(s), key))}</td>" for s in cols)
                 if table["average"]:
                     cells += f"<td><b>{esc(_avg_text(table['averages'].get(name), key))}</b></td>"
-                body += f"<tr><td>{esc(name)}</td>{cells}</tr>"
+                body += f"<tr><td>{esc(name + _row_mark(data, name))}</td>{cells}</tr>"
+            notes = "".join(f'<p class="note">{esc(note)}.</p>' for note in _notes(data, table))
             parts.append(
                 f"<h2>{esc(table['title'])} ({esc(label)})</h2><table><thead><tr>{top}</tr><tr>{sub}</tr></thead>"
-                f"<tbody>{body}</tbody></table>"
+                f"<tbody>{body}</tbody></table>{notes}"
             )
     style = (
         "body{font-family:system-ui,sans-serif;margin:24px}table{border-collapse:collapse;font-size:13px;"
@@ -261,7 +347,9 @@ def format_html(data: dict[str, Any]) -> str:
     )
     intro = (
         f"Scores in %; scoring profile <code>{esc(data['profile'])}</code>; pass@1 mean ± std over runs, "
-        f"pass@{data['k']} unbiased; * average over fewer sets than the table has."
+        f"pass@{data['k']} unbiased; (n=questions, of the file's rows when capped, unscored error records); "
+        "* average over fewer sets than the table has; † other questions than the first row (not comparable); ! errors "
+        "past the run's eval_max_error_rate."
     )
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Evaluation table</title>'

@@ -29,6 +29,12 @@ two windows at least `min_t` (2.0: one-sided p < 0.05 at ten steps per window). 
 * `repeated_tool_calls`: `rollout/repeated_tool_calls_rate` (calls that repeat an earlier call of the same trajectory)
   at least 0.1 over the latest window and up from the baseline (t >= min_t).
 
+One more pattern is not gaming but its opposite, and needs no windows: `no_learning_signal` fires when the first
+`NO_SIGNAL_RECORDS` (2) rollout records all have every group's rewards identical (`reward/identical_groups` = 1; with
+dynamic sampling also `dynamic_sampling/identical_groups_in_update` = 1), or the first 2 optimiser steps all have
+`grad_norm` 0. Every advantage is then 0 and the run trains nothing; the usual cause is RL from a policy that was never
+cold-started on the tool tags (every answer fails the format gate: reward -1 everywhere).
+
 A pattern warns once per run (at the first record where it holds); `GamingMonitor.update` returns the new warnings,
 `scan_records` runs the monitor over a finished run's `trainer_log.jsonl` records, and `GamingMonitorCallback` puts
 the warnings into the live run's log line, its `trainer_log.jsonl` record (`warnings`: list of messages) and the
@@ -49,6 +55,8 @@ from transformers.trainer_callback import TrainerCallback
 WINDOW = 10
 MIN_T = 2.0
 MIN_RISE = 0.15
+NO_SIGNAL_RECORDS = 2  # rollout records (and optimiser steps) without any learning signal before the warning
+NO_SIGNAL = "no_learning_signal"
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,11 @@ class GamingWarning:
 
     def message(self) -> str:
         r"""One line for the log and `trainer_log.jsonl`."""
+        if self.pattern == NO_SIGNAL:
+            return (
+                f"no learning signal [{self.pattern}] {self.metric}, {self.window}: {self.evidence}. "
+                f"Likely cause: {self.cause} Fix: {self.key}."
+            )
         return (
             f"reward gaming? [{self.pattern}] {self.metric}, {self.window}: {self.evidence}. "
             f"Likely cause: {self.cause} Key: {self.key}."
@@ -96,20 +109,33 @@ class GamingMonitor:
         self.window, self.min_t, self.tool_bonus = window, min_t, tool_bonus
         self.series: dict[str, list[float]] = {}
         self.steps: list[int] = []
+        self.grad_norms: list[tuple[int, float]] = []  # (step, grad_norm) of the optimiser steps, in log order
         self.raised: dict[str, GamingWarning] = {}
+        self.last_step = 0
 
     def update(self, step: int, record: dict[str, Any]) -> list[GamingWarning]:
         r"""Add one logged record; return the warnings it newly raised ([] for a record without rollout metrics)."""
+        self.last_step = int(step)
+        grad_norm = record.get("grad_norm")
+        if isinstance(grad_norm, (int, float)) and not isinstance(grad_norm, bool) and "reward/accuracy" not in record:
+            self.grad_norms.append((int(step), float(grad_norm)))  # an update without a rollout
+            warning = self._no_signal()
+            return self._raise([warning] if warning is not None else [])
+        if isinstance(grad_norm, (int, float)) and not isinstance(grad_norm, bool):
+            self.grad_norms.append((int(step), float(grad_norm)))
         if "reward/accuracy" not in record:
-            return []  # an update without a rollout (one rollout feeds several optimiser steps) or an eval record
+            return []  # an eval record, or a record of another kind
         self.steps.append(int(step))
         for key in _KEYS:
             value = record.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 self.series.setdefault(key, []).append(float(value))
+        checks = (self._no_signal, self._tool_calls, self._length, self._format_only, self._identical, self._repeats)
+        return self._raise([check() for check in checks])
+
+    def _raise(self, warnings: list[GamingWarning | None]) -> list[GamingWarning]:
         new = []
-        for check in (self._tool_calls, self._length, self._format_only, self._identical, self._repeats):
-            warning = check()
+        for warning in warnings:
             if warning is not None and warning.pattern not in self.raised:
                 self.raised[warning.pattern] = warning
                 new.append(warning)
@@ -152,6 +178,38 @@ class GamingMonitor:
         return GamingWarning(pattern, metric, self._window_text(), evidence, cause, key, self.steps[-1])
 
     # ---------------------------------------------------------------------------------------------- patterns
+    def _no_signal(self) -> GamingWarning | None:
+        r"""Every group identical in the first `NO_SIGNAL_RECORDS` rollouts, or a zero gradient in the first steps."""
+        if NO_SIGNAL in self.raised:
+            return None
+        n = NO_SIGNAL_RECORDS
+        evidence = None
+        identical = self.series.get("reward/identical_groups", [])
+        in_update = self.series.get("dynamic_sampling/identical_groups_in_update")
+        if len(identical) >= n and min(identical[:n]) >= 1.0 and (in_update is None or min(in_update[:n]) >= 1.0):
+            reward = self.series.get("reward/mean", [])[:n]
+            same = f" (reward mean {', '.join(f'{r:g}' for r in reward)})" if reward else ""
+            evidence = f"every group's rewards were identical in each of the first {n} rollouts{same}"
+            window = f"rollout records 1-{n} (steps {self.steps[0]}-{self.steps[n - 1]})"
+        elif len(self.grad_norms) >= n and all(g == 0.0 for _, g in self.grad_norms[:n]):
+            evidence = f"grad_norm was 0 at each of the first {n} optimiser steps"
+            window = f"optimiser steps {self.grad_norms[0][0]}-{self.grad_norms[n - 1][0]}"
+        if evidence is None:
+            return None
+        return GamingWarning(
+            NO_SIGNAL,
+            "reward/identical_groups, grad_norm",
+            window,
+            evidence,
+            "every advantage is 0, so the policy gradient is 0 and the run trains nothing. Usually the policy was "
+            "never cold-started on the tool tags (every answer fails the format gate: reward -1 everywhere); or the "
+            "reward cannot tell trajectories apart (all right, or a reward that returns a constant).",
+            "cold-start the model with `stage: agentic_sft` on tool trajectories first (docs/tutorial.md); read a few "
+            "trajectories (arpo_rollout_log_ratio > 0, rollouts.jsonl) to see why they score alike; "
+            "rl_dynamic_sampling: true keeps only groups whose rewards differ",
+            self.last_step,
+        )
+
     def _tool_calls(self) -> GamingWarning | None:
         calls = self._rises("rollout/tool_calls_per_traj", relative=MIN_RISE)
         acc = self._flat("reward/accuracy")
@@ -246,6 +304,7 @@ _KEYS = (
     "reward/mean",
     "reward/format_ok_rate",
     "reward/identical_groups",
+    "dynamic_sampling/identical_groups_in_update",
     "rollout/tool_calls_per_traj",
     "rollout/response_length",
     "rollout/repeated_tool_calls_rate",

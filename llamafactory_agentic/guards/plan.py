@@ -18,7 +18,7 @@ Nothing is loaded but the recipe (and `config.json` when `model_name_or_path` is
 network. Every figure carries the inputs it came from (recipe key, built-in table, default, measured log). The models
 behind the figures (docs/plan.md):
 
-* memory per GPU and phase: `train.arpo.memory.estimate_step_memory` (the README's table, checked against H200 runs),
+* memory per GPU and phase: `train.arpo.memory.estimate_step_memory` (the table of docs/scaling.md, checked against H200 runs),
   with DeepSpeed ZeRO-2/3 sharding and offload, vLLM's reservation (`arpo_vllm_gpu_memory_utilization` of the card)
   and the usable share of the card used by `benchmarks/memory_table.py` (95% minus 1 GiB);
 * time per rollout step: decode (waves of `arpo_hf_generation_batch_size` trajectories; a decode step reads the bf16
@@ -112,7 +112,7 @@ DEFAULTS: dict[str, float] = {
     "mfu": 0.35,
     # CPU (2 cores of this project's machines): docs/plan.md "CPU profile". FLOP rate from the packed SFT
     # measurement of docs/tasks.md (4-layer demo model, 16 x 512 tokens in 0.54 s: about 8e10 FLOP/s); host time per
-    # micro-batch fitted to the demo's SFT (README: 1000 steps in 214-247 s), host time per decode step fitted to the
+    # micro-batch fitted to the demo's SFT (docs/demo.md: 1000 steps in 214-247 s), host time per decode step fitted to the
     # GRPO runs of benchmarks/results/compare_algorithms/cpu (mean wall 119 s)
     "cpu_flops": 8e10,
     "cpu_update_s": 0.014,
@@ -604,7 +604,7 @@ def _memory(plan: Plan, shape, device, world, finetuning, lora_rank, fp32_master
     if not fits:
         plan.warnings.append(
             f"peak {peak:.1f} GiB exceeds {usable:.1f} GiB usable: lower arpo_hf_generation_batch_size / "
-            "rl_micro_batch_tokens, use LoRA, pure_bf16, or ZeRO-3 over more GPUs (README 'One GPU, real sizes')."
+            "rl_micro_batch_tokens, use LoRA, pure_bf16, or ZeRO-3 over more GPUs (docs/scaling.md 'One GPU, real sizes')."
         )
 
 

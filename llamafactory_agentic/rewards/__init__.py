@@ -37,6 +37,7 @@ from .compound import (
     score_batch,
     score_trajectories,
 )
+from .deadline import RewardTimeoutError
 from .deep_research import (
     answered_tool_calls,
     exact_match_score,
@@ -72,6 +73,7 @@ __all__ = [
     "JudgeSettings",
     "RewardContext",
     "RewardItem",
+    "RewardTimeoutError",
     "ToolEfficiencyReward",
     "build_item",
     "build_reward",

@@ -27,7 +27,6 @@ A typed trajectory context, weighted reward components, batched and concurrent s
   cache) as a correctness reward.
 """
 
-import asyncio
 import math
 import os
 from collections.abc import Callable, Iterable
@@ -37,6 +36,8 @@ from typing import Any
 
 from ..common.log import get_logger
 from ..hparams import agentic_value
+from ..validation import check_number
+from .deadline import run_async_calls, run_sync_calls
 from .deep_research import exact_match_score, extract_answer_span, extract_boxed_answer, normalize_ground_truths
 from .deep_research import validate_format as _validate_format
 from .math_equivalence import math_verify_score
@@ -338,30 +339,70 @@ def _call_one(reward: RewardFunction, item: RewardItem) -> RewardResult:
     return reward.compute(item.text, item.ground_truth, item.metadata)
 
 
-async def _gather_async(reward: CallableReward, items: list[RewardItem]) -> list[RewardResult]:
-    return list(
-        await asyncio.gather(
-            *(reward.compute_async(it.text, it.ground_truth, it.metadata, it.context) for it in items)
-        )
-    )
+def is_user_reward(reward: RewardFunction) -> bool:
+    r"""Whether `reward` runs the user's code: a `CallableReward` or a `RewardFunction` class from another package.
+
+    User rewards get the per-call deadline and the worker threads of docs/rewards.md §3; the built-in ones (`f1`,
+    `em`, `math`, `format`, `tool_efficiency`) run in the calling thread, where math-verify's own timeouts work.
+    """
+    return isinstance(reward, CallableReward) or not type(reward).__module__.startswith("llamafactory_agentic.")
 
 
 def _is_slow(reward: RewardFunction) -> bool:
-    r"""Whether a component runs in its own thread: a batch method (the judge) or an `async def` function."""
-    return hasattr(reward, "compute_batch") or bool(getattr(reward, "is_async", False))
+    r"""Whether a component runs in its own thread: a batch method (the judge), an `async def` or any user function."""
+    return hasattr(reward, "compute_batch") or bool(getattr(reward, "is_async", False)) or is_user_reward(reward)
 
 
 def score_component(reward: RewardFunction, items: list[RewardItem]) -> list[RewardResult]:
     r"""Every item's result from one reward, in order.
 
-    `compute_batch` when the reward has it, `asyncio.gather` of the calls of an `async def` function, else one call
-    per item.
+    `compute_batch` when the reward has it (the judge, with its own deadlines); the calls of an `async def` function
+    concurrently on one event loop; a synchronous user reward's calls in `call_workers` threads; each user call within
+    `call_timeout_s` seconds (`rewards.deadline`, docs/rewards.md §3). A built-in reward is called item by item.
+
+    Raises:
+        RewardTimeoutError: a user reward call did not finish within its deadline (naming the reward).
     """
+    name = getattr(reward, "name", type(reward).__name__)
     if hasattr(reward, "compute_batch"):
         return list(reward.compute_batch(items))
     if getattr(reward, "is_async", False):
-        return asyncio.run(_gather_async(reward, items))
+        return run_async_calls(
+            lambda i: reward.compute_async(items[i].text, items[i].ground_truth, items[i].metadata, items[i].context),
+            len(items),
+            name,
+            reward.call_timeout_s,
+        )
+    if is_user_reward(reward):
+        return run_sync_calls(
+            lambda i: _call_one(reward, items[i]), len(items), name, reward.call_timeout_s, reward.call_workers
+        )
     return [_call_one(reward, item) for item in items]
+
+
+def set_call_limits(reward: RewardFunction, timeout_s: Any, workers: Any) -> RewardFunction:
+    r"""Give `reward` (every component of a `CompoundReward`) the per-call deadline and worker count of its run.
+
+    Args:
+        reward: The run's reward.
+        timeout_s: `agentic_reward_timeout` (seconds, > 0).
+        workers: `agentic_reward_workers` (whole number >= 1).
+
+    Returns:
+        `reward` itself.
+
+    Raises:
+        ValueError: naming the key, the value and what it must be.
+    """
+    try:
+        timeout_s = check_number("agentic_reward_timeout", timeout_s)
+        workers = check_number("agentic_reward_workers", workers, integer=True, minimum=1, inclusive=True)
+    except ValueError as exc:
+        raise ValueError(f"recipe key {exc}") from None
+    parts = [c.reward for c in reward.components] if isinstance(reward, CompoundReward) else [reward]
+    for part in parts:
+        part.call_timeout_s, part.call_workers = timeout_s, workers
+    return reward
 
 
 def score_batch(reward: RewardFunction, items: list[RewardItem]) -> list[RewardResult]:
@@ -580,7 +621,8 @@ def reward_from_args(args: Any, output_dir: str | None = None, connect: bool = T
 
     Raises:
         ValueError: see `build_reward`; also `agentic_reward` set to something other than its default together with
-            `agentic_reward_funcs` (one of the two names the reward).
+            `agentic_reward_funcs` (one of the two names the reward), or a bad `agentic_reward_timeout` /
+            `agentic_reward_workers` (`set_call_limits`).
     """
     funcs = agentic_value(args, "agentic_reward_funcs")
     name = agentic_value(args, "agentic_reward")
@@ -591,9 +633,13 @@ def reward_from_args(args: Any, output_dir: str | None = None, connect: bool = T
         )
     math_mode = agentic_value(args, "agentic_reward_math")
     tool_bonus = agentic_value(args, "agentic_reward_tool_bonus")
+    timeout_s = agentic_value(args, "agentic_reward_timeout")
+    workers = agentic_value(args, "agentic_reward_workers")
     if not funcs:  # the single reward, checked as before (`agentic_reward: ...` in its errors)
-        return check_reward_arguments(name, math_mode, tool_bonus)
+        return set_call_limits(check_reward_arguments(name, math_mode, tool_bonus), timeout_s, workers)
     judge = judge_settings_from_args(args, output_dir)
     if funcs and JUDGE_NAME in dict(parse_reward_funcs(funcs)) and connect and not judge.cache:
         raise ValueError("the `judge` reward needs a verdict cache: set agentic_reward_judge_cache or output_dir.")
-    return build_reward(name, math_mode, tool_bonus, funcs, judge, connect=connect)
+    return set_call_limits(
+        build_reward(name, math_mode, tool_bonus, funcs, judge, connect=connect), timeout_s, workers
+    )

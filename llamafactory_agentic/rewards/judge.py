@@ -178,6 +178,8 @@ class ChatClient:
         retries: Attempts per request (HTTP 5xx, 429, network errors, timeouts; exponential backoff).
         retry_wait_s: First backoff wait in seconds (doubles, at most 30 s).
         max_tokens: Most tokens per reply (None: the server's default).
+        temperature: Sampling temperature sent with every request (None: none sent, the server's default, as the
+            reference harness's judge requests; docs/algorithms.md section 9.3).
 
     Attributes:
         calls: HTTP requests sent (retries included).
@@ -192,11 +194,13 @@ class ChatClient:
         retries: int = 3,
         retry_wait_s: float = 1.0,
         max_tokens: int | None = None,
+        temperature: float | None = 0.0,
     ) -> None:
         r"""Create the client (arguments in the class docstring)."""
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.max_tokens = max_tokens
+        self.temperature = temperature
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(timeout=timeout_s, headers=headers)
         self._retries = max(1, int(retries))
@@ -207,7 +211,9 @@ class ChatClient:
     def _post(self, prompt: str) -> str:
         with self._count_lock:
             self.calls += 1
-        body = {"model": self.model, "messages": [{"role": "user", "content": prompt}], "temperature": 0.0}
+        body: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": prompt}]}
+        if self.temperature is not None:
+            body["temperature"] = float(self.temperature)
         if self.max_tokens:
             body["max_tokens"] = int(self.max_tokens)
         response = self._client.post(self.url, json=body)
@@ -259,6 +265,8 @@ class LLMJudge(ChatClient):
         retries: Attempts per request (HTTP 5xx, 429, network errors, timeouts; exponential backoff).
         workers: Concurrent requests.
         retry_wait_s: First backoff wait in seconds (doubles, at most 30 s).
+        temperature: Sent with every request (None: none sent); a judge at another temperature than 0 keeps its
+            verdicts apart in the cache (model key `"<model> temperature=<t>"`).
 
     Attributes:
         calls: HTTP requests sent (retries included).
@@ -275,10 +283,12 @@ class LLMJudge(ChatClient):
         retries: int = 3,
         workers: int = 16,
         retry_wait_s: float = 1.0,
+        temperature: float | None = 0.0,
     ) -> None:
         r"""Create the judge (arguments in the class docstring)."""
         super().__init__(base_url, model, api_key=api_key, timeout_s=timeout_s, retries=retries,
-                         retry_wait_s=retry_wait_s)  # fmt: skip
+                         retry_wait_s=retry_wait_s, temperature=temperature)  # fmt: skip
+        self.cache_model = model if temperature == 0.0 else f"{model} temperature={temperature}"
         self.cache = cache
         self.workers = max(1, int(workers))
         self.errors = 0
@@ -290,7 +300,7 @@ class LLMJudge(ChatClient):
         if equivalent:
             return Verdict(True, "rule")
         prompt = judge_prompt(question, answers, prediction)
-        cached = self.cache.get(self.model, prompt)
+        cached = self.cache.get(self.cache_model, prompt)
         if cached is not None:
             return Verdict(cached[1], "cache", cached[0])
         try:
@@ -301,7 +311,7 @@ class LLMJudge(ChatClient):
             logger.warning("[agentic-eval] judge call failed: %s", err)
             return Verdict(None, "error", error=str(err))
         correct = reply_says_correct(reply)
-        self.cache.put(self.model, prompt, reply, correct)
+        self.cache.put(self.cache_model, prompt, reply, correct)
         return Verdict(correct, "judge", reply)
 
     def judge_many(self, items: list[dict[str, Any]]) -> list[Verdict]:

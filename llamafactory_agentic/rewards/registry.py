@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..hparams import REWARD_TOOL_BONUS
+from ..hparams import REWARD_TIMEOUT_S, REWARD_TOOL_BONUS, REWARD_WORKERS
 from .deep_research import (
     answered_tool_calls,
     exact_match_score,
@@ -157,9 +157,16 @@ class RewardFunction:
 
     Call as `reward(model_text, ground_truth, metadata) -> float`; `compute` returns the full `RewardResult`.
     `metadata` carries at least `data_source` and `ability` (either may be missing or None).
+
+    Attributes:
+        call_timeout_s: Per-call deadline of a user reward in `score_batch` (`agentic_reward_timeout`; the built-in
+            rewards of this package run without one: they have their own, e.g. math-verify's).
+        call_workers: Threads for the calls of a synchronous user reward (`agentic_reward_workers`).
     """
 
     name = "base"
+    call_timeout_s: float = REWARD_TIMEOUT_S
+    call_workers: int = REWARD_WORKERS
 
     def compute(self, model_text: str, ground_truth: Any, metadata: dict | None = None) -> RewardResult:
         r"""Full result of the reward; subclasses implement it."""

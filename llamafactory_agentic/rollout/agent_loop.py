@@ -490,6 +490,9 @@ class AgenticRollout:
             parent_engine_key=source.engine_key,
         )
         members.append(child)
+        fork = getattr(self.executor, "fork_trajectory", None)
+        if fork is not None:  # the branch's environments start in its source's state (docs/tools.md "Environments")
+            fork(source.uid, child.uid)
         return child
 
     def _finish(self, traj: Trajectory, reason: str, state: RolloutState) -> None:
@@ -497,6 +500,9 @@ class AgenticRollout:
         traj.finish_reason = reason
         traj.truncated = reason == "length"
         state.finished_keys.append(traj.engine_key)
+        release = getattr(self.executor, "release_trajectories", None)
+        if release is not None:  # its environments close with it (docs/tools.md "Environments")
+            release([traj.uid])
 
     # ------------------------------------------------------------------ one round
     def _request(self, traj: Trajectory, state: RolloutState) -> GenerationRequest:
@@ -869,7 +875,12 @@ class AgenticRollout:
         if ground_truths is not None:
             state.ground_truths = {g: t for g, t in enumerate(ground_truths) if t is not None}
         self.last_state = state  # decision and creation logs of the latest call (inspection and tests)
-        gen_s, tool_s = self._run(prompts, initial, state, sampling, branching=training)
+        try:
+            gen_s, tool_s = self._run(prompts, initial, state, sampling, branching=training)
+        finally:  # environments of trajectories left unfinished (an engine error) close too
+            release = getattr(self.executor, "release_trajectories", None)
+            if release is not None:
+                release([t.uid for members in state.groups for t in members if not t.finished])
         timing["time/generation"] += gen_s
         timing["time/tools"] += tool_s
         if cfg.schedule == "continuous":  # tools overlap generation; this is the time nothing was decoding

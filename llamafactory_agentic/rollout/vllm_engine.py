@@ -17,7 +17,7 @@
 Colocated `vllm.LLM` with prefix caching (shared prefixes of branches computed once, docs/algorithms.md §3.4), prompts
 given as token ids, `SamplingParams(stop=[...], include_stop_str_in_output=True, logprobs=k, flat_logprobs=True,
 max_tokens=...)` per trajectory. Written for vLLM 0.22.1 - 0.23.0 (the `vllm` extra of setup.py: the releases that
-pin the project's torch 2.11, README "Optional parts"), whose engine is V1 only: with `VLLM_ENABLE_V1_MULTIPROCESSING=0` and
+pin the project's torch 2.11, docs/install.md "Install"), whose engine is V1 only: with `VLLM_ENABLE_V1_MULTIPROCESSING=0` and
 `distributed_executor_backend="external_launcher"` (as TRL's colocate mode) the engine core and its worker live in
 the trainer's process; the torchrun variables that executor reads are set when the launch did not set them
 (`external_launcher_env`: one GPU without torchrun). Weights are pushed through the public `LLM.apply_model(fn)` (vLLM

@@ -21,15 +21,15 @@ import argparse
 import json
 import sys
 
-from .synthetic import DEFAULT_MIX, DEFAULT_SFT_MIX, DEFAULT_SKIP_TOOL_RATE, KINDS
+from .synthetic import ALL_KINDS, DEFAULT_MIX, DEFAULT_SFT_MIX, DEFAULT_SKIP_TOOL_RATE
 
 
 def _parse_mix(items: list[str] | None) -> dict[str, float]:
     mix = dict(DEFAULT_MIX)
     for item in items or []:
         kind, sep, weight = item.partition("=")
-        if not sep or kind not in KINDS:
-            raise SystemExit(f"--mix expects KIND=WEIGHT with KIND in {', '.join(KINDS)}, got {item!r}")
+        if not sep or kind not in ALL_KINDS:
+            raise SystemExit(f"--mix expects KIND=WEIGHT with KIND in {', '.join(ALL_KINDS)}, got {item!r}")
         try:
             mix[kind] = float(weight)
         except ValueError:
@@ -45,9 +45,9 @@ def _parse_skip(items: list[str] | None) -> float | dict[str, float] | None:
     rates = {}
     for item in items:
         kind, sep, rate = item.partition("=")
-        if not sep or kind not in KINDS:
+        if not sep or kind not in ALL_KINDS:
             raise SystemExit(
-                f"--skip-tool-rate expects RATE or KIND=RATE with KIND in {', '.join(KINDS)}, got {item!r}"
+                f"--skip-tool-rate expects RATE or KIND=RATE with KIND in {', '.join(ALL_KINDS)}, got {item!r}"
             )
         rates[kind] = float(rate)
     return rates

@@ -30,6 +30,10 @@ the search tool, never a memorised fact. Question kinds (`KINDS`; examples at di
   `manager of employee #4817`, then `city does employee #2290 work` (the manager's id read from the first result).
 * `search_python` (both tools): `What is the joining year of employee #4817 plus 6?`; query
   `joining year of employee #4817`, then `print('1993 + 6 =', 1993 + 6)` (output `1993 + 6 = 1999`).
+* `python_session_count` (`python_session` twice; stateful, weight 0 in the default mixes): `Let xs be the list
+  [3, 5, 1, 3, 2]. How many times does 3 appear in xs?`; first call `xs = [3, 5, 1, 3, 2]` (empty output), then
+  `print('count =', xs.count(3))`, which only works in the interpreter the first call defined `xs` in (the
+  `python_session` environment, docs/tools.md "Environments"). Its rows carry `SESSION_SYSTEM_PROMPT`.
 * `no_tool`: the fact is given in the question (`Employee #5120 works in Kestrovale. In which city does employee #5120
   work?`, an employee outside the directory); answering directly is right, and a tool cannot help.
 
@@ -75,6 +79,14 @@ from ..data.tags import wrap_observation
 DATA_SOURCE = "synthetic_tool_use"
 SYSTEM_PROMPT = "Use <search> to find facts and <python> to compute. Answer in \\boxed{}."
 KINDS = ("python_arith", "python_count", "search_1hop", "search_2hop", "search_python", "no_tool")
+# kinds whose second call uses a variable the first defined: they need the `python_session` environment (docs/tools.md
+# "Environments"); weight 0 in the default mixes, asked for with e.g. `mix={"python_session_count": 1.0}`
+STATEFUL_KINDS = ("python_session_count",)
+ALL_KINDS = KINDS + STATEFUL_KINDS
+SESSION_SYSTEM_PROMPT = (
+    "Use <search> to find facts and <python_session> to compute; its variables persist between calls. "
+    "Answer in \\boxed{}."
+)
 TOOLS_OF_KIND = {
     "python_arith": ("python",),
     "python_count": ("python",),
@@ -82,6 +94,7 @@ TOOLS_OF_KIND = {
     "search_2hop": ("search", "search"),
     "search_python": ("search", "python"),
     "no_tool": (),
+    "python_session_count": ("python_session", "python_session"),
 }
 SPLITS = ("sft", "train", "heldout")
 SEARCH_SNIPPET_CHARS = 200
@@ -210,9 +223,9 @@ class TaskConfig:
             weights = getattr(self, name)
             if weights is None:
                 continue
-            unknown = set(weights) - set(KINDS)
+            unknown = set(weights) - set(ALL_KINDS)
             if unknown:
-                raise ValueError(f"unknown question kinds {sorted(unknown)} in {name}; known: {', '.join(KINDS)}")
+                raise ValueError(f"unknown question kinds {sorted(unknown)} in {name}; known: {', '.join(ALL_KINDS)}")
             if any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
                 raise ValueError(f"{name} weights must be >= 0 with a positive sum, got {weights}")
         unknown = set(self.sizes) - set(SPLITS)
@@ -221,10 +234,10 @@ class TaskConfig:
         if any(n < 0 for n in self.sizes.values()):
             raise ValueError(f"sizes must be >= 0, got {self.sizes}")
         if isinstance(self.skip_tool_rate, dict):
-            unknown = set(self.skip_tool_rate) - set(KINDS)
+            unknown = set(self.skip_tool_rate) - set(ALL_KINDS)
             if unknown:
                 raise ValueError(
-                    f"unknown question kinds {sorted(unknown)} in skip_tool_rate; known: {', '.join(KINDS)}"
+                    f"unknown question kinds {sorted(unknown)} in skip_tool_rate; known: {', '.join(ALL_KINDS)}"
                 )
         for name in ("skip_tool_rate", "wrong_tool_rate", "extra_tool_rate"):
             value = getattr(self, name)
@@ -233,7 +246,7 @@ class TaskConfig:
                     raise ValueError(f"{name} must be in [0, 1], got {value}")
         if self.search_topk < 1:
             raise ValueError(f"search_topk must be >= 1, got {self.search_topk}")
-        if any(self.skip_rate(kind) + self.wrong_tool_rate > 1.0 for kind in KINDS):
+        if any(self.skip_rate(kind) + self.wrong_tool_rate > 1.0 for kind in ALL_KINDS):
             raise ValueError("skip_tool_rate + wrong_tool_rate must be <= 1 for every kind")
 
     def skip_rate(self, kind: str) -> float:
@@ -399,6 +412,13 @@ def make_question(kind: str, split: str, facts: FactBase, rng: random.Random, le
         question = f"How many times does {target} appear in the list {listing}?"
         code = f"print('count =', {listing}.count({target}))"
         return Question(kind, question, str(items.count(target)), [("python", code)], split)
+    if kind == "python_session_count":
+        items = [rng.randint(1, level["list_max"]) for _ in range(level["list_len"])]
+        target = rng.choice(items)
+        listing = "[" + ", ".join(map(str, items)) + "]"
+        question = f"Let xs be the list {listing}. How many times does {target} appear in xs?"
+        calls = [("python_session", f"xs = {listing}"), ("python_session", f"print('count =', xs.count({target}))")]
+        return Question(kind, question, str(items.count(target)), calls, split)
     if kind == "no_tool":
         other = facts.outside_id(rng)  # not in the directory
         if rng.random() < 0.5:
@@ -434,7 +454,7 @@ def make_question(kind: str, split: str, facts: FactBase, rng: random.Random, le
             ("python", _print_labelled(f"{e.joined} + {offset}")),
         ]
         return Question(kind, question, str(e.joined + offset), calls, split, [e.id])
-    raise ValueError(f"unknown question kind {kind!r}; known: {', '.join(KINDS)}")
+    raise ValueError(f"unknown question kind {kind!r}; known: {', '.join(ALL_KINDS)}")
 
 
 def generate_questions(config: TaskConfig, facts: FactBase, rng: random.Random) -> dict[str, list[Question]]:
@@ -450,7 +470,7 @@ def generate_questions(config: TaskConfig, facts: FactBase, rng: random.Random) 
     out: dict[str, list[Question]] = {}
     for split in SPLITS:
         mix = config.sft_mix if split == "sft" and config.sft_mix is not None else config.mix
-        kinds = [k for k in KINDS if mix.get(k, 0) > 0]
+        kinds = [k for k in ALL_KINDS if mix.get(k, 0) > 0]
         weights = [mix[k] for k in kinds]
         questions: list[Question] = []
         attempts = 0
@@ -475,7 +495,9 @@ class ToolOracle:
 
     Search: the real `search` tool on the index. Python: the generated `print(...)`'s arguments evaluated and joined by
     spaces, as `print` does (`print('60 + 90 =', 60 + 90)` gives `60 + 90 = 150`): what the python tool prints for
-    that code, without starting a sandbox per call.
+    that code, without starting a sandbox per call. `python_session`: a generated list assignment (`xs = [3, 5]`)
+    is kept in the oracle's session (empty output) and a generated `print(...)` is evaluated with those variables;
+    `reset_session()` starts the next trajectory's.
 
     Args:
         index_dir: The folder of the built corpus and BM25 index.
@@ -498,6 +520,11 @@ class ToolOracle:
         self.search_tool = SearchTool(
             backend="local", topk=topk, snippet_chars=snippet_chars, index_dir=str(index_dir)
         )
+        self.session: dict[str, list[int]] = {}
+
+    def reset_session(self) -> None:
+        r"""Forget the `python_session` variables (a new trajectory)."""
+        self.session = {}
 
     def reveals_hidden(self, observation: str) -> bool:
         r"""True when `observation` mentions one of the hidden (held-out) employees."""
@@ -516,6 +543,16 @@ class ToolOracle:
             if not (expr.startswith("print(") and expr.endswith(")")):
                 raise ValueError(f"the oracle only runs generated print(...) code, got {content!r}")
             values = eval(f"[{expr[len('print(') : -1]}]")  # noqa: S307 - literals and integer expressions made here
+            return " ".join(map(str, values))
+        if tool == "python_session":
+            code = content.strip()
+            assignment = re.fullmatch(r"([a-z]+) = (\[[\d, ]*\])", code)
+            if assignment:
+                self.session[assignment.group(1)] = json.loads(assignment.group(2))
+                return "Tool(python_session) returned empty output."
+            if not (code.startswith("print(") and code.endswith(")")):
+                raise ValueError(f"the oracle only runs generated assignments and print(...) code, got {content!r}")
+            values = eval(f"[{code[len('print(') : -1]}]", {"__builtins__": {}}, dict(self.session))  # noqa: S307
             return " ".join(map(str, values))
         raise ValueError(f"unknown tool {tool!r}")
 
@@ -542,6 +579,9 @@ def _think(question: Question, style: str) -> str:
         listing, target = calls[0][1][len("print('count =', ") : -1].rsplit(".count(", 1)
         subject = f"{target.rstrip(')')} in {listing}"
         plan = f"I need to count {subject}." if style == "tool" else f"I can count {subject} in my head."
+    elif kind == "python_session_count":
+        target = calls[1][1].rsplit(".count(", 1)[1].rstrip(")")
+        plan = f"I need to store xs, then count {target} in it." if style == "tool" else f"I can count {target} in xs."
     else:
         subject = f"employee #{question.entities[0]}"
         if style == "skip":
@@ -640,6 +680,7 @@ def build_sft_trajectory(question: Question, oracle: ToolOracle, rng: random.Ran
         return _think(question, "skip") + " " + _answer(prior_guess(question))
 
     text = _think(question, "tool")
+    oracle.reset_session()  # a new trajectory: a new `python_session`
     if draw < skip + config.wrong_tool_rate:  # the wrong tool first (an unhelpful result)
         text += _optional_call(*_wrong_call(question), oracle)
     for tool, content in question.calls:
@@ -647,6 +688,8 @@ def build_sft_trajectory(question: Question, oracle: ToolOracle, rng: random.Ran
         text += f" <{tool}> {content} </{tool}>" + wrap_observation(observation)
         if tool == "search":  # the found fact, restated (what the next call or the answer is read from)
             text += f" <think> {_top_fact(observation)} </think>"
+        elif observation.startswith("Tool("):  # an empty output (a `python_session` assignment): nothing to restate
+            continue
         else:  # the labelled output, restated (`481 + 392 = 873.`, `count = 2.`)
             text += f" <think> {observation.strip()}. </think>"
     return text + " " + _answer(question.answer)
@@ -658,11 +701,18 @@ def _top_fact(observation: str) -> str:
     return first.split(": ", 1)[1] if first.startswith("Page ") else first
 
 
+def _system_prompt(question: Question) -> str:
+    return SESSION_SYSTEM_PROMPT if question.kind in STATEFUL_KINDS else SYSTEM_PROMPT
+
+
 def rl_row(question: Question, index: int) -> dict[str, Any]:
     r"""One RL row in the `arpo_rl` layout (verl style)."""
     return {
         "data_source": DATA_SOURCE,
-        "prompt": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question.question}],
+        "prompt": [
+            {"role": "system", "content": _system_prompt(question)},
+            {"role": "user", "content": question.question},
+        ],
         "ability": question.kind,
         "reward_model": {"ground_truth": question.answer, "style": "rule"},
         "extra_info": {
@@ -677,7 +727,7 @@ def rl_row(question: Question, index: int) -> dict[str, Any]:
 def sft_row(question: Question, trajectory: str) -> dict[str, Any]:
     r"""One cold-start row in the `arpo_sft` layout (sharegpt with an inline trajectory)."""
     return {
-        "system": SYSTEM_PROMPT,
+        "system": _system_prompt(question),
         "conversations": [{"from": "human", "value": question.question}, {"from": "gpt", "value": trajectory}],
         "kind": question.kind,
     }

@@ -15,12 +15,13 @@
 """Tools for agentic rollouts: protocol, registry, python and search tools, the persistent cache and the executor.
 
 Public API (docs/tools.md): `ToolCall`, `ToolResult`, `ToolExecutor`, `build_executor_from_args`;
-plus `BaseTool`, `register_tool`, `load_tool_config`, `PythonTool`, `SearchTool`, `MCPTool`, `HTTPTool`,
+plus `BaseTool`, `Environment` (per-trajectory state), `register_tool`, `load_tool_config`, `PythonTool`, `SearchTool`, `MCPTool`, `HTTPTool`,
 `isolation_level`, `open_cache`, `SQLiteCache`, `RedisCache`, `normalize_search_query`, `format_snippets`.
 """
 
 from .base import BaseTool, BoundedText, ToolCall, ToolError, ToolOutput, ToolResult, TransientToolError
 from .cache import CacheEntry, CacheError, RedisCache, SQLiteCache, ToolCache, normalize_search_query, open_cache
+from .environment import Environment, EnvironmentTool
 from .executor import ToolExecutor, build_executor_from_args
 from .http_tool import HTTPTool
 from .mcp_tool import MCPTool
@@ -35,6 +36,8 @@ __all__ = [
     "BoundedText",
     "CacheEntry",
     "CacheError",
+    "Environment",
+    "EnvironmentTool",
     "HTTPTool",
     "MCPTool",
     "PythonTool",

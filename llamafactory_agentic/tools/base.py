@@ -28,6 +28,7 @@ from typing import Any
 import tenacity
 
 from ..common.log import get_logger
+from ..data.tags import reserved_tag_error
 from ..hparams import PYTHON_MAX_OUTPUT_CHARS, TOOL_RETRIES
 from ..validation import check_number  # noqa: F401  (re-exported: the tools validate their settings with it)
 
@@ -156,11 +157,14 @@ class BaseTool:
 
         Raises:
             ValueError: a non-positive or non-numeric `timeout_s`, `retries` < 1, a negative `call_limit` or
-                `backoff_s`, a `tag` that is not a word, or a `dedup` that is not a boolean.
+                `backoff_s`, a `tag` that is not a word or is reserved (`think`, `answer`, `result`), or a `dedup` that is not a boolean.
         """
         self.tag = tag or self.default_tag
         if not isinstance(self.tag, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", self.tag):
             raise ValueError(f"`tag` must be a word such as `search` (letters, digits, _ or -), got {self.tag!r}")
+        reserved = reserved_tag_error(self.tag, f"`tag: {self.tag}_tool` in the tool's entry")
+        if reserved is not None:
+            raise ValueError(reserved)
         self.timeout_s = check_number("timeout_s", timeout_s)
         self.retries = check_number("retries", retries, integer=True, minimum=1, inclusive=True)
         self.call_limit = check_number("call_limit", call_limit, integer=True, inclusive=True, allow_none=True)

@@ -194,6 +194,9 @@ class ToolExecutor:
             level = self._isolation_levels.get(tool)
             if level is not None:
                 out[prefix + f"calls_at_{level}"] = float(c["backend_calls"])
+        for tool in self._stateful_tools():  # sessions_live, sessions_created, replayed_calls, forks, resets
+            for key, value in tool.pop_environment_metrics().items():
+                out[f"tools/{tool.name}/{key}"] = value
         if self.cache is not None:
             for key, value in self.cache.pop_health().items():
                 out[f"tools/cache/{key}"] = float(value)
@@ -212,7 +215,12 @@ class ToolExecutor:
         return n > tool.call_limit
 
     def forget_trajectories(self, trajectory_ids: list[str] | None = None) -> None:
-        r"""Drop per-trajectory call counts (all of them when `trajectory_ids` is None)."""
+        r"""Drop per-trajectory call counts and close the trajectories' environments (all when None).
+
+        Environments: docs/tools.md "Environments".
+        """
+        for tool in self._stateful_tools():
+            tool.release(trajectory_ids)
         with self._counts_lock:
             if trajectory_ids is None:
                 self._counts.clear()
@@ -221,9 +229,32 @@ class ToolExecutor:
             for key in [k for k in self._counts if k[0] in ids]:
                 del self._counts[key]
 
+    def release_trajectories(self, trajectory_ids: list[str]) -> None:
+        r"""Close the environments of finished trajectories (the call counts stay; `forget_trajectories` drops both).
+
+        Environments: docs/tools.md "Environments". Costs nothing when no tool is an environment.
+        """
+        for tool in self._stateful_tools():
+            tool.release(trajectory_ids)
+
+    def fork_trajectory(self, parent_id: str, child_id: str) -> None:
+        r"""An ARPO branch `child_id` of `parent_id`: every environment gives it the parent's state; never raises.
+
+        Environments: docs/tools.md "Environments".
+        """
+        for tool in self._stateful_tools():
+            try:
+                tool.fork_trajectory(parent_id, child_id)
+            except Exception as exc:  # noqa: BLE001 - the branch then starts from a fresh environment
+                logger.warning("[agentic-tools] forking %s's environment failed: %s", tool.name, exc)
+
+    def _stateful_tools(self) -> list[BaseTool]:
+        return [t for t in self.tools.values() if getattr(t, "stateful", False)]
+
     # ------------------------------------------------------------------ execution
     def _cached(self, tool: BaseTool) -> bool:
-        return self.cache is not None and tool.name in self.cache_tools
+        # an environment's result depends on its trajectory's state: never cached (docs/tools.md "Environments")
+        return self.cache is not None and tool.name in self.cache_tools and not getattr(tool, "stateful", False)
 
     def _run(self, tool: BaseTool, args: Any, key: str, store: bool = True) -> ToolResult:
         try:
@@ -369,6 +400,8 @@ class ToolExecutor:
             return result
         try:
             args = tool.parse(content)
+            if getattr(tool, "stateful", False):  # an environment: the call runs in its trajectory's state
+                args = tool.bind(call.trajectory_id, args)
             key = tool.cache_key(args)
         except Exception as exc:  # noqa: BLE001
             result = ToolResult(tool._safe(error_text(tool.name, str(exc))), STATUS_ERROR, time.perf_counter() - start)
@@ -497,6 +530,7 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
         },
     }
     defaults["python"]["isolation"] = keys["python_isolation"]
+    defaults["python_session"] = dict(defaults["python"])  # the python tool's limits (docs/tools.md "Environments")
     search_index = keys["search_index"]
     if search_index and defaults["search"]["backend"] == "local":
         defaults["search"]["index_dir"] = os.path.expanduser(str(search_index))
@@ -521,7 +555,7 @@ def build_executor_from_args(finetuning_args: Any, **overrides: Any) -> ToolExec
         minimum = keys["python_min_isolation"]
         if minimum:
             for tool in tools:
-                if isinstance(tool, PythonTool):
+                if isinstance(tool, PythonTool) or tool.name == "python_session":
                     check_min_isolation(tool.isolation_report(), minimum, executable=tool.executable)
     except BaseException:
         for tool in tools:

@@ -35,6 +35,7 @@ key is the canonical JSON of the arguments, `MCPTool.cache_key`).
 
 import asyncio
 import concurrent.futures
+import contextvars
 import json
 import os
 import sys
@@ -42,7 +43,8 @@ import threading
 from typing import Any
 
 from ..common.log import get_logger
-from ..hparams import PYTHON_MAX_OUTPUT_CHARS
+from ..data.tags import reserved_tag_error
+from ..hparams import MCP_MAX_RESULT_BYTES, PYTHON_MAX_OUTPUT_CHARS
 from .base import (
     STATUS_EMPTY,
     STATUS_ERROR,
@@ -64,6 +66,8 @@ logger = get_logger(__name__)
 
 INSTALL_HINT = "install the MCP client: pip install 'llamafactory-agentic[mcp]' (the `mcp` package, 2.x)"
 SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers")
+PROBE_TIMEOUT_S = 5.0  # most seconds a ping after a timed-out call may take before the server is restarted
+_CALL = contextvars.ContextVar("agentic_mcp_call", default=None)  # the call an HTTP request belongs to
 _TAG_PATTERN = r"[A-Za-z_][A-Za-z0-9_\-]*"
 
 
@@ -86,6 +90,8 @@ class MCPServerConnection:
         url, headers: a streamable-HTTP server: its endpoint (e.g. `http://127.0.0.1:8000/mcp`) and HTTP headers.
         connect_timeout_s: seconds allowed for starting the server and the protocol handshake.
         errlog: where a stdio server's stderr goes (default this process's stderr).
+        max_result_bytes: bound of one message from the server (a stdio line, an SSE event); a longer answer is
+            dropped unread and its call ends as an error observation at once.
 
     Raises:
         ValueError: neither or both of `command` and `url`.
@@ -102,6 +108,7 @@ class MCPServerConnection:
         headers: dict[str, str] | None = None,
         connect_timeout_s: float = 30.0,
         errlog: Any = None,
+        max_result_bytes: int = MCP_MAX_RESULT_BYTES,
     ) -> None:
         r"""Create the object (the arguments are described in the class docstring)."""
         if bool(command) == bool(url):
@@ -115,6 +122,11 @@ class MCPServerConnection:
         self.headers = {str(k): str(v) for k, v in (headers or {}).items()}
         self.connect_timeout_s = check_number("connect_timeout_s", connect_timeout_s)
         self.errlog = errlog
+        self.max_result_bytes = check_number("max_result_bytes", max_result_bytes, integer=True, minimum=1024,
+                                             inclusive=True)  # fmt: skip
+        self._probe: asyncio.Task | None = None
+        self._http: Any = None  # the HTTP session's `mcp_http.CallStreams`
+        self.restarts = 0  # sessions dropped because the server stopped answering (a failed ping after a timeout)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -164,17 +176,26 @@ class MCPServerConnection:
 
     # ------------------------------------------------------------------ session (runs on the loop thread)
     def _transport(self) -> Any:
-        from mcp.client.stdio import StdioServerParameters, stdio_client
+        r"""The session's transport (a new one per session).
 
+        stdio: `mcp_stdio.bounded_stdio_client` (byte bound, environment allowlist); HTTP: the package's client with
+        a transport that can close one call's response stream (`mcp_http.CallStreams`) and `max_sse_event_size`.
+        """
         if self.command:
-            params = StdioServerParameters(
-                command=self.command, args=self.args, env={**os.environ, **self.env}, cwd=self.cwd
-            )
-            return stdio_client(params, errlog=self.errlog or sys.stderr)
-        from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
+            from .mcp_stdio import bounded_stdio_client, server_environment
 
-        return streamable_http_client(self.url, http_client=create_mcp_http_client(headers=self.headers or None))
+            return bounded_stdio_client(self.command, self.args, server_environment(self.env), self.cwd,
+                                        self.errlog or sys.stderr, self.max_result_bytes)  # fmt: skip
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+
+        from .mcp_http import CallStreams
+
+        self._http = CallStreams(httpx2.AsyncHTTPTransport(), self.max_result_bytes, _CALL)
+        timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+        client = httpx2.AsyncClient(transport=self._http, headers=self.headers or None, timeout=timeout)
+        return streamable_http_client(self.url, http_client=client, max_sse_event_size=self.max_result_bytes)
 
     async def _run_session(self, ready: asyncio.Future, stop: asyncio.Event) -> None:
         r"""Open the session, hand it over through `ready`, keep it until `stop` (enter and exit in one task)."""
@@ -197,6 +218,9 @@ class MCPServerConnection:
 
     async def _connected(self) -> Any:
         assert self._lock is not None
+        probe = self._probe
+        if probe is not None and not probe.done():  # a ping after a timeout decides whether the session is kept
+            await asyncio.wait([probe])
         async with self._lock:
             if self._client is not None and self._runner is not None and not self._runner.done():
                 return self._client
@@ -235,31 +259,85 @@ class MCPServerConnection:
         """
         from mcp.shared.exceptions import MCPError
 
+        from .mcp_stdio import TOO_LARGE, TOO_LARGE_TEXT
+
         start = asyncio.get_running_loop().time()
         client = await self._connected()
         if "read_timeout_seconds" in kwargs:
             left = timeout_s - (asyncio.get_running_loop().time() - start)
             kwargs["read_timeout_seconds"] = max(0.05, left)
+        call, streams = _CallToken(), self._http  # the HTTP transport of this session (a reconnect makes a new one)
+        _CALL.set(call)  # the HTTP requests of this call carry it (the transport runs them in copies of our context)
         try:
             return await getattr(client, method)(*args, **kwargs)
         except MCPError as exc:
-            if exc.code == -32001:  # REQUEST_TIMEOUT
+            if exc.code == -32001:  # REQUEST_TIMEOUT: the server may be busy or wedged; a ping tells which
+                self._start_probe(client, timeout_s)
                 raise TransientToolError(
                     f"MCP server `{self.server}` did not answer within {timeout_s:g} seconds"
+                ) from None
+            if exc.code == -32000 and "byte limit" in str(exc.message):  # an SSE event over `max_result_bytes`:
+                # this call's answer was too long; the HTTP session (one POST per request) is fine
+                raise ToolError(
+                    f"MCP server `{self.server}`: the answer is over the bound of {self.max_result_bytes} bytes "
+                    f"(`max_result_bytes` of the server entry); it was dropped ({exc.message})"
                 ) from None
             if exc.code == -32000:  # CONNECTION_CLOSED: the server process died or the stream broke
                 self._drop(client)
                 raise TransientToolError(
                     f"connection to MCP server `{self.server}` lost ({exc.message}); it is reopened on the next call"
                 ) from None
+            if exc.code == TOO_LARGE:
+                raise ToolError(f"MCP server `{self.server}`: {exc.message}") from None
+            if TOO_LARGE_TEXT in str(exc.message):  # a JSON answer cut off by `mcp_http.CallStreams`
+                raise ToolError(
+                    f"MCP server `{self.server}`: {TOO_LARGE_TEXT} of {self.max_result_bytes} bytes "
+                    "(`max_result_bytes` of the server entry); it was dropped"
+                ) from None
             raise ToolError(f"MCP server `{self.server}` refused the request: {exc.message}") from None
         except (ToolError, asyncio.CancelledError):
             raise
+        except RuntimeError as exc:  # the answer arrived and the client refused it (e.g. it breaks the tool's own
+            # output schema): this call's error; the session and the other calls on it are fine
+            raise ToolError(f"MCP server `{self.server}` answered {method} with a result the client refused: "
+                            f"{_first_line(str(exc))}") from None  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - transport errors (HTTP, broken pipes): reconnect next time
             self._drop(client)
             raise TransientToolError(
                 f"MCP server `{self.server}` call failed ({_describe_exc(exc)}); it is reopened on the next call"
             ) from None
+        finally:
+            if streams is not None:
+                await streams.close_call(call)  # a timed-out call's response stream is not left open
+
+    def _start_probe(self, client: Any, timeout_s: float) -> None:
+        r"""After a timed-out call, ping the server in the background (one ping at a time).
+
+        No answer within `PROBE_TIMEOUT_S` (or the call's `timeout_s`, if shorter) means it is wedged (a stopped
+        process, half a line written): the session is dropped, so the next call (which waits for the ping) starts it
+        again.
+        A server that is only busy with the slow call answers the ping and keeps its session and other calls.
+        """
+        if self._client is not client or (self._probe is not None and not self._probe.done()):
+            return
+        wait_s = min(PROBE_TIMEOUT_S, timeout_s)
+
+        async def _probe() -> None:
+            try:
+                await asyncio.wait_for(client.session.send_ping(), wait_s)
+            except Exception as exc:  # noqa: BLE001 - no answer, a refused ping, a broken stream: all mean restart
+                self.restarts += 1
+                logger.warning(
+                    "[agentic-tools] MCP server %s (%s) did not answer a ping within %g s after a timed-out call "
+                    "(%s): restarting it",
+                    self.server,
+                    self.describe(),
+                    wait_s,
+                    _describe_exc(exc),
+                )
+                self._drop(client)
+
+        self._probe = asyncio.get_running_loop().create_task(_probe())
 
     # ------------------------------------------------------------------ public, thread-safe
     def list_tools(self) -> list[Any]:
@@ -324,6 +402,14 @@ class MCPServerConnection:
             thread.join(timeout=5.0)
 
 
+class _CallToken:
+    r"""Identity of one MCP call in `_CALL` (weakly referenced by `mcp_http.CallStreams`)."""
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:300]
+
+
 def _describe_exc(exc: BaseException) -> str:
     inner = getattr(exc, "exceptions", None)  # an exception group (anyio task groups wrap the real cause)
     if isinstance(inner, (list, tuple)) and inner:
@@ -337,7 +423,9 @@ _POOL_LOCK = threading.Lock()
 
 
 def _pool_key(server: dict[str, Any]) -> str:
-    return canonical_json({k: server.get(k) for k in (*SERVER_KEYS, "server", "connect_timeout_s")})
+    return canonical_json(
+        {k: server.get(k) for k in (*SERVER_KEYS, "server", "connect_timeout_s", "max_result_bytes")}
+    )
 
 
 def acquire_connection(server: dict[str, Any]) -> MCPServerConnection:
@@ -382,7 +470,24 @@ def _tool_entries(server: str, tools: Any) -> list[tuple[str, str | None]]:
             raise ValueError(
                 f"`tools` of MCP server `{server}`: each item is a tool name or {{name: ..., tag: ...}}, got {item!r}"
             )
+    for name, tag in out:
+        _check_mcp_tag(server, name, tag)
     return out
+
+
+def _check_mcp_tag(server: str, name: str, tag: str | None, listing: list[str] | None = None) -> None:
+    r"""Refuse a server tool whose tag would be reserved (`think`, `answer`, `result`; docs/tools.md "Reserved tags").
+
+    Raises:
+        ValueError: naming the server, the tool and the `tools: [{name, tag}]` entry that renames it (with the other
+            tools of `listing`, when the whole server was asked for).
+    """
+    effective = tag or name
+    others = [n for n in (listing or []) if n != name]
+    entry = ", ".join([*others, f"{{name: {name}, tag: {server}_{name}}}"])
+    message = reserved_tag_error(effective, f"rename it in the server's entry with `tools: [{entry}]`")
+    if message is not None:
+        raise ValueError(f"MCP server `{server}`, tool {name!r}: {message}")
 
 
 @register_tool("mcp")
@@ -396,7 +501,8 @@ class MCPTool(BaseTool):
     Args:
         tool: name of the tool on the server (the default tag; a name that is not a word needs a `tag`).
         server: label of the server (default: the command's or the URL's last part).
-        command, args, env, cwd, url, headers, connect_timeout_s: the server (`MCPServerConnection`).
+        command, args, env, cwd, url, headers, connect_timeout_s, max_result_bytes: the server
+            (`MCPServerConnection`).
         input_schema: the tool's JSON schema (filled in from the server's listing by `build_all`); used to take a
             bare string body for a tool with one string property.
         max_output_chars: observation cap in characters (head and tail kept, default
@@ -422,6 +528,7 @@ class MCPTool(BaseTool):
         url: str | None = None,
         headers: dict[str, str] | None = None,
         connect_timeout_s: float = 30.0,
+        max_result_bytes: int = MCP_MAX_RESULT_BYTES,
         input_schema: dict[str, Any] | None = None,
         max_output_chars: int = PYTHON_MAX_OUTPUT_CHARS,
         connection: MCPServerConnection | None = None,
@@ -445,7 +552,8 @@ class MCPTool(BaseTool):
                                              inclusive=True)  # fmt: skip
         self.input_schema = input_schema if isinstance(input_schema, dict) else None
         if connection is None:
-            settings = _server_settings(server, command, args, env, cwd, url, headers, connect_timeout_s)
+            settings = _server_settings(server, command, args, env, cwd, url, headers, connect_timeout_s,
+                                        max_result_bytes)  # fmt: skip
             MCPServerConnection(**settings)  # validates now; the pooled one is acquired below
             connection = acquire_connection(settings)
         self.connection = connection
@@ -483,7 +591,9 @@ class MCPTool(BaseTool):
                 raise ValueError("a whole MCP server takes no `tag`: give each tool one with tools: [{name, tag}]")
             kwargs.pop("tag", None)
         server_kw = {k: kwargs.pop(k, None) for k in ("server", *SERVER_KEYS)}
-        settings = _server_settings(connect_timeout_s=kwargs.pop("connect_timeout_s", 30.0), **server_kw)
+        limits = {"connect_timeout_s": kwargs.pop("connect_timeout_s", 30.0),
+                  "max_result_bytes": kwargs.pop("max_result_bytes", MCP_MAX_RESULT_BYTES)}  # fmt: skip
+        settings = _server_settings(**limits, **server_kw)
         MCPServerConnection(**settings)  # validate before starting anything
         conn = acquire_connection(settings)
         built: list[MCPTool] = []
@@ -494,6 +604,8 @@ class MCPTool(BaseTool):
                 raise ValueError(f"MCP server `{conn.server}` ({conn.describe()}): {exc}") from None
             if not wanted:
                 wanted = [(name, None) for name in listing]
+                for name in listing:
+                    _check_mcp_tag(conn.server, name, None, list(listing))
             missing = [name for name, _ in wanted if name not in listing]
             if missing:
                 raise ValueError(
@@ -501,6 +613,7 @@ class MCPTool(BaseTool):
                     f"{', '.join(sorted(listing)) or 'none'}"
                 )
             for name, tag in wanted:
+                _check_mcp_tag(conn.server, name, tag)
                 tool = cls(tool=name, tag=tag, input_schema=listing[name].input_schema, connection=conn,
                            headers=server_kw["headers"], **kwargs)  # fmt: skip
                 if built:
@@ -588,6 +701,7 @@ def _server_settings(
     url: str | None = None,
     headers: Any = None,
     connect_timeout_s: float = 30.0,
+    max_result_bytes: int = MCP_MAX_RESULT_BYTES,
 ) -> dict[str, Any]:
     if args is not None and not (isinstance(args, list) and all(isinstance(a, (str, int, float)) for a in args)):
         raise ValueError(f"MCP server `args` must be a list of strings, got {args!r}")
@@ -607,6 +721,7 @@ def _server_settings(
         "url": url,
         "headers": dict(headers or {}),
         "connect_timeout_s": connect_timeout_s,
+        "max_result_bytes": max_result_bytes,
     }
 
 
@@ -642,7 +757,7 @@ def mcp_server_specs(path: str, entries: Any, environ: dict[str, str] | None = N
 
     Each entry: `name` (the server label), `command` + `args` (+ `env`, `cwd`) or `url` (+ `headers`), optional
     `tools` (names or `{name, tag}`; default every tool of the server), `timeout`, `retries`, `call_limit`, `dedup`,
-    `connect_timeout`, `max_output_chars`.
+    `connect_timeout`, `max_output_chars`, `max_result_bytes`.
 
     Raises:
         ToolConfigError: naming the file, the entry and the fix.
@@ -652,7 +767,7 @@ def mcp_server_specs(path: str, entries: Any, environ: dict[str, str] | None = N
     if not isinstance(entries, list):
         raise ToolConfigError(f"{path}: `mcp_servers` must be a list of servers ({{name, command/args | url}})")
     allowed = ("name", "command", "args", "env", "cwd", "url", "headers", "tools", "timeout", "retries",
-               "call_limit", "dedup", "connect_timeout", "max_output_chars")  # fmt: skip
+               "call_limit", "dedup", "connect_timeout", "max_output_chars", "max_result_bytes")  # fmt: skip
     specs = []
     for i, entry in enumerate(entries):
         where = f"{path}: mcp_servers[{i}]"
@@ -671,6 +786,9 @@ def mcp_server_specs(path: str, entries: Any, environ: dict[str, str] | None = N
             settings = _server_settings(entry["name"], *(entry.get(k) for k in SERVER_KEYS))
             if entry.get("connect_timeout") is not None:
                 settings["connect_timeout_s"] = check_number("connect_timeout", entry["connect_timeout"])
+            if entry.get("max_result_bytes") is not None:
+                settings["max_result_bytes"] = check_number("max_result_bytes", entry["max_result_bytes"],
+                                                            integer=True, minimum=1024, inclusive=True)  # fmt: skip
             if entry.get("max_output_chars") is not None:
                 check_number("max_output_chars", entry["max_output_chars"], integer=True, minimum=2, inclusive=True)
         except ValueError as exc:

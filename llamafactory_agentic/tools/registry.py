@@ -48,6 +48,7 @@ from typing import Any
 import yaml
 
 from ..common.log import get_logger
+from ..data.tags import reserved_tag_error
 from .base import BaseTool, check_number
 
 
@@ -77,7 +78,7 @@ def register_tool(name: str):
 
 
 def _ensure_builtin_tools() -> None:
-    from . import http_tool, mcp_tool, python_tool, search  # noqa: F401 - registration side effect
+    from . import http_tool, mcp_tool, python_session, python_tool, search  # noqa: F401 - registration side effect
 
 
 def resolve_tool_class(name: str) -> type[BaseTool]:
@@ -116,11 +117,19 @@ def resolve_tool_class(name: str) -> type[BaseTool]:
         raise ToolConfigError(
             f"module `{module_name}` has no `{attr}` (tool `{name}`); its tool classes: {', '.join(tools) or 'none'}"
         )
+    obj = _environment_as_tool(obj)
     if not (isinstance(obj, type) and issubclass(obj, BaseTool)):
         raise ToolConfigError(
             f"`{name}` is not a BaseTool subclass: subclass llamafactory_agentic.tools.BaseTool and implement run()"
         )
     return obj
+
+
+def _environment_as_tool(obj: Any) -> Any:
+    r"""The `EnvironmentTool` serving `obj` when it is an `Environment` subclass (tools/environment.py), else `obj`."""
+    from .environment import Environment, environment_tool
+
+    return environment_tool(obj) if isinstance(obj, type) and issubclass(obj, Environment) else obj
 
 
 def checked_entry(
@@ -233,6 +242,9 @@ def _check_entry(where: str, entry: dict[str, Any]) -> None:
     tag = entry.get("tag")
     if tag is not None and not (isinstance(tag, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", tag)):
         raise ToolConfigError(f"{where}: `tag` must be a word such as `search` (letters, digits, _ or -), got {tag!r}")
+    reserved = reserved_tag_error(tag, f"`tag: {tag}_tool` in this entry") if tag is not None else None
+    if reserved is not None:
+        raise ToolConfigError(f"{where}: {reserved}")
     if not isinstance(entry.get("params") or {}, dict):
         raise ToolConfigError(f"{where}: `params` must be a mapping of constructor arguments, got {entry['params']!r}")
 

@@ -336,7 +336,7 @@ def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose
     result["warnings"] = warnings
 
     if output_dir is not None:
-        save_agentic_config(result, output_dir)
+        save_agentic_config(result, output_dir, finetuning_args)
 
     return result
 
@@ -358,10 +358,37 @@ def format_effective_config(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def save_agentic_config(result: dict[str, Any], output_dir: str) -> str:
-    r"""Write `result` as `<output_dir>/agentic_config.json` (next to the checkpoints) and return the path."""
+def recorded_keys(finetuning_args: Any) -> dict[str, Any]:
+    r"""Every plugin key (`hparams.AgenticArguments`: tool, rollout, reward and loss keys) of a run, JSON-safe.
+
+    `agentic_config.json` keeps them under `keys` so that `llamafactory-agentic eval` with `eval_preset: train_val`
+    repeats the training's tools and rollout (docs/evaluation.md "train_val"); a value that JSON cannot hold is
+    written as its text.
+    """
+    out = {}
+    for spec in fields(AgenticArguments):
+        value = getattr(finetuning_args, spec.name, None)
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            value = str(value)
+        out[spec.name] = value
+    return out
+
+
+def save_agentic_config(result: dict[str, Any], output_dir: str, finetuning_args: Any = None) -> str:
+    r"""Write `result` as `<output_dir>/agentic_config.json` (next to the checkpoints) and return the path.
+
+    Args:
+        result: What `resolve_presets` returned (`stage`, `preset`, `values`, ...).
+        output_dir: The run's output folder (created).
+        finetuning_args: The resolved run arguments; when given, every plugin key is recorded under `keys`
+            (`recorded_keys`), which the `train_val` evaluation preset applies.
+    """
     os.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, AGENTIC_CONFIG_NAME)
+    if finetuning_args is not None:
+        result = {**result, "keys": recorded_keys(finetuning_args)}
     with open(path, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2, sort_keys=False)
         f.write("\n")

@@ -619,6 +619,18 @@ def check_precision(args: dict[str, Any]) -> list[Finding]:
     ]
 
 
+def check_cold_start(args: dict[str, Any]) -> list[Finding]:
+    r"""RL from a policy with no sign of a cold start on the tags usually has no learning signal (a warning)."""
+    from ..guards.cold_start import cold_start_warning
+
+    text = cold_start_warning(args.get("model_name_or_path"), args.get("adapter_name_or_path"))
+    if text is None:
+        return []
+    problem, _, fix = text.partition(" Fix: ")
+    subject, _, problem = problem.partition(" shows ")
+    return [Finding("warning", f"`{subject}`", "shows " + problem, fix)]
+
+
 # ---------------------------------------------------------------------------------------------- all
 def run_checks(
     stage: str,
@@ -667,6 +679,7 @@ def run_checks(
     findings += check_precision(args)
     if stage in RL_STAGES:
         findings += check_tools(args)
+        findings += check_cold_start(args)
     return sorted(findings, key=lambda finding: LEVELS.index(finding.level))
 
 

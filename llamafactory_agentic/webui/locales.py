@@ -192,8 +192,8 @@ MESSAGES: dict[str, tuple[str, str]] = {  # key: (English, Chinese)
         "{rollout} · 第 {round} 轮 · {active} 条活跃轨迹 · 新增 {new_tokens} 个 token（本次采样共 {total_tokens}）· {elapsed}",
     ),
     "gaming_warnings": (
-        "⚠ **Reward-gaming monitor**: {count} warning(s) in this run's trainer_log.jsonl (docs/plan.md §2)",
-        "⚠ **奖励投机监测**：本次运行的 trainer_log.jsonl 中有 {count} 条警告（docs/plan.md §2）",
+        "⚠ **Run monitor** (reward gaming, learning signal): {count} warning(s) in this run's trainer_log.jsonl (docs/plan.md §2)",
+        "⚠ **运行监测**（奖励投机、学习信号）：本次运行的 trainer_log.jsonl 中有 {count} 条警告（docs/plan.md §2）",
     ),
     "gaming_warning": ("step {step}: {text}", "第 {step} 步：{text}"),
     "rollout_done": (

@@ -24,7 +24,7 @@
 set -euo pipefail
 
 DEEPSPEED_VERSION=0.16.9 # LLaMA-Factory 0.9.5's range ends here (setup.py's deepspeed extra)
-VLLM_VERSION=0.22.1      # setup.py's vllm extra; README "Optional parts" says why this release
+VLLM_VERSION=0.22.1      # setup.py's vllm extra; docs/install.md "Install" says why this release
 PART_MIB=${PART_MIB:-50}
 BATCH_MIB=${BATCH_MIB:-56}
 STAGING=${WHEEL_STAGING:-/tmp/whl}

@@ -164,7 +164,7 @@ def test_live_callback_writes_warnings_to_trainer_log(tmp_path):
 
     shown = gaming_warnings(read_jsonl(str(tmp_path / "trainer_log.jsonl")))
     step = written[flagged[0]]["current_steps"]
-    assert shown.startswith("⚠ **Reward-gaming monitor**: 1 warning(s)"), shown
+    assert shown.startswith("⚠ **Run monitor** (reward gaming, learning signal): 1 warning(s)"), shown
     assert f"- step {step}: reward gaming? [tool_calls_per_correct]" in shown, shown
     assert "第 " in gaming_warnings(read_jsonl(str(tmp_path / "trainer_log.jsonl")), "zh")
     assert gaming_warnings(records) == ""  # the recorded run's own records carry no warnings
@@ -187,3 +187,47 @@ def test_gaming_scan_command(tmp_path):
     assert gamed.returncode == 1 and "[tool_calls_per_correct]" in gamed.stdout
     clean = subprocess.run([*cmd, str(tmp_path / "no_bonus.jsonl")], capture_output=True, text=True, env=env, cwd=repo)
     assert clean.returncode == 0 and "0 warning(s)" in clean.stdout
+
+
+def _rollout_record(step: int, identical: float, grad_norm: float = 0.5, **extra) -> dict:
+    return {"current_steps": step, "loss": 0.0, "grad_norm": grad_norm, "reward/accuracy": 0.0, "reward/mean": -1.0,
+            "reward/identical_groups": identical, **extra}  # fmt: skip
+
+
+def test_no_learning_signal_when_every_group_is_identical_from_the_start():
+    """A run whose first two rollouts have every group's rewards equal (the random-model RL run of issue 35: reward
+    -1 everywhere, loss and grad norm 0) gets the `no_learning_signal` warning at the second rollout, with the cause
+    and the fix; one rollout is not enough, and a group that differs in either rollout keeps it quiet."""
+    records = [_rollout_record(1, 1.0, 0.0), _rollout_record(2, 1.0, 0.0), _rollout_record(3, 1.0, 0.0)]
+    warnings = scan_records(records)
+    assert [(w.pattern, w.step) for w in warnings] == [("no_learning_signal", 2)]
+    message = warnings[0].message()
+    assert message.startswith("no learning signal [no_learning_signal]"), message
+    assert "every group's rewards were identical in each of the first 2 rollouts (reward mean -1, -1)" in message
+    assert "stage: agentic_sft" in message and "rl_dynamic_sampling" in message
+    assert scan_records(records[:1]) == []
+    assert scan_records([_rollout_record(1, 1.0), _rollout_record(2, 0.875)]) == []
+    assert scan_records([_rollout_record(1, 0.5), _rollout_record(2, 1.0), _rollout_record(3, 1.0)]) == []
+
+
+def test_no_learning_signal_respects_dynamic_sampling_and_reads_grad_norm():
+    """With dynamic sampling the update may hold groups that differ although every rolled-out group of the first
+    batch was equal: no warning then. A zero gradient at the first two optimiser steps (an update record without a
+    rollout counts) warns on its own, naming the steps."""
+    sampled = [_rollout_record(s, 1.0, **{"dynamic_sampling/identical_groups_in_update": 0.25}) for s in (1, 2)]
+    assert scan_records(sampled) == []
+    filled = [_rollout_record(s, 1.0, **{"dynamic_sampling/identical_groups_in_update": 1.0}) for s in (1, 2)]
+    assert [w.pattern for w in scan_records(filled)] == ["no_learning_signal"]
+
+    zero_grad = [_rollout_record(1, 0.5, 0.0), {"current_steps": 2, "loss": 0.0, "grad_norm": 0.0}]
+    (warning,) = scan_records(zero_grad)
+    assert warning.evidence == "grad_norm was 0 at each of the first 2 optimiser steps"
+    assert warning.window == "optimiser steps 1-2" and warning.step == 2
+    assert scan_records([_rollout_record(1, 0.5, 0.0), {"current_steps": 2, "grad_norm": 0.01}]) == []
+
+
+def test_no_false_no_signal_warning_on_the_recorded_runs():
+    """None of the recorded comparison runs (CPU and GPU, bonus on and off) starts without a learning signal."""
+    for folder in ("cpu", "cpu_no_tool_bonus_arpo", "gpu", "gpu_no_tool_bonus"):
+        for run, records in recorded_runs(folder).items():
+            assert "no_learning_signal" not in [w.pattern for w in scan_records(records)], (folder, run)

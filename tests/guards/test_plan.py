@@ -69,7 +69,7 @@ def test_plan_prints_a_table_for_every_recipe(gpu):
 
 
 def test_memory_matches_the_estimator_and_the_card():
-    """The 7B full pure_bf16 row of the README table: 64 slots / 16384 tokens fit 80 GB, 128 slots / 32768 do not."""
+    """The 7B full pure_bf16 row of the docs/scaling.md table: 64 slots / 16384 tokens fit 80 GB, 128 slots / 32768 do not."""
     recipe = REPO / "recipes/arpo/qwen2.5_7b_reasoning_full.yaml"
     common = {"deepspeed": None, "pure_bf16": True, "arpo_rollout_backend": "hf", "arpo_rollout_batch_size": 8,
               "arpo_rollout_n": 16, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 16}  # fmt: skip

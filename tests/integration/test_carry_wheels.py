@@ -6,7 +6,7 @@
 
 The real script runs on real files (a wheel of 3 MiB of random bytes, so that it must be split, and a small one);
 only the sizes are scaled down (PART_MIB=1, BATCH_MIB=2 instead of 50 and 56). The `build` step needs the package
-index and is run by hand (README "Install").
+index and is run by hand (docs/install.md "Install").
 """
 
 import base64

@@ -47,7 +47,8 @@ class RecordingExecutor:
 
 
 class ScriptedEngine(GenerationEngine):
-    """Per trajectory round r (inherited by branches): `plan(r) -> (text, finish, H)`.
+    """Per trajectory round r (inherited by branches): `plan(r) -> (text, finish, H)`, or `plan(r, key)` with the
+    request's engine key for a plan with a true `keyed` attribute.
 
     `finish` is "stop" (text must end with a stop string), "eos" (EOS id appended) or "length" (max_tokens filled
     with a filler token). The round entropy H is returned as one entropy term H * ln|V|.
@@ -73,7 +74,7 @@ class ScriptedEngine(GenerationEngine):
             if r is None:
                 r = self.rounds.get(req.parent_key, 0) if req.parent_key is not None else 0
             self.rounds[req.key] = r + 1
-            text, finish, h = self.plan(r)
+            text, finish, h = self.plan(r, req.key) if getattr(self.plan, "keyed", False) else self.plan(r)
             ids = self.tokenizer.encode(text, add_special_tokens=False) if text else []
             stop = None
             if finish == "eos":

@@ -2,7 +2,7 @@
 #
 # Licensed under the Apache License, Version 2.0 (the "License").
 
-"""The comparison benchmark (`benchmarks/compare_algorithms.py`) runs end to end and writes what the README promises.
+"""The comparison benchmark (`benchmarks/compare_algorithms.py`) runs end to end and writes what docs/testing.md promises.
 
 A real run of the script at `--scale smoke` (tiny model, 4 SFT steps, 2 RL steps, 8 held-out questions): task
 generation, cold start and two RL presets with the real `llamafactory-cli`, the held-out evaluation in its own

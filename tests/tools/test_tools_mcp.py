@@ -18,6 +18,7 @@ Every call goes through `build_executor_from_args` and `ToolExecutor`, the path 
 server's tool names, the SQLite tool cache, timeouts, a killed server (stdio and streamable HTTP) and retries.
 """
 
+import json
 import os
 import signal
 import socket
@@ -141,8 +142,8 @@ def test_mcp_crash_is_retried_within_the_call(tmp_path):
         assert ex.pop_metrics()["tools/lookup/backend_calls"] == 2  # two executions, each ended as one result
 
 
-def _start_http_server(port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], stdout=subprocess.DEVNULL,
+def _start_http_server(port: int, mode: str = "http") -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, str(SERVER), mode, str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -242,3 +243,164 @@ def test_mcp_duplicate_tag_is_refused(tmp_path):
     )
     with pytest.raises(ToolConfigError, match=r"tag <add> is already used by tool"):
         _executor(config)
+
+
+# ---------------------------------------------------------------------- reserved tags (issue 34 medium 11)
+@pytest.mark.parametrize("tag", ["think", "answer", "result"])
+def test_reserved_tags_are_refused_by_name(tmp_path, tag):
+    # before: accepted; `think` received every thought, `answer` never ran, `result` became a stop string
+    config = tmp_path / "tools.yaml"
+    config.write_text(f"tools:\n  - name: python\n    tag: {tag}\n")
+    with pytest.raises(ToolConfigError) as info:
+        load_tool_config(config)
+    message = str(info.value)
+    assert f"tools[0] (python): tag <{tag}> is reserved" in message and f"`tag: {tag}_tool` in this entry" in message
+
+
+def _think_server(pid_file: Path, extra: str) -> str:
+    # the test server with a tool named `think` (its `env` sets MCP_TEST_THINK)
+    return _stdio_server(pid_file, extra).replace("env: {", "env: {MCP_TEST_THINK: '1', ", 1)
+
+
+def test_an_mcp_think_tool_is_refused_with_the_rename_and_works_renamed(tmp_path):
+    config = _write_config(tmp_path, _think_server(tmp_path / "pid", "    tools: [add, think]\n"))
+    with pytest.raises(ToolConfigError, match=r"mcp_servers\[0\] \(calc\): MCP server `calc`, tool 'think': tag "
+                       r"<think> is reserved .*`tools: \[\{name: think, tag: calc_think\}\]`"):  # fmt: skip
+        load_tool_config(config)  # a listed tool: refused when the file is read
+    config = _write_config(tmp_path, _think_server(tmp_path / "pid", "    timeout: 20\n"))
+    with pytest.raises(ToolConfigError) as info:
+        _executor(config)  # every tool of the server: refused when the server lists it, before training
+    assert "MCP server `calc`, tool 'think': tag <think> is reserved" in str(info.value)
+    assert "{name: think, tag: calc_think}]`" in str(info.value) and "tools: [add, lookup" in str(info.value)
+    renamed = "    tools: [add, {name: think, tag: calc_think}]\n    timeout: 20\n"
+    config = _write_config(tmp_path, _think_server(tmp_path / "pid", renamed))
+    with _executor(config) as ex:
+        assert set(ex.tools) == {"add", "calc_think"}
+        assert _one(ex, "calc_think", "plan the search").text == "noted: plan the search"
+
+
+# ---------------------------------------------------------------------- issue 34 medium 9 and lows
+def test_mcp_schema_violation_is_that_calls_error_only(tmp_path):
+    # before: the client's RuntimeError dropped the shared session: the concurrent `sleep` on the same server died
+    # with "connection to MCP server `calc` lost" and the server process was restarted
+    config = _write_config(tmp_path, _stdio_server(tmp_path / "pid", "    timeout: 20\n    retries: 1\n"))
+    with _executor(config) as ex:
+        slow, bad = ex.execute([ToolCall("sleep", '{"seconds": 2}', "traj-0"), ToolCall("bad_output", "{}", "traj-1")])
+        assert (slow.text, slow.status) == ("slept 2.0", "ok")
+        assert bad.status == "error" and "a result the client refused" in bad.text
+        assert "'seven' is not of type 'integer'" in bad.text
+        assert ex.tools["add"].connection.connects == 1  # one session all along
+
+
+def test_mcp_huge_stdio_result_is_refused_fast_and_the_next_call_answers(tmp_path):
+    # before: 20 MB took the SDK's quadratic reader past the 8 s timeout (and a 50 MB result took 40 s), and the next
+    # call timed out behind it; now the line is dropped at the byte bound (default 4 MiB) as it streams in
+    config = _write_config(tmp_path, _stdio_server(tmp_path / "pid", "    timeout: 8\n    retries: 1\n"))
+    with _executor(config) as ex:
+        start = time.perf_counter()
+        r = _one(ex, "big", '{"n_bytes": 20000000}')
+        elapsed = time.perf_counter() - start
+        assert r.status == "error" and "over the bound of 4194304 bytes (`max_result_bytes`" in r.text, r.text
+        assert elapsed < 6.0, elapsed  # the server's own JSON encoding of 40 MB is most of it
+        start = time.perf_counter()
+        assert _one(ex, "add", '{"a": 1, "b": 2}').text == "3"
+        assert time.perf_counter() - start < 1.0
+        assert _one(ex, "big", '{"n_bytes": 1000}').text == "x" * 1000  # under the bound: whole
+        assert ex.tools["add"].connection.connects == 1
+
+
+def test_mcp_max_result_bytes_is_an_entry_key(tmp_path):
+    config = _write_config(tmp_path, _stdio_server(tmp_path / "pid", "    max_result_bytes: 20000\n    timeout: 10\n"))
+    with _executor(config) as ex:
+        assert _one(ex, "big", '{"n_bytes": 9000}').status == "ok"
+        r = _one(ex, "big", '{"n_bytes": 30000}')
+        assert r.status == "error" and "over the bound of 20000 bytes" in r.text
+    config = _write_config(tmp_path, _stdio_server(tmp_path / "pid", "    max_result_bytes: 10\n"))
+    with pytest.raises(ToolConfigError, match=r"mcp_servers\[0\] \(calc\): `max_result_bytes` must be a whole number"):
+        load_tool_config(config)
+
+
+@pytest.mark.parametrize("half_line", [False, True])
+def test_mcp_wedged_stdio_server_is_restarted_after_a_timeout(tmp_path, half_line):
+    # before: a server that stopped answering (here SIGSTOP, after half a JSON-RPC line or none) was kept: every
+    # later call timed out too, for good
+    pid_file = tmp_path / "pid"
+    extra = "    timeout: 1.5\n    retries: 2\n"
+    config = _write_config(tmp_path, _stdio_server(pid_file, extra))
+    with _executor(config) as ex:
+        first_pid = pid_file.read_text()
+        r = _one(ex, "wedge", json.dumps({"half_line": half_line}))
+        assert r.status == "timeout"
+        start = time.perf_counter()
+        while time.perf_counter() - start < 20.0:  # a call waits for the ping (1.5 s), then the server restarts
+            r = _one(ex, "add", '{"a": 20, "b": 22}')  # (a call that runs past its 1.5 s meanwhile: "timeout")
+            if r.status == "ok":
+                break
+        assert (r.text, r.status) == ("42", "ok"), r.text
+        connection = ex.tools["add"].connection
+        assert connection.restarts == 1 and pid_file.read_text() != first_pid
+        try:
+            os.kill(int(first_pid), 0)
+            pytest.fail(f"the wedged server {first_pid} is still alive")
+        except ProcessLookupError:
+            pass
+
+
+def test_mcp_busy_server_is_not_restarted_by_a_timeout(tmp_path):
+    # the ping after a timeout tells a busy server (answers the ping) from a wedged one: no restart, no lost calls
+    config = _write_config(tmp_path, _stdio_server(tmp_path / "pid", "    timeout: 1\n    retries: 1\n"))
+    with _executor(config) as ex:
+        assert _one(ex, "sleep", '{"seconds": 10}').status == "timeout"
+        assert _one(ex, "add", '{"a": 1, "b": 1}').text == "2"
+        assert ex.tools["add"].connection.restarts == 0 and ex.tools["add"].connection.connects == 1
+
+
+def test_mcp_stdio_server_gets_an_allowlisted_environment(tmp_path, monkeypatch):
+    # before: the server inherited the trainer's whole environment and echoed HF_TOKEN / OPENAI_API_KEY back
+    monkeypatch.setenv("HF_TOKEN", "hf_trainer_secret")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-trainer-secret")
+    server = _stdio_server(tmp_path / "pid", "    timeout: 10\n").replace(
+        "env: {", "env: {SERVER_KEY: given-on-purpose, ", 1
+    )
+    config = _write_config(tmp_path, server)
+    with _executor(config) as ex:
+        assert _one(ex, "env", "HF_TOKEN").text == "<unset>"
+        assert _one(ex, "env", "OPENAI_API_KEY").text == "<unset>"
+        assert _one(ex, "env", "PATH").text == os.environ["PATH"]  # on the allowlist
+        assert _one(ex, "env", "SERVER_KEY").text == "given-on-purpose"  # named in the entry's `env`
+
+
+def _connections_to(port: int) -> int:
+    import psutil
+
+    return sum(1 for c in psutil.Process().net_connections("tcp") if c.raddr and c.raddr.port == port
+               and c.status == psutil.CONN_ESTABLISHED)  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["http", "http-json"])  # answers as SSE streams or as one JSON body
+def test_mcp_http_stream_of_a_timed_out_call_is_closed_and_results_are_bounded(tmp_path, mode):
+    # before: each timed-out call kept its POST response stream (one TCP connection) open until the server answered
+    # (3 timed-out calls: 4 connections); now the call's stream is closed when it times out. And an answer over
+    # `max_result_bytes` was an SSE "lost connection" (the session was reopened, the call retried) or, as a JSON body,
+    # read whole (5 MB); now it is that call's error either way, not retried
+    port = _free_port()
+    proc = _start_http_server(port, mode)
+    try:
+        server = f"  - name: web\n    url: http://127.0.0.1:{port}/mcp\n    timeout: 1\n    retries: 2\n"
+        config = _write_config(tmp_path, server, cache_tools="[]")
+        with _executor(config) as ex:
+            assert _one(ex, "add", '{"a": 1, "b": 1}').text == "2"
+            before = _connections_to(port)
+            for _ in range(3):  # `block` runs in a server thread that no cancellation stops (6 s)
+                assert _one(ex, "block", '{"seconds": 6}').status == "timeout"
+            time.sleep(0.3)
+            assert _connections_to(port) <= before, (before, _connections_to(port))
+            assert _one(ex, "add", '{"a": 2, "b": 2}').text == "4"
+            served = int(_one(ex, "calls", "{}").text)
+            r = _one(ex, "big", '{"n_bytes": 5000000}')
+            assert r.status == "error" and "over the bound of 4194304 bytes (`max_result_bytes`" in r.text, r.text
+            assert int(_one(ex, "calls", "{}").text) == served + 2  # `big` once (not retried), then this `calls`
+            assert ex.tools["add"].connection.connects == 1
+    finally:
+        proc.kill()
+        proc.wait()

@@ -317,6 +317,11 @@ def test_arpo_from_llamaboard(page, board, board_env):
     assert "8 trajectories per rollout must be a multiple of the trajectories per optimiser update" in text, text
     ui.fill("number input for Batch size", 8)
     ui.fill("number input for Gradient accumulation", 1)
+    # the policy was fitted here, never through `stage: agentic_sft`: the checks warn that RL from it may have no
+    # learning signal (issue 35); the marker agentic_sft leaves next to its model (written here by hand) clears it
+    text = ui.run_checks("no sign of a cold start")
+    assert "train stage: agentic_sft on tool trajectories first" in text, text  # Markdown: backticks rendered
+    (board_env["policy"] / "agentic_sft.json").write_text("{}")
     text = ui.run_checks("No problems found")
     assert "error" not in text.lower().replace("errors", ""), text
     assert "2 x 4 trajectories for 1 optimiser update" in text
@@ -370,6 +375,9 @@ def test_arpo_from_llamaboard(page, board, board_env):
 
     saves = board_env["cwd"] / "saves" / "Custom" / "full"
     run_dir = next(p for p in saves.iterdir() if p.name.startswith("arpo_"))
+    # LLaMA-Board sets include_num_input_tokens_seen; an RL batch has no input_ids, and transformers logged "Tried to
+    # track the number of tokens seen" at every step (issue 35): the RL stages turn the counter off
+    assert "Tried to track the number of tokens seen" not in (run_dir / "running_log.txt").read_text()
     records = [line for line in (run_dir / "trainer_log.jsonl").read_text().splitlines() if '"loss"' in line]
     assert len(records) == 2 and all('"reward/mean"' in line for line in records)
     from llamafactory_agentic.webui.monitor import read_jsonl, rl_panels
@@ -380,8 +388,13 @@ def test_arpo_from_llamaboard(page, board, board_env):
     # the reward-gaming monitor's warnings appear under the RL plot as soon as the trainer log holds one. Two steps
     # raise none (the monitor needs two windows of 10 rollout records), so the record the live monitor writes for the
     # recorded seed-0 run with the tool bonus (tests/guards/test_gaming.py) is appended as it would be written
+    # every group of both rollouts had equal rewards (the tiny policy scores -1 everywhere): the live monitor says
+    # there is no learning signal, with the cause and the fix, beside the plots (issue 35)
     warnings_box = page.locator("#agentic_rl_warnings")
-    assert "Reward-gaming" not in warnings_box.inner_text()
+    shown = ui.wait_text(warnings_box, r"no learning signal", timeout=30)
+    assert "Run monitor" in shown and "1 warning(s)" in shown and "[no_learning_signal]" in shown, shown
+    assert "stage: agentic_sft" in shown, shown
+    ui.shot("no_signal", warnings_box)
     from guards.test_gaming import recorded_runs
 
     from llamafactory_agentic.guards.gaming import scan_records
@@ -389,7 +402,7 @@ def test_arpo_from_llamaboard(page, board, board_env):
     (raised,) = scan_records(recorded_runs("cpu")[("arpo", 0)], tool_bonus=0.1)
     with open(run_dir / "trainer_log.jsonl", "a", encoding="utf-8") as log:
         log.write(json.dumps({"current_steps": 2, "total_steps": 2, "warnings": [raised.message()]}) + "\n")
-    shown = ui.wait_text(warnings_box, r"Reward-gaming monitor", timeout=30)
+    shown = ui.wait_text(warnings_box, r"2 warning\(s\)", timeout=30)
     assert "step 2: reward gaming? [tool_calls_per_correct]" in shown and "agentic_reward_tool_bonus" in shown, shown
     ui.shot("rl_warnings", warnings_box)
 

@@ -42,6 +42,7 @@ def data_dir(tmp_path, shared_data):
     (tmp_path / "dataset_info.json").write_text(json.dumps(info))
     model = tmp_path / "model"
     model.mkdir()
+    (model / "agentic_sft.json").write_text("{}")  # the policy: with the marker agentic_sft leaves (cold-started)
     return tmp_path
 
 
@@ -74,6 +75,15 @@ def errors(findings):
 
 
 def test_clean_arguments_pass(data_dir):
+    # issue 35: a policy with no sign of a cold start on the tags is warned about before Start (RL from it usually
+    # has no learning signal); the marker agentic_sft leaves next to its model clears it
+    (data_dir / "model" / "agentic_sft.json").unlink()  # the fixture's policy has the marker
+    findings = run_checks("arpo", arpo_args(data_dir))
+    (warning,) = [f for f in findings if f.level != "info"]
+    assert warning.level == "warning" and warning.subject == f"`{data_dir / 'model'}`", warning
+    assert warning.message.startswith("shows no sign of a cold start on the tool tags"), warning
+    assert warning.fix.startswith("train `stage: agentic_sft` on tool trajectories first"), warning
+    (data_dir / "model" / "agentic_sft.json").write_text("{}")
     findings = run_checks("arpo", arpo_args(data_dir))
     assert not [f for f in findings if f.level != "info"], findings
     assert "✔ No problems found." in format_findings(findings)

@@ -131,4 +131,13 @@ def run_agentic_sft(
             inline_tags=data_args.agentic_tool_protocol == "inline_tags",
         )
 
-    return run_sft(model_args, data_args, training_args, finetuning_args, generating_args, callbacks)
+    result = run_sft(model_args, data_args, training_args, finetuning_args, generating_args, callbacks)
+    if training_args.do_train and training_args.should_save:  # the cold-start marker RL's start check looks for
+        from ...guards.cold_start import write_cold_start_marker
+
+        write_cold_start_marker(
+            training_args.output_dir,
+            {"stage": "agentic_sft", "template": data_args.template,
+             "agentic_tool_protocol": getattr(data_args, "agentic_tool_protocol", None)},
+        )  # fmt: skip
+    return result

@@ -245,6 +245,7 @@ def score_groups(
     Raises:
         TypeError, ValueError: a score is not a number that is finite in float32 (`rewards.check_score`), naming the
             reward function; the run stops before the score reaches the advantages.
+        RewardTimeoutError: a user reward call ran past `agentic_reward_timeout` (docs/rewards.md §3).
     """
     pairs = [
         (traj, row, gid, member)

@@ -65,6 +65,28 @@ def _warn_empty_thought(template: Any, data_args: Any, finetuning_args: Any) -> 
         )
 
 
+def _warn_start(model_args: Any, training_args: Any) -> None:
+    r"""Warnings before an RL run: a policy with no sign of a cold start, and the tokens-seen counter.
+
+    LLaMA-Board sets `include_num_input_tokens_seen` for every run; transformers counts it from the dataloader's
+    `input_ids`, which an RL batch (prompts before the rollout) does not have, so every step logged "Tried to track
+    the number of tokens seen". It is turned off here; the tokens a step trains are in `rollout/*`.
+    """
+    from ...common.log import get_logger
+    from ...guards.cold_start import cold_start_warning
+
+    logger = get_logger(__name__)
+    warn = getattr(logger, "warning_rank0", logger.warning)
+    message = cold_start_warning(model_args.model_name_or_path, getattr(model_args, "adapter_name_or_path", None))
+    if message:
+        warn(message)
+    if getattr(training_args, "include_num_input_tokens_seen", "no") not in ("no", False, None):
+        training_args.include_num_input_tokens_seen = "no"
+        getattr(logger, "info_rank0", logger.info)(
+            "include_num_input_tokens_seen: not counted for RL stages (a batch is prompts; rollout/* has the tokens)"
+        )
+
+
 def _log_plan(model_args: Any, data_args: Any, training_args: Any, finetuning_args: Any) -> None:
     r"""Log `llamafactory-agentic plan`'s table for this run first (docs/plan.md); a plan that fails never stops it."""
     from ...common.log import get_logger
@@ -170,9 +192,11 @@ def run_arpo(
         training_args.resume_from_checkpoint = resolve_resume_checkpoint(
             training_args.resume_from_checkpoint, training_args.output_dir
         )
+    if training_args.do_train:
+        _warn_start(model_args, training_args)
     effective = resolve_presets(finetuning_args, verbose=training_args.should_log)
     if training_args.should_save:
-        save_agentic_config(effective, training_args.output_dir)
+        save_agentic_config(effective, training_args.output_dir, finetuning_args)  # every key: eval train_val
 
     # first: a bad tool config or a python sandbox below `agentic_python_min_isolation` stops the run here
     tools_config = tools_config_from_args(finetuning_args)
