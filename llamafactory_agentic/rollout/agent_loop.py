@@ -333,6 +333,24 @@ class _ContinuousRun(RequestSource):
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
+def rollout_stop_strings(config_stops: Sequence[str], tool_stops: Sequence[str]) -> tuple[str, ...]:
+    r"""The stop strings `AgenticRollout` sends the engine: the tool format's, then the config's that close no call.
+
+    Args:
+        config_stops: `RolloutConfig.stop_strings` (its closing tags stand for the default tools).
+        tool_stops: The tool format's stop strings (one closing tag per configured tool for inline tags, none for
+            native calls).
+
+    Returns:
+        The tool closers (in the config's order first: `</search>`, `</python>`, then the others), then the config's
+        stop strings that do not close a tool call (`</answer>`, `<result>`), without duplicates. Evaluation records
+        these in `run.json` (`evaluation/config.py`).
+    """
+    tools = [s for s in config_stops if s in tool_stops] + [s for s in tool_stops if s not in config_stops]
+    others = [s for s in config_stops if not (AgenticRollout._stop_kind(s) == "tool" and _CLOSING_TAG.match(s))]
+    return tuple(dict.fromkeys((*tools, *others)))
+
+
 class AgenticRollout:
     r"""Generates groups of tool-using trajectories for a batch of prompts.
 
@@ -372,14 +390,7 @@ class AgenticRollout:
             ]
             tool_format = InlineTagFormat(executor_tool_tags(executor) or configured)
         self.tool_format = tool_format
-        tool_stops = (
-            tool_format.stop_strings
-        )  # in the config's order first (`</search>`, `</python>`), then the others
-        tool_stops = [s for s in config.stop_strings if s in tool_stops] + [
-            s for s in tool_stops if s not in config.stop_strings
-        ]
-        others = tuple(s for s in config.stop_strings if not (self._stop_kind(s) == "tool" and _CLOSING_TAG.match(s)))
-        self.stop_strings: tuple[str, ...] = tuple(dict.fromkeys((*tool_stops, *others)))
+        self.stop_strings: tuple[str, ...] = rollout_stop_strings(config.stop_strings, tool_format.stop_strings)
         self.log_vocab = math.log(len(tokenizer.get_vocab()))
         self.rng = np.random.default_rng(config.seed)
         self.last_state: RolloutState | None = None

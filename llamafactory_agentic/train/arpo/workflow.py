@@ -233,6 +233,7 @@ def _train(
 
     from ...data import load_rl_dataset
     from ...guards.gaming import GamingMonitorCallback
+    from ...guards.tags import warn_unanswered_tags
     from ...rewards.compound import reward_from_args
     from ...rollout.session import open_rollout_session
     from ..agentic_sft.check import check_tokenizer_tags
@@ -250,6 +251,12 @@ def _train(
     # answer would score -1 without a word (the same check as agentic_sft's pre-run check)
     check_tokenizer_tags(tokenizer)
     dataset_module = load_rl_dataset(model_args, data_args, training_args, finetuning_args)
+    if finetuning_args.agentic_tool_protocol != "template":  # a tag the prompts teach that no tool answers
+        for split, names in (("train_dataset", data_args.dataset), ("eval_dataset", data_args.eval_dataset)):
+            rows = dataset_module.get(split)
+            if rows is not None and "_system" in rows.column_names:
+                where = f"the system prompts of {', '.join(names or data_args.dataset or [])} ({split.split('_')[0]})"
+                warn_unanswered_tags(rows.unique("_system"), executor, where)
     max_prompt = finetuning_args.arpo_max_prompt_length
     overlong = finetuning_args.arpo_overlong_prompt
     train_dataset = _encode(dataset_module.get("train_dataset"), template, tokenizer, max_prompt, overlong)
