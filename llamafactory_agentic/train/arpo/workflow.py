@@ -163,7 +163,7 @@ def run_arpo(
     """
     from ...tools import build_executor_from_args
     from ..checkpoints import resolve_resume_checkpoint
-    from .config import check_rl_sampling, tools_config_from_args
+    from .config import ArpoLossConfig, check_rl_sampling, tools_config_from_args
 
     if training_args.do_train:
         check_rl_sampling(generating_args)  # before any model is loaded
@@ -173,6 +173,7 @@ def run_arpo(
     effective = resolve_presets(finetuning_args, verbose=training_args.should_log)
     if training_args.should_save:
         save_agentic_config(effective, training_args.output_dir)
+    ArpoLossConfig.from_args(finetuning_args)  # the loss keys and their combination, before any model loads (§4.8)
 
     # first: a bad tool config or a python sandbox below `agentic_python_min_isolation` stops the run here
     tools_config = tools_config_from_args(finetuning_args)
