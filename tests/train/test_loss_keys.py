@@ -160,3 +160,24 @@ def test_a_loss_registered_without_num_sequences_still_runs():
     finally:
         registry._POLICY_LOSSES.pop("test_loss_without_num_sequences", None)
     assert calls == [["balanced_clip_mask", "num_tokens"]]
+
+
+def test_resolve_presets_derives_the_loss_keys_and_prints_them():
+    from llamafactory_agentic.train.presets import format_effective_config, resolve_presets
+
+    from ._helpers import agentic_args
+
+    args = agentic_args("arpo", rl_policy_loss="dr_grpo")
+    result = resolve_presets(args, verbose=False)
+    assert (args.rl_loss_agg_mode, args.rl_advantage_std_norm) == ("seq_mean_token_sum", False)
+    assert {"rl_loss_agg_mode", "rl_advantage_std_norm"} <= set(result["derived"])
+    text = format_effective_config(result)
+    assert "rl_loss_agg_mode: 'seq_mean_token_sum' (from rl_policy_loss)" in text
+    assert "rl_advantage_std_norm: False (from rl_policy_loss)" in text
+    # an explicit value is kept and reported as explicit
+    args = agentic_args("arpo", rl_loss_agg_mode="seq_mean_token_mean")
+    result = resolve_presets(args, verbose=False)
+    assert args.rl_loss_agg_mode == "seq_mean_token_mean" and "rl_loss_agg_mode" not in result["derived"]
+    # the AEPO preset's balanced clip with gspo: refused when the presets are resolved, before any model loads
+    with pytest.raises(ValueError, match="aepo_balanced_clip: false"):
+        resolve_presets(agentic_args("aepo", rl_policy_loss="gspo"), verbose=False)
