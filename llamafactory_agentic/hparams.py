@@ -450,7 +450,10 @@ class AgenticArguments:
     )
     rl_epsilon: float = field(
         default=0.2,
-        metadata={"help": "Lower PPO clip range eps_low."},
+        metadata={
+            "help": "Lower clip range eps_low (PPO's token ratio; GSPO's sequence ratio; CISPO's IS weight, where 1.0 "
+            "means no lower bound)."
+        },
     )
     rl_epsilon_high: float | None = field(
         default=None,
