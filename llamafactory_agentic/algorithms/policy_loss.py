@@ -302,7 +302,7 @@ def ppo_clip_loss(
         advantages: Token advantages `[batch, seq_len]`.
         loss_mask: `[batch, seq_len]`, 1 for trained tokens.
         config: The run's loss config (`epsilon_low`, `epsilon_high`, `dual_clip`, `balanced_clip` and
-            `loss_agg_mode`, `rl_loss_agg_mode`; a config without that field aggregates by `token_mean`).
+            `loss_agg_mode` from `rl_loss_agg_mode`; a config without that field aggregates by `token_mean`).
         balanced_clip_mask: Bool `[batch, seq_len]` where the gradient-preserving bound applies, or None.
         num_tokens: Token-mean normaliser (the update's global loss-token count).
         num_sequences: Sequence-mean normaliser of the sequence aggregation modes (the update's global trajectory

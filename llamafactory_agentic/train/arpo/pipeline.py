@@ -93,7 +93,8 @@ class MicroBatch(TypedDict, total=False):
 
     `prompt_ids`/`prompt_mask` `[b, P]` (left-padded), `completion_ids`/`completion_mask` `[b, C]` (attention,
     observations included), `loss_mask` `[b, C]`, `advantages` `[b, C]`, `num_items_in_batch` (loss-mask tokens of the
-    whole optimiser update over all ranks), and `old_per_token_logps` / `ref_per_token_logps` `[b, C]` when needed.
+    whole optimiser update over all ranks), `num_sequences_in_batch` (its trajectories, docs/algorithms.md §4.8), and
+    `old_per_token_logps` / `ref_per_token_logps` `[b, C]` when needed.
     """
 
     prompt_ids: torch.Tensor
@@ -103,6 +104,7 @@ class MicroBatch(TypedDict, total=False):
     loss_mask: torch.Tensor
     advantages: torch.Tensor
     num_items_in_batch: torch.Tensor
+    num_sequences_in_batch: torch.Tensor
     old_per_token_logps: torch.Tensor
     ref_per_token_logps: torch.Tensor
 
