@@ -187,7 +187,7 @@ def run_arpo(
     """
     from ...tools import build_executor_from_args
     from ..checkpoints import check_rl_resume, resolve_resume_checkpoint
-    from .config import check_rl_sampling, tools_config_from_args
+    from .config import ArpoLossConfig, check_rl_sampling, tools_config_from_args
 
     if training_args.do_train:
         check_rl_sampling(generating_args)  # before any model is loaded
@@ -203,6 +203,7 @@ def run_arpo(
         require_vllm()  # the install hint before anything is built or loaded
     if training_args.should_save:
         save_agentic_config(effective, training_args.output_dir, finetuning_args)  # every key: eval train_val
+    ArpoLossConfig.from_args(finetuning_args)  # the loss keys and their combination, before any model loads (§4.8)
 
     # first: a bad tool config or a python sandbox below `agentic_python_min_isolation` stops the run here
     tools_config = tools_config_from_args(finetuning_args)
