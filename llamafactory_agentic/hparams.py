@@ -25,6 +25,8 @@ by `llamafactory_agentic.train.presets.resolve_presets`, so an explicit value in
 This module imports nothing heavy (no torch, no LLaMA-Factory): it is loaded while LLaMA-Factory's parser is built.
 """
 
+import types
+import typing
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal
 
@@ -582,3 +584,30 @@ def agentic_value(args: Any, key: str) -> Any:
     """
     default = agentic_default(key)
     return getattr(args, key, default)
+
+
+# ---------------------------------------------------------------------------------------------- declared types
+_HINTS: dict[str, Any] = {}
+
+
+def key_annotation(key: str) -> Any:
+    r"""The declared type of the plugin key `key` (`hparams.AgenticArguments`).
+
+    Raises:
+        KeyError: `key` is not a plugin key.
+    """
+    if not _HINTS:
+        _HINTS.update(typing.get_type_hints(AgenticArguments))
+    return _HINTS[key]
+
+
+def key_choices(key: str) -> tuple[Any, ...]:
+    r"""The `Literal` choices declared for the plugin key `key` (`()` for a key that is not a choice).
+
+    Raises:
+        KeyError: `key` is not a plugin key.
+    """
+    annotation = key_annotation(key)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        annotation = next(arg for arg in typing.get_args(annotation) if arg is not type(None))
+    return typing.get_args(annotation) if typing.get_origin(annotation) is Literal else ()

@@ -27,7 +27,7 @@ can pass the update's global counts and sum the micro-batch losses: the sum equa
 
 import torch
 
-from ..validation import key_choices
+from ..hparams import key_choices
 from .policy_loss import masked_mean
 
 

@@ -197,7 +197,7 @@ def run_arpo(
         check_rl_resume(training_args.resume_from_checkpoint, finetuning_args.stage)  # not another stage's
         _warn_start(model_args, training_args)
     effective = resolve_presets(finetuning_args, verbose=training_args.should_log)
-    if str(getattr(finetuning_args, "arpo_rollout_backend", "")).lower() == "vllm":
+    if finetuning_args.arpo_rollout_backend == "vllm":
         from ...rollout.vllm_engine import require_vllm
 
         require_vllm()  # the install hint before anything is built or loaded
