@@ -289,7 +289,7 @@ def test_registry_and_env_substitution(monkeypatch):
 def test_bad_tool_config(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("tools:\n  - name: python\n    colour: red\n")
-    with pytest.raises(ValueError, match="unknown keys"):
+    with pytest.raises(ValueError, match="1 unknown key"):
         load_tool_config(bad)
 
 
