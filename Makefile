@@ -1,4 +1,4 @@
-.PHONY: install demo test test-fast bench quality style
+.PHONY: install demo system-deps test test-fast bench quality style
 
 check_dirs := llamafactory_agentic tests benchmarks setup.py _llamafactory_agentic_hook.py
 
@@ -26,10 +26,15 @@ demo: $(INSTALLED)
 TEST_WORKERS ?= auto
 TEST_ENV := CUDA_VISIBLE_DEVICES= WANDB_DISABLED=true HF_HUB_OFFLINE=1
 
-test: $(INSTALLED)
+# Debian's redis-server, bubblewrap and chromium, which the tests use for real: checked first; as root with apt-get the
+# missing ones are installed, otherwise make stops at once with the one command to run (scripts/ensure_system_deps.sh).
+system-deps:
+	@bash scripts/ensure_system_deps.sh
+
+test: system-deps $(INSTALLED)
 	$(TEST_ENV) $(PYTHON) -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist worksteal tests/
 
-test-fast: $(INSTALLED)
+test-fast: system-deps $(INSTALLED)
 	$(TEST_ENV) $(PYTHON) -m pytest -q -ra --durations=10 -n $(TEST_WORKERS) --dist worksteal -m "not slow and not browser and not benchmark" tests/
 
 # CPU benchmarks; each prints its ratio against a baseline measured in the same run.

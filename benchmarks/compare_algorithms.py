@@ -4,6 +4,9 @@
 
 """GRPO vs ARPO vs AEPO (released) vs AEPO (paper) on the synthetic tool-use task, from the same cold start.
 
+`--algorithms` also takes the policy losses of docs/algorithms.md §4.8 on ARPO's rollout: `gspo`, `dr_grpo`, `cispo`
+(`arpo` is their PPO-clip baseline).
+
     python benchmarks/compare_algorithms.py                          # CPU, the demo's task, seeds 0 1 2
     python benchmarks/compare_algorithms.py --scale gpu --gpus 0 --runs-per-gpu 6   # larger model, 6 runs per GPU
     python benchmarks/compare_algorithms.py --algorithms arpo --sft-extra max_steps=1200   # cold-start variants
@@ -44,7 +47,16 @@ from pathlib import Path
 
 
 REPO = Path(__file__).resolve().parents[1]
-ALGORITHMS = ("grpo", "arpo", "aepo", "aepo-paper")
+STAGES = ("grpo", "arpo", "aepo", "aepo-paper")
+# the policy losses of docs/algorithms.md §4.8 on ARPO's rollout (`stage: arpo` preset), each by its recipe keys;
+# GSPO with the paper's sequence-ratio clip ranges, CISPO without a lower bound on the IS weight (as in the paper) and
+# the PPO baseline's upper range 0.2
+LOSSES = {
+    "gspo": ["rl_policy_loss=gspo", "rl_epsilon=3.0e-4", "rl_epsilon_high=4.0e-4"],
+    "dr_grpo": ["rl_policy_loss=dr_grpo"],
+    "cispo": ["rl_policy_loss=cispo", "rl_epsilon=1.0", "rl_epsilon_high=0.2"],
+}
+ALGORITHMS = STAGES + tuple(LOSSES)
 CURVE_KEYS = {
     "eval_reward/accuracy": "held-out accuracy (greedy)",
     "rollout/tool_calls_per_traj": "tool calls / trajectory",
@@ -54,6 +66,7 @@ CURVE_KEYS = {
     "rollout/generated_tokens": "generated tokens / step",
     "reward/accuracy": "training accuracy",
     "reward/identical_groups": "groups with identical rewards",
+    "loss/clip_frac": "clipped loss-mask tokens",
 }
 SCALES = {
     # CPU: the demo's task and recipes with the cold start and RL run of the published tables: the demo's model at its
@@ -108,6 +121,8 @@ SCALES = {
 def stage_overrides(algorithm: str) -> list[str]:
     from llamafactory_agentic.tasks.demo import stage_overrides as overrides
 
+    if algorithm in LOSSES:  # a policy loss on ARPO's rollout
+        return overrides("arpo") + LOSSES[algorithm]
     return overrides(algorithm)
 
 

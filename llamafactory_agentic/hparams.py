@@ -25,6 +25,8 @@ by `llamafactory_agentic.train.presets.resolve_presets`, so an explicit value in
 This module imports nothing heavy (no torch, no LLaMA-Factory): it is loaded while LLaMA-Factory's parser is built.
 """
 
+import types
+import typing
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal
 
@@ -461,12 +463,34 @@ class AgenticArguments:
         metadata={
             "help": "Policy loss, by its name in the loss registry (`llamafactory_agentic.algorithms."
             "register_policy_loss`): `ppo_clip` (= `arpo`, clipped PPO with dual clip; AEPO's gradient-preserving "
-            "clip is switched by `aepo_balanced_clip`), `aepo`, or one you registered before training."
+            "clip is switched by `aepo_balanced_clip`), `aepo`, `gspo` (sequence-level ratio and clip, arXiv "
+            "2507.18071), `dr_grpo` (no std division of the advantage, token sum over a constant, arXiv 2503.20783), "
+            "`cispo` (clipped stop-gradient IS weights on REINFORCE, arXiv 2506.13585), or one you registered before "
+            "training (docs/algorithms.md §4.8)."
+        },
+    )
+    rl_loss_agg_mode: Literal["token_mean", "seq_mean_token_sum", "seq_mean_token_mean"] | None = field(
+        default=None,
+        metadata={
+            "help": "How per-token losses become the loss: `token_mean` over every loss-mask token of the update "
+            "(DAPO), `seq_mean_token_sum` or `seq_mean_token_mean` (sum or mean over each trajectory's tokens, then "
+            "mean over trajectories). None: the loss's own (`gspo`: seq_mean_token_mean, `dr_grpo`: token sum over "
+            "trajectories x arpo_max_response_length, others token_mean); docs/algorithms.md §4.8."
+        },
+    )
+    rl_advantage_std_norm: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Divide the group-centred reward by the group std (GRPO). None: on, except off with "
+            "`rl_policy_loss: dr_grpo`; docs/algorithms.md §4.8."
         },
     )
     rl_epsilon: float = field(
         default=0.2,
-        metadata={"help": "Lower PPO clip range eps_low."},
+        metadata={
+            "help": "Lower clip range eps_low (PPO's token ratio; GSPO's sequence ratio; CISPO's IS weight, where 1.0 "
+            "means no lower bound)."
+        },
     )
     rl_epsilon_high: float | None = field(
         default=None,
@@ -560,3 +584,30 @@ def agentic_value(args: Any, key: str) -> Any:
     """
     default = agentic_default(key)
     return getattr(args, key, default)
+
+
+# ---------------------------------------------------------------------------------------------- declared types
+_HINTS: dict[str, Any] = {}
+
+
+def key_annotation(key: str) -> Any:
+    r"""The declared type of the plugin key `key` (`hparams.AgenticArguments`).
+
+    Raises:
+        KeyError: `key` is not a plugin key.
+    """
+    if not _HINTS:
+        _HINTS.update(typing.get_type_hints(AgenticArguments))
+    return _HINTS[key]
+
+
+def key_choices(key: str) -> tuple[Any, ...]:
+    r"""The `Literal` choices declared for the plugin key `key` (`()` for a key that is not a choice).
+
+    Raises:
+        KeyError: `key` is not a plugin key.
+    """
+    annotation = key_annotation(key)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        annotation = next(arg for arg in typing.get_args(annotation) if arg is not type(None))
+    return typing.get_args(annotation) if typing.get_origin(annotation) is Literal else ()

@@ -36,35 +36,11 @@ import typing
 from typing import Any, Literal
 
 from .common.numbers import check_number  # noqa: F401 (re-exported: the validators' number check)
-from .hparams import TOOL_RETRIES, TOOL_WORKERS, AgenticArguments, agentic_default
+from .hparams import TOOL_RETRIES, TOOL_WORKERS, AgenticArguments, agentic_default, key_annotation, key_choices
 
 
 # ---------------------------------------------------------------------------------------------- declared types
 _TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
-_HINTS: dict[str, Any] = {}
-
-
-def key_annotation(key: str) -> Any:
-    r"""The declared type of the plugin key `key` (`hparams.AgenticArguments`).
-
-    Raises:
-        KeyError: `key` is not a plugin key.
-    """
-    if not _HINTS:
-        _HINTS.update(typing.get_type_hints(AgenticArguments))
-    return _HINTS[key]
-
-
-def key_choices(key: str) -> tuple[Any, ...]:
-    r"""The `Literal` choices declared for the plugin key `key` (`()` for a key that is not a choice).
-
-    Raises:
-        KeyError: `key` is not a plugin key.
-    """
-    annotation = key_annotation(key)
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        annotation = next(arg for arg in typing.get_args(annotation) if arg is not type(None))
-    return typing.get_args(annotation) if typing.get_origin(annotation) is Literal else ()
 
 
 def check_field_type(key: str, value: Any, annotation: Any) -> Any:

@@ -2,25 +2,58 @@
 #
 # Licensed under the Apache License, Version 2.0 (the "License").
 
-"""Shared fixtures: the real ARPO data folder and a tiny local Qwen2 model built once per test run."""
+"""Shared fixtures: ARPO-layout data (synthetic always, ARPO's released files where present) and a tiny local Qwen2.
+
+Tests of ARPO's released files take `shared_data`, which runs each of them twice: on small files in the same layouts
+that the suite writes itself (`arpo_files.write_synthetic_arpo`, so a fresh clone passes) and on the real files in
+`AGENTIC_SHARED_DATA` (default `../shared/data`, as in CI), skipped with the reason where that folder is missing.
+End-to-end runs of minutes take `arpo_data` instead: the real files where present, else the synthetic ones.
+"""
 
 import logging
 import os
 from pathlib import Path
 
 import pytest
+from arpo_files import REAL_FACTS, ArpoData, write_synthetic_arpo
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("AGENTIC_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
+def real_data_present() -> bool:
+    """True where ARPO's released files are at `AGENTIC_SHARED_DATA` (default `../shared/data`)."""
+    return (SHARED_DATA / "arpo" / "rl").is_dir()
+
+
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """`../shared/data` (ARPO's RL parquet files, search cache and benchmark samples); CI has the same folder."""
-    if not (SHARED_DATA / "arpo").is_dir():
-        pytest.fail(f"shared data folder not found at {SHARED_DATA}; set AGENTIC_SHARED_DATA to its path")
-    return SHARED_DATA
+def synthetic_data(tmp_path_factory) -> ArpoData:
+    """Small files in the layouts of ARPO's release, written by the suite (`tests/arpo_files.py`)."""
+    return write_synthetic_arpo(tmp_path_factory.mktemp("synthetic-shared-data"))
+
+
+@pytest.fixture(scope="session")
+def real_data() -> ArpoData:
+    """ARPO's released files (`AGENTIC_SHARED_DATA`, default `../shared/data`); skipped where the folder is missing."""
+    if not real_data_present():
+        pytest.skip(
+            f"real-file tier: ARPO's released files not found at {SHARED_DATA} (set AGENTIC_SHARED_DATA); the "
+            "synthetic tier ran the same test"
+        )
+    return ArpoData(SHARED_DATA, "real", REAL_FACTS)
+
+
+@pytest.fixture(scope="session", params=["synthetic", "real"])
+def shared_data(request) -> ArpoData:
+    """Each test runs on the synthetic files, and again on the real ones where they are present."""
+    return request.getfixturevalue(f"{request.param}_data")
+
+
+@pytest.fixture(scope="session")
+def arpo_data(request) -> ArpoData:
+    """One tier for runs of minutes: the real files where present (CI), else the synthetic ones (a fresh clone)."""
+    return request.getfixturevalue("real_data" if real_data_present() else "synthetic_data")
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@
 r"""Pure tensor functions of ARPO/AEPO training: advantages, policy losses, KL and entropy terms (no model needed).
 
 Functions are registered by name (idea from verl's `core_algos`): `get_advantage_estimator("soft" | "hard")` and
-`get_policy_loss("arpo" | "aepo" | "ppo_clip")`; register your own with `register_advantage_estimator` /
+`get_policy_loss("arpo" | "aepo" | "ppo_clip" | "gspo" | "dr_grpo" | "cispo")`; register your own with `register_advantage_estimator` /
 `register_policy_loss` and select it with `arpo_advantage_attribution` / `rl_policy_loss`. A registered function gets
 the run's loss config object (`train.arpo.config.ArpoLossConfig`) as its `config` argument.
 """
@@ -31,6 +31,7 @@ from .advantages import (
     lineage_shared_lengths,
     soft_estimator,
 )
+from .aggregation import LOSS_AGG_MODES, aggregate_loss
 from .entropy import (
     entropy_aware_advantages,
     entropy_from_logits,
@@ -47,7 +48,16 @@ from .policy_loss import (
     masked_mean,
     ppo_clip_loss,
 )
+from .policy_loss_variants import (
+    cispo_loss,
+    compute_cispo_loss,
+    compute_gspo_loss,
+    dr_grpo_loss,
+    gspo_loss,
+    resolve_loss_settings,
+)
 from .registry import (
+    accepts_keyword,
     get_advantage_estimator,
     get_policy_loss,
     list_advantage_estimators,
@@ -58,6 +68,15 @@ from .registry import (
 
 
 __all__ = [
+    "LOSS_AGG_MODES",
+    "accepts_keyword",
+    "aggregate_loss",
+    "cispo_loss",
+    "compute_cispo_loss",
+    "compute_gspo_loss",
+    "dr_grpo_loss",
+    "gspo_loss",
+    "resolve_loss_settings",
     "hard_estimator",
     "ppo_clip_loss",
     "soft_estimator",

@@ -39,19 +39,25 @@ import torch
 from .registry import register_advantage_estimator
 
 
-def compute_grpo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+def compute_grpo_advantages(
+    rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6, std_norm: bool = True
+) -> torch.Tensor:
     r"""GRPO group normalisation of scalar outcome rewards.
 
     `A_i = (r_i - mean_g r) / (std_g r + eps)` with the unbiased std (divisor M - 1) over the rows of i's group g.
     A group whose rewards are all identical, and a group with a single row, gets A = 0 exactly (no floating-point
     residue from the mean). Computed in float64 and returned in float32 (or the rewards' floating dtype if wider).
+    With `std_norm=False` (Dr. GRPO, `rl_advantage_std_norm: false`) the std division is left out:
+    `A_i = r_i - mean_g r` (docs/algorithms.md §4.8).
 
-    Source: docs/algorithms.md §4.1; RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/trainer/ppo/core_algos.py:113-166`.
+    Source: docs/algorithms.md §4.1; RUC-NLPIR/ARPO `ARPO/verl_arpo_entropy/verl/trainer/ppo/core_algos.py:113-166`;
+    Dr. GRPO, arXiv 2503.20783 §3.1.
 
     Args:
         rewards: Scalar reward per trajectory, `[batch]`.
         group_ids: Group (prompt) id per trajectory, `[batch]`, integer dtype; rows of a group need not be contiguous.
         eps: Added to the std (not to the variance).
+        std_norm: Divide by the group std (GRPO); False: only subtract the group mean (Dr. GRPO).
 
     Returns:
         Advantages, `[batch]`.
@@ -87,7 +93,7 @@ def compute_grpo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, eps:
         0, inverse, scores, reduce="amin"
     )
     degenerate = (counts < 2) | (gmax == gmin)
-    advantages = centred / (std[inverse] + eps)
+    advantages = centred / (std[inverse] + eps) if std_norm else centred
     advantages = torch.where(degenerate[inverse], torch.zeros_like(advantages), advantages)
     return advantages.to(out_dtype)
 
@@ -332,6 +338,7 @@ def compute_soft_attribution_advantages(
     lengths: Sequence[int] | torch.Tensor | None = None,
     dedup: bool = False,
     eps: float = 1e-6,
+    std_norm: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Soft attribution (default, `arpo_advantage_attribution: soft`): plain GRPO over all M rows, branches included.
 
@@ -350,12 +357,13 @@ def compute_soft_attribution_advantages(
         lengths: Ignored.
         dedup: Ignored.
         eps: Added to the group std.
+        std_norm: Divide by the group std (`compute_grpo_advantages`).
 
     Returns:
         `(token_advantages [batch, seq_len], loss_mask [batch, seq_len])`; the mask is `response_mask` unchanged.
     """
     del parents, branch_pos, lengths, dedup
-    advantages = compute_grpo_advantages(rewards, group_ids, eps=eps)
+    advantages = compute_grpo_advantages(rewards, group_ids, eps=eps, std_norm=std_norm)
     return broadcast_advantages(advantages.to(response_mask.device), response_mask), response_mask
 
 
@@ -369,6 +377,7 @@ def compute_hard_attribution_from_lineage(
     lengths: Sequence[int] | torch.Tensor | None = None,
     dedup: bool = False,
     eps: float = 1e-6,
+    std_norm: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Hard attribution (`arpo_advantage_attribution: hard`): GRPO advantages averaged over lineage tree segments.
 
@@ -384,6 +393,7 @@ def compute_hard_attribution_from_lineage(
             only disables the check that a copy position fits its source.
         dedup: `arpo_hard_dedup`: keep each shared segment in its lowest-index row only.
         eps: Added to the group std.
+        std_norm: Divide by the group std (`compute_grpo_advantages`).
 
     Returns:
         `(token_advantages [batch, seq_len], loss_mask [batch, seq_len])`.
@@ -393,7 +403,7 @@ def compute_hard_attribution_from_lineage(
     """
     batch = rewards.shape[0]
     parents, branch_pos, lengths = _lineage_lists(batch, parents, branch_pos, lengths, response_mask)
-    advantages = compute_grpo_advantages(rewards, group_ids, eps=eps)
+    advantages = compute_grpo_advantages(rewards, group_ids, eps=eps, std_norm=std_norm)
     shared = batch_shared_lengths(group_ids, parents, branch_pos, lengths)
     return compute_hard_attribution_advantages(advantages.to(response_mask.device), shared, response_mask, dedup=dedup)
 
@@ -405,6 +415,8 @@ class EstimatorSettings(Protocol):
     """
 
     hard_dedup: bool  # arpo_hard_dedup
+    # read with a fallback to GRPO's std division (configs built before this field, e.g. a namespace of the field
+    # above): advantage_std_norm (rl_advantage_std_norm resolved), docs/algorithms.md §4.8
 
 
 @register_advantage_estimator("soft")
@@ -424,7 +436,8 @@ def soft_estimator(
         rewards: Scalar rewards `[batch]`.
         group_ids: Group id per row `[batch]`.
         response_mask: Loss mask `[batch, seq_len]`.
-        config: The run's loss config (the soft estimator reads nothing from it).
+        config: The run's loss config: `advantage_std_norm` (`rl_advantage_std_norm`; GRPO's std division without
+            it).
         parents: Group-local source index per row (ignored by soft attribution).
         branch_pos: Source response length at the copy per row (ignored).
         lengths: Response length per row (ignored).
@@ -432,9 +445,14 @@ def soft_estimator(
     Returns:
         `(token_advantages [batch, seq_len], loss_mask [batch, seq_len])`.
     """
-    del config
     return compute_soft_attribution_advantages(
-        rewards, group_ids, response_mask, parents=parents, branch_pos=branch_pos, lengths=lengths
+        rewards,
+        group_ids,
+        response_mask,
+        parents=parents,
+        branch_pos=branch_pos,
+        lengths=lengths,
+        std_norm=getattr(config, "advantage_std_norm", True),
     )
 
 
@@ -455,7 +473,8 @@ def hard_estimator(
         rewards: Scalar rewards `[batch]`.
         group_ids: Group id per row `[batch]`.
         response_mask: Loss mask `[batch, seq_len]`, responses left-aligned.
-        config: The run's loss config: `hard_dedup` (`arpo_hard_dedup`).
+        config: The run's loss config: `hard_dedup` (`arpo_hard_dedup`) and `advantage_std_norm`
+            (`rl_advantage_std_norm`; GRPO's std division without it).
         parents: Group-local source index per row, None for global rollouts.
         branch_pos: Source response length at the copy per row (None for global rollouts).
         lengths: Response length per row (see `compute_hard_attribution_from_lineage`).
@@ -474,4 +493,5 @@ def hard_estimator(
         branch_pos=branch_pos,
         lengths=lengths,
         dedup=config.hard_dedup,
+        std_norm=getattr(config, "advantage_std_norm", True),
     )

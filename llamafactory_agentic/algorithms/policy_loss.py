@@ -73,6 +73,8 @@ def compute_policy_loss(
     balanced_clip: bool = False,
     balanced_clip_mask: torch.Tensor | None = None,
     num_tokens: int | float | torch.Tensor | None = None,
+    loss_agg_mode: str = "token_mean",
+    num_sequences: int | float | torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     r"""Clipped policy-gradient loss (PPO clip, eps_low/eps_high, dual clip), optionally with AEPO's balanced clip.
 
@@ -109,6 +111,10 @@ def compute_policy_loss(
             `balanced_clip`); None applies it to every token.
         num_tokens: Token-mean normaliser (default: `loss_mask.sum()`); pass the global loss-token count of the
             mini-batch over micro-batches and ranks.
+        loss_agg_mode: How the token losses L are aggregated (`aggregation.aggregate_loss`, docs/algorithms.md §4.8):
+            `token_mean` (the formula above, default), `seq_mean_token_sum` or `seq_mean_token_mean`.
+        num_sequences: The sequence modes' normaliser (default: the rows of this call); pass the update's global
+            trajectory count over micro-batches and ranks.
 
     Returns:
         `(loss, metrics)`: a scalar loss tensor and float metrics computed over this call's loss-mask tokens:
@@ -173,7 +179,12 @@ def compute_policy_loss(
     else:
         dual_active = torch.zeros_like(mask)
 
-    loss = masked_mean(token_loss, mask, num_tokens)
+    if loss_agg_mode == "token_mean":
+        loss = masked_mean(token_loss, mask, num_tokens)
+    else:  # other aggregation modes (docs/algorithms.md §4.8)
+        from .aggregation import aggregate_loss
+
+        loss = aggregate_loss(token_loss, mask, loss_agg_mode, num_tokens=num_tokens, num_sequences=num_sequences)
 
     with torch.no_grad():
         positive = adv > 0
@@ -265,6 +276,8 @@ class PolicyLossSettings(Protocol):
     epsilon_high: float  # rl_epsilon_high (resolved: rl_epsilon when unset)
     dual_clip: float | None  # rl_dual_clip
     balanced_clip: bool  # aepo_balanced_clip
+    # read with a fallback to the former behaviour (configs built before these fields, e.g. a namespace of the four
+    # settings above): loss_agg_mode (rl_loss_agg_mode resolved, default token_mean), docs/algorithms.md §4.8
 
 
 @register_policy_loss("ppo_clip")
@@ -279,6 +292,7 @@ def ppo_clip_loss(
     *,
     balanced_clip_mask: torch.Tensor | None = None,
     num_tokens: int | float | torch.Tensor | None = None,
+    num_sequences: int | float | torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     r"""The registered form of `compute_policy_loss` (`rl_policy_loss: ppo_clip`, `arpo` or `aepo`): settings from `config`.
 
@@ -287,9 +301,12 @@ def ppo_clip_loss(
         old_log_probs: Log-probs of the policy that generated the batch `[batch, seq_len]`.
         advantages: Token advantages `[batch, seq_len]`.
         loss_mask: `[batch, seq_len]`, 1 for trained tokens.
-        config: The run's loss config (`epsilon_low`, `epsilon_high`, `dual_clip`, `balanced_clip`).
+        config: The run's loss config (`epsilon_low`, `epsilon_high`, `dual_clip`, `balanced_clip` and
+            `loss_agg_mode` from `rl_loss_agg_mode`; a config without that field aggregates by `token_mean`).
         balanced_clip_mask: Bool `[batch, seq_len]` where the gradient-preserving bound applies, or None.
         num_tokens: Token-mean normaliser (the update's global loss-token count).
+        num_sequences: Sequence-mean normaliser of the sequence aggregation modes (the update's global trajectory
+            count; default: the rows of this call).
 
     Returns:
         `(loss, metrics)` of `compute_policy_loss`.
@@ -305,6 +322,8 @@ def ppo_clip_loss(
         balanced_clip=config.balanced_clip,
         balanced_clip_mask=balanced_clip_mask,
         num_tokens=num_tokens,
+        loss_agg_mode=getattr(config, "loss_agg_mode", "token_mean"),
+        num_sequences=num_sequences,
     )
 
 

@@ -19,6 +19,7 @@ string): trainers look a function up by the name in the config instead of branch
 own with `@register_policy_loss("my_loss")` before training starts.
 """
 
+import inspect
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -85,7 +86,9 @@ def register_policy_loss(name: str, overwrite: bool = False) -> Callable[[F], F]
     trainer calls the loss named by `rl_policy_loss` on every micro-batch with `(log_probs, old_log_probs,
     advantages, loss_mask)` `[batch, seq_len]`, the run's `ArpoLossConfig` as `config` (every optimisation setting:
     `epsilon_low`, `epsilon_high`, `dual_clip`, `balanced_clip`, ...; a new setting is a new field there, not a new
-    argument) and the keywords `balanced_clip_mask` and `num_tokens` (computed per micro-batch).
+    argument) and the keywords `balanced_clip_mask` and `num_tokens` (computed per micro-batch), plus `num_sequences`
+    (the update's trajectory count, the normaliser of the sequence aggregation modes, docs/algorithms.md §4.8) when
+    its signature names that parameter (`accepts_keyword`), so a loss written before that keyword existed still runs.
 
     Raises:
         ValueError: `name` is empty or already registered to another function (unless `overwrite`).
@@ -105,3 +108,21 @@ def get_policy_loss(name: str) -> Callable:
 def list_policy_losses() -> list[str]:
     r"""Sorted names of all registered policy losses."""
     return sorted(_POLICY_LOSSES)
+
+
+def accepts_keyword(fn: Callable, name: str) -> bool:
+    r"""Whether `fn`'s signature names the parameter `name` (a `**kwargs` catch-all does not count).
+
+    The trainer passes a keyword added after the registry's first signature (`num_sequences`) only to the losses that
+    declare it, so a loss registered with the earlier signature keeps working.
+
+    Args:
+        fn: A registered function (decorators that use `functools.wraps` are looked through).
+        name: The parameter name.
+    """
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin or C callable without a signature
+        return False
+    parameter = parameters.get(name)
+    return parameter is not None and parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)

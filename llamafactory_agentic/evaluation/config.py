@@ -833,6 +833,8 @@ def resolve_protocol(eval_args: EvalArguments, finetuning_args: Any, model_args:
     except ValueError as err:
         raise EvalConfigError(str(err)) from None
     tool_config = tool_keys["tool_config"]
+    if a.eval_stop_strings is None:  # record what the rollout sends the engine with the run's tools (run.json)
+        stop = _rollout_stops(stop, tool_config, agentic_value(finetuning_args, "agentic_tool_protocol"))
     protocol = Protocol(
         preset=a.eval_preset,
         temperature=float(pick(a.eval_temperature, base["temperature"])),
@@ -897,6 +899,33 @@ def resolve_protocol(eval_args: EvalArguments, finetuning_args: Any, model_args:
     )
     _check_protocol(protocol)
     return protocol
+
+
+def _rollout_stops(stops: list[str], tool_config: str | None, tool_protocol: str | None) -> list[str]:
+    r"""The stop strings the rollout will send the engine (`rollout.agent_loop.rollout_stop_strings`).
+
+    The preset's `</search>`, `</python>` stand for the default tools: with a tool config, the closing tags of its
+    tools replace them (a run of a `<convert>` tool stops on `</convert>`; `run.json` recorded `</search>`,
+    `</python>`, issue 35); with `agentic_tool_protocol: template` no tag closes a call.
+
+    Raises:
+        EvalConfigError: the tool config cannot be read or names a tool that cannot be imported.
+    """
+    from ..rollout.agent_loop import rollout_stop_strings
+    from ..rollout.tool_format import tool_stop_strings
+
+    if tool_protocol == "template":
+        return list(rollout_stop_strings(stops, ()))
+    if not tool_config:
+        return list(stops)
+    from ..tools.registry import load_tool_config, resolve_tool_class
+
+    try:
+        specs = load_tool_config(tool_config).tools
+        tags = [spec.tag or resolve_tool_class(spec.name).default_tag for spec in specs]
+    except (OSError, ValueError, KeyError) as err:
+        raise EvalConfigError(f"agentic_tool_config {tool_config}: {err}") from None
+    return list(rollout_stop_strings(stops, tool_stop_strings(tags)))
 
 
 def _file_sha(path: str | None) -> str:

@@ -538,6 +538,7 @@ def _generate(
     from llamafactory.data import get_template_and_fix_tokenizer
     from llamafactory.model import load_tokenizer
 
+    from ..guards.tags import no_tool_call_warning, warn_unanswered_tags
     from ..rewards import get_reward_function
     from ..rollout.session import open_rollout_session
 
@@ -562,6 +563,10 @@ def _generate(
     default_system = resolve_system_prompt(setting)
     started: dict[str, tuple[float, int, bool]] = {}
     truncated = Counter()
+    if protocol_name != "template":  # a tag the prompts teach that no tool of this run answers (issue 35)
+        texts = {sample.system or systems.get(sample.benchmark, default_system) for sample, _ in todo}
+        warn_unanswered_tags(texts, session.executor, "the system prompts of this evaluation")
+    calls = [0, 0]  # tool calls, trajectories
 
     def items():
         for sample, run in todo:
@@ -587,6 +592,8 @@ def _generate(
         sample, run = item
         t0, n_prompt, cut = started.pop(record_key(sample.benchmark, sample.sample_id, run))
         record = build_record(sample, run, traj, tokenizer, reward_fn, time.perf_counter() - t0, n_prompt, cut)
+        calls[0] += len(getattr(traj, "tool_calls", None) or ())
+        calls[1] += 1
         writer.write(record)
         bar.update(1)
 
@@ -601,6 +608,9 @@ def _generate(
             session.executor.tools[tag] = tool
         session.close()
     counters["time/total"] = time.perf_counter() - t0
+    warning = no_tool_call_warning("evaluation", *calls)
+    if warning:
+        logger.warning(f"{LOG_PREFIX} {warning}")
     for bench, count in truncated.items():
         logger.warning(
             f"{LOG_PREFIX} {bench}: {count} prompts longer than {protocol.max_prompt_length} tokens were cut"

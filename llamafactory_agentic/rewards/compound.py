@@ -575,7 +575,7 @@ def build_reward(
                 raise ValueError(
                     f"{where}: {str(err).rstrip('.')}. Fix the entry (a registered name, {sorted(BUILT_IN_COMPONENTS)}, `judge`, or an "
                     "importable `module:function`; docs/rewards.md)."
-                ) from err
+                ) from err.__cause__  # one traceback, the cause (a module's own error) kept
             check_reward_signature(reward, where)
         components.append(RewardComponent(log_name, weight, reward))
     return CompoundReward(components)

@@ -368,7 +368,12 @@ def load_callable(path: str) -> Callable:
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as err:
-        raise ValueError(f"cannot import reward module {module_name!r}: {err}") from err
+        if isinstance(err, ModuleNotFoundError) and err.name == module_name.split(".")[0]:  # not on the path: one line
+            raise ValueError(
+                f"cannot import reward module {module_name!r}: {err}; install the package that provides it or put its "
+                f"folder on PYTHONPATH (e.g. `export PYTHONPATH=$PWD` in the folder of {module_name.split('.')[0]}.py)"
+            ) from None
+        raise ValueError(f"cannot import reward module {module_name!r}: {err}") from err  # the module's own error
     for part in attribute.split("."):
         if not hasattr(target, part):
             raise ValueError(f"{module_name!r} has no attribute {attribute!r}.")
@@ -477,7 +482,7 @@ def check_reward_arguments(
     except ValueError as err:
         if "agentic_reward_tool_bonus" in str(err):  # names its key already
             raise
-        raise ValueError(f"`agentic_reward: {name}`: {err}") from err
+        raise ValueError(f"`agentic_reward: {name}`: {err}") from err.__cause__  # one traceback, the cause's kept
     check_reward_signature(reward, f"`agentic_reward: {name}`")
     return reward
 

@@ -176,6 +176,14 @@ def limit_notice_text(tool: str, limit: int) -> str:
     return f"The {tool} tool can be used at most {limit} times per question; no more {tool} calls. Answer now."
 
 
+def turn_limit_notice_text(tool: str, limit: int) -> str:
+    r"""Observation of a native call past `max_tool_calls` in a turn with several calls (it is not run).
+
+    Example: `At most 8 tool calls per question; this search call was not run.`
+    """
+    return f"At most {limit} tool calls per question; this {tool} call was not run."
+
+
 def repeat_notice_text(tool: str) -> str:
     r"""Observation of a call repeating an earlier call of the same trajectory (`RolloutConfig.repeat_notice_tools`)."""
     return f"This {tool} call repeats an earlier one; its result is above."
@@ -195,7 +203,7 @@ class _ContinuousRun(RequestSource):
 
     The engine pulls requests from here (`take`) whenever KV slots are free and hands each round back as soon as it
     ends (`put`). A round's end is processed for that trajectory alone, with the code of the `rounds` schedule
-    (`_apply_segment`); its tool call goes to a background thread (one `executor.execute` call per tool call) while
+    (`_apply_segment`); its tool calls go to a background thread (one `executor.execute` batch per round) while
     decoding goes on; when the observation is back (`_apply_observations`) the
     trajectory is at its round boundary: it finishes at R, or makes its branching decisions there
     (`_branch_source`) and re-enters the queue with its branches. A trajectory that finishes while no other member of
@@ -248,9 +256,9 @@ class _ContinuousRun(RequestSource):
     def put(self, request: GenerationRequest, result: Any) -> None:
         traj = self.generating.pop(request.key)
         self.state.metrics["segments"] += 1
-        call = self.rollout._apply_segment(traj, result, self.state)
-        if call is not None:
-            self.queued_calls.append(call)
+        calls = self.rollout._apply_segment(traj, result, self.state)
+        if calls:  # the round's calls (several for a native turn with several calls) go to the executor together
+            self.queued_calls.append(calls)
         else:
             self._boundary(traj)
 
@@ -269,8 +277,8 @@ class _ContinuousRun(RequestSource):
     def _submit(self) -> None:
         # one executor call per tool call: a slow call never holds back another trajectory's observation (the
         # executor runs concurrent calls in its own pool and shares identical in-flight calls across threads)
-        for call in self.queued_calls:
-            self.futures[self.pool.submit(self._execute, [call])] = [call]
+        for calls in self.queued_calls:
+            self.futures[self.pool.submit(self._execute, calls)] = calls
         self.queued_calls = []
 
     def _execute(self, batch: list) -> tuple[list, float]:
@@ -290,7 +298,7 @@ class _ContinuousRun(RequestSource):
             results, seconds = future.result()
             self.tool_s += seconds
             self.rollout._apply_observations(batch, results, self.state)
-            for traj, *_ in batch:
+            for traj in {id(t): t for t, *_ in batch}.values():  # one boundary per trajectory of the batch
                 self._boundary(traj)
 
     def _boundary(self, traj: Trajectory) -> None:
@@ -323,6 +331,24 @@ class _ContinuousRun(RequestSource):
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def rollout_stop_strings(config_stops: Sequence[str], tool_stops: Sequence[str]) -> tuple[str, ...]:
+    r"""The stop strings `AgenticRollout` sends the engine: the tool format's, then the config's that close no call.
+
+    Args:
+        config_stops: `RolloutConfig.stop_strings` (its closing tags stand for the default tools).
+        tool_stops: The tool format's stop strings (one closing tag per configured tool for inline tags, none for
+            native calls).
+
+    Returns:
+        The tool closers (in the config's order first: `</search>`, `</python>`, then the others), then the config's
+        stop strings that do not close a tool call (`</answer>`, `<result>`), without duplicates. Evaluation records
+        these in `run.json` (`evaluation/config.py`).
+    """
+    tools = [s for s in config_stops if s in tool_stops] + [s for s in tool_stops if s not in config_stops]
+    others = [s for s in config_stops if not (AgenticRollout._stop_kind(s) == "tool" and _CLOSING_TAG.match(s))]
+    return tuple(dict.fromkeys((*tools, *others)))
 
 
 class AgenticRollout:
@@ -364,14 +390,7 @@ class AgenticRollout:
             ]
             tool_format = InlineTagFormat(executor_tool_tags(executor) or configured)
         self.tool_format = tool_format
-        tool_stops = (
-            tool_format.stop_strings
-        )  # in the config's order first (`</search>`, `</python>`), then the others
-        tool_stops = [s for s in config.stop_strings if s in tool_stops] + [
-            s for s in tool_stops if s not in config.stop_strings
-        ]
-        others = tuple(s for s in config.stop_strings if not (self._stop_kind(s) == "tool" and _CLOSING_TAG.match(s)))
-        self.stop_strings: tuple[str, ...] = tuple(dict.fromkeys((*tool_stops, *others)))
+        self.stop_strings: tuple[str, ...] = rollout_stop_strings(config.stop_strings, tool_format.stop_strings)
         self.log_vocab = math.log(len(tokenizer.get_vocab()))
         self.rng = np.random.default_rng(config.seed)
         self.last_state: RolloutState | None = None
@@ -520,7 +539,7 @@ class AgenticRollout:
         state.metrics["rounds"] += 1
         state.metrics["segments"] += len(active)
         # (trajectory, tool, content, pos, notice) of this round's calls; notice = (status, text) of a call not run
-        pending = [call for traj, seg in zip(active, segments) if (call := self._apply_segment(traj, seg, state))]
+        pending = [call for traj, seg in zip(active, segments) for call in self._apply_segment(traj, seg, state)]
         t1 = time.perf_counter()
         self._apply_observations(pending, self._execute_calls(pending), state)
         tool_s = time.perf_counter() - t1
@@ -530,8 +549,11 @@ class AgenticRollout:
 
     def _apply_segment(
         self, traj: Trajectory, seg: Any, state: RolloutState
-    ) -> tuple[Trajectory, str, str, int, tuple[str, str] | None] | None:
-        r"""Append one round's segment to `traj`; returns its tool call `(traj, tool, content, pos, notice)` or None.
+    ) -> list[tuple[Trajectory, str, str, int, tuple[str, str] | None]]:
+        r"""Append one round's segment to `traj`; returns its tool calls `(traj, tool, content, pos, notice)`.
+
+        [] when the round made no call; one call for inline tags; every call of the turn for a native tool-call turn
+        (all with the same `pos`; docs/tools.md "Several calls in one turn").
 
         Records the round entropy, finishes the trajectory on `</answer>`, EOS, an engine error, the call limit (EOS
         appended), R, or a round without a tool call under `max_round_tokens`; drops a self-written `<result>`.
@@ -556,7 +578,7 @@ class AgenticRollout:
             metrics["self_results"] += 1
             if streaks[traj.engine_key] > cfg.self_result_retries:
                 self._finish(traj, "self_result", state)
-            return None
+            return []
         streaks.pop(traj.engine_key, None)
         if kind == "final":
             self._finish(traj, "answer", state)
@@ -570,7 +592,7 @@ class AgenticRollout:
                 traj.hit_call_limit = True
                 metrics["call_limit_hits"] += 1
                 self._finish(traj, "call_limit", state)
-                return None
+                return []
             traj.num_tool_calls += 1
             text = self.tokenizer.decode(seg.token_ids, skip_special_tokens=False)
             tool, content = extract_tool_call(text, seg.stop_string)
@@ -578,18 +600,23 @@ class AgenticRollout:
                 full = self.tokenizer.decode(traj.response_ids, skip_special_tokens=False)
                 tool, content = extract_call_after_last_observation(full, seg.stop_string)
             notice = self._notice(traj, tool, content) if cfg.tool_call_limits or cfg.repeat_notice_tools else None
-            return traj, tool, content, len(traj.response_ids), notice
-        elif seg.finish_reason == "eos" and self.tool_format.calls_end_turn and (call := self._native_call(seg)):
+            return [(traj, tool, content, len(traj.response_ids), notice)]
+        elif seg.finish_reason == "eos" and self.tool_format.calls_end_turn and (calls := self._native_calls(seg)):
             # a native tool call ends the model's turn with the end-of-turn token (kept, mask 1)
             if traj.num_tool_calls >= cfg.max_tool_calls:
                 traj.hit_call_limit = True
                 metrics["call_limit_hits"] += 1
                 self._finish(traj, "call_limit", state)
-                return None
-            traj.num_tool_calls += 1
-            tool, content = call
-            notice = self._notice(traj, tool, content) if cfg.tool_call_limits or cfg.repeat_notice_tools else None
-            return traj, tool, content, len(traj.response_ids), notice
+                return []
+            pos, out = len(traj.response_ids), []
+            for tool, content in calls:  # every call of the turn; those past `max_tool_calls` get a notice, not run
+                if traj.num_tool_calls >= cfg.max_tool_calls:
+                    out.append((traj, tool, content, pos, ("limit", turn_limit_notice_text(tool, cfg.max_tool_calls))))
+                    continue
+                traj.num_tool_calls += 1
+                checked = cfg.tool_call_limits or cfg.repeat_notice_tools
+                out.append((traj, tool, content, pos, self._notice(traj, tool, content) if checked else None))
+            return out
         elif seg.finish_reason == "eos":
             self._finish(traj, "eos", state)
         elif len(traj.response_ids) >= budget:
@@ -597,36 +624,61 @@ class AgenticRollout:
         elif cfg.max_round_tokens is not None:
             # a round without a tool call ends the loop (docs/algorithms.md §9.1)
             self._finish(traj, "round_length", state)
-        return None
+        return []
 
-    def _native_call(self, seg: Any) -> tuple[str, str] | None:
-        r"""`(tool, content)` of the first native call of a turn that ended with the end-of-turn token, or None.
+    def _native_calls(self, seg: Any) -> list[tuple[str, str]]:
+        r"""`(tool, content)` of every native call of a turn that ended with the end-of-turn token, in order ([]: none).
 
-        One call per turn is run (the rollout inserts one tool message per round); further calls of the same turn are
-        not run.
+        All of them run (concurrently, each within the executor's per-call limits) and their results form the one tool
+        message that follows the turn (`NativeToolFormat.join_results`, docs/tools.md "Several calls in one turn").
         """
         ids = list(seg.token_ids)
         if ids and ids[-1] == self.config.eos_token_id:
             ids = ids[:-1]
-        calls = self.tool_format.extract(self.tokenizer.decode(ids, skip_special_tokens=False))
-        return calls[0] if calls else None
+        return self.tool_format.extract(self.tokenizer.decode(ids, skip_special_tokens=False))
 
     def _execute_calls(self, pending: list) -> list:
-        r"""Run the calls of `pending` that need the executor (content, no notice) in one concurrent batch."""
+        r"""Run the calls of `pending` that need the executor (content, no notice); results in the order of `pending`.
+
+        The calls run concurrently (`executor.execute` batches), except that the calls one trajectory makes to a stateful
+        tool (an environment, `BaseTool.stateful`) run one after another in call order: the k-th such call of each
+        trajectory goes in the k-th batch (docs/tools.md "Several calls in one turn").
+        """
         real = [(t, tool, content) for t, tool, content, _, notice in pending if content and notice is None]
         if not real:
             return []
         ToolCall = _tool_call_class()
         calls = [ToolCall(tool=tool, content=content, trajectory_id=t.uid) for t, tool, content in real]
-        results = self.executor.execute(calls)
-        if len(results) != len(calls):
-            raise RuntimeError(f"Tool executor returned {len(results)} results for {len(calls)} calls.")
+        tools = getattr(self.executor, "tools", None)
+        tools = tools if isinstance(tools, dict) else {}
+        waves: list[list[int]] = []
+        seen: dict[tuple[str, str], int] = {}
+        for i, (t, tool, _) in enumerate(real):
+            wave = 0
+            if getattr(tools.get(tool), "stateful", False):
+                wave = seen.get((t.uid, tool), 0)
+                seen[(t.uid, tool)] = wave + 1
+            while len(waves) <= wave:
+                waves.append([])
+            waves[wave].append(i)
+        results: list = [None] * len(calls)
+        for wave in waves:
+            answers = self.executor.execute([calls[i] for i in wave])
+            if len(answers) != len(wave):
+                raise RuntimeError(f"Tool executor returned {len(answers)} results for {len(wave)} calls.")
+            for i, answer in zip(wave, answers):
+                results[i] = answer
         return results
 
     def _apply_observations(self, pending: list, results: list, state: RolloutState) -> None:
-        r"""Append every pending call's observation (mask 0): executor results in order, notices, empty-call text."""
+        r"""Append every pending call's observation (mask 0): executor results in order, notices, empty-call text.
+
+        Consecutive calls of one native turn (same trajectory and `pos`) share one tool message with their results
+        joined (`NativeToolFormat.join_results`); its first call's record carries the message's length, the others 0.
+        """
         metrics = state.metrics
         result_iter = iter(results)
+        answered = []
         for traj, tool, content, pos, notice in pending:
             if notice is not None:
                 status, text = notice
@@ -645,12 +697,24 @@ class AgenticRollout:
 
                     text, leaked = guard_observation(text, truth, self.config.contamination_mode)
                     metrics["contamination_guarded"] += int(leaked)
-            obs = self.encode_observation(text)
-            traj.tool_calls.append(ToolCallRecord(tool, content, pos, status, latency_s, cached, len(obs)))
+            answered.append((traj, tool, content, pos, text, status, latency_s, cached))
+        join = getattr(self.tool_format, "join_results", None) if self.tool_format.calls_end_turn else None
+        i = 0
+        while i < len(answered):
+            traj, pos = answered[i][0], answered[i][3]
+            j = i + 1
+            while join is not None and j < len(answered) and answered[j][0] is traj and answered[j][3] == pos:
+                j += 1
+            turn = answered[i:j]
+            obs = self.encode_observation(join([a[4] for a in turn]) if join is not None else turn[0][4])
+            for k, (_, tool, content, _, _, status, latency_s, cached) in enumerate(turn):
+                record = ToolCallRecord(tool, content, pos, status, latency_s, cached, len(obs) if k == 0 else 0)
+                traj.tool_calls.append(record)
+                metrics[f"tool_calls/{tool}"] += 1
             traj.response_ids.extend(obs)
             traj.loss_mask.extend([0] * len(obs))
             metrics["masked_tokens"] += len(obs)
-            metrics[f"tool_calls/{tool}"] += 1
+            i = j
 
     def _check_budget(self, traj: Trajectory, state: RolloutState) -> None:
         if not traj.finished and len(traj.response_ids) >= self.config.max_response_length:

@@ -12,7 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""`llamafactory-agentic task generate | build-model | eval`: the synthetic tool-use task from the command line."""
+"""`llamafactory-agentic task init | generate | build-model | eval`: tasks from the command line.
+
+`init` writes a task of one's own to edit (docs/tutorial.md); `generate` the synthetic tool-use task of the demo.
+"""
 
 import argparse
 import json
@@ -77,6 +80,24 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_init(args: argparse.Namespace) -> int:
+    from .skeleton import write_task_skeleton
+
+    try:
+        summary = write_task_skeleton(args.dir, seed=args.seed, force=args.force)
+    except (FileExistsError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    rows = summary["rows"]
+    print(
+        f"wrote {args.dir}: units_tool.py (your tool, tag <convert>), units_reward.py (your reward), tools.yaml, "
+        f"agentic_sft.yaml, arpo.yaml, eval.yaml (absolute paths: they run from any folder), data/ (dataset_info.json, sft.jsonl {rows['sft']} rows arpo_sft, "
+        f"train.jsonl {rows['train']} and heldout.jsonl {rows['heldout']} rows arpo_rl). Next: docs/tutorial.md "
+        f"(cd {args.dir} && export PYTHONPATH=$PWD)"
+    )
+    return 0
+
+
 def _cmd_build_model(args: argparse.Namespace) -> int:
     from .model import build_task_model
 
@@ -118,7 +139,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     r"""Register `task` with its sub-commands on the `llamafactory-agentic` parser."""
     from .synthetic import DEFAULT_SEARCH_TOPK
 
-    task = subparsers.add_parser("task", help="synthetic tool-use task: generate data, build a model, evaluate")
+    task = subparsers.add_parser(
+        "task", help="a task skeleton of your own, the synthetic task, a local model, evaluate"
+    )
     sub = task.add_subparsers(dest="task_command", metavar="TASK_COMMAND", required=True)
 
     p = sub.add_parser(
@@ -151,9 +174,29 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
                    help="snippets per search in the trajectories (use the same agentic_search_topk to train)")  # fmt: skip
     p.set_defaults(func=_cmd_generate)
 
-    p = sub.add_parser("build-model", help="random Qwen2 model with a tokenizer trained on the task's text")
+    p = sub.add_parser(
+        "init",
+        help="write a task of your own to edit: rows, dataset_info.json, a tool, a reward, recipes (docs/tutorial.md)",
+        description="Write a small unit-conversion task (a module:Class tool with tag <convert>, a reward function, "
+        "a tool config, agentic SFT / ARPO / evaluation recipes and data/ with arpo_sft and arpo_rl rows) as the "
+        "starting point of your own task; docs/tutorial.md walks through it.",
+    )
+    p.add_argument("dir", help="folder to create (must be new or empty)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--force", action="store_true", help="overwrite the skeleton's files in a folder that is not empty")
+    p.set_defaults(func=_cmd_init)
+
+    p = sub.add_parser(
+        "build-model",
+        help="random Qwen2 model with a tokenizer trained on a task's text (yours or `task generate`'s)",
+        description="Build a small random-weight Qwen2 model whose byte-level BPE tokenizer is trained on the "
+        "task's text: sft.jsonl (arpo_sft), train.jsonl (arpo_rl) and facts.jsonl when present, in --task-dir. "
+        "Works on your own data in those layouts (`task init` writes them) as on `task generate`'s; a tool tag the "
+        "text uses often (e.g. <convert>) becomes one token. For trying a pipeline on CPU, not for real training.",
+    )
     p.add_argument("output_dir")
-    p.add_argument("--task-dir", required=True, help="folder written by `task generate`")
+    p.add_argument("--task-dir", required=True, help="folder with sft.jsonl / train.jsonl (your own data, or "
+                   "written by `task init` or `task generate`)")  # fmt: skip
     p.add_argument("--size", default="demo", help="demo | test | gpu (see llamafactory_agentic.tasks.model)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_build_model)

@@ -53,7 +53,8 @@ def tokenizer_corpus(task_dir: str | os.PathLike) -> list[str]:
     whole tokens, so that an answer read from a search result is one token to write.
 
     Args:
-        task_dir: A folder written by `generate_task`.
+        task_dir: A folder with sft.jsonl (arpo_sft) and train.jsonl (arpo_rl): written by `generate_task`, by
+            `skeleton.write_task_skeleton`, or your own data in those layouts.
 
     Returns:
         Distinct lines (system prompt first).
@@ -90,7 +91,7 @@ def build_task_model(
 
     Args:
         output_dir: Where to save the model and tokenizer.
-        task_dir: A folder written by `generate_task` (the tokenizer's training text).
+        task_dir: The tokenizer's training text: a folder with sft.jsonl and train.jsonl (`tokenizer_corpus`).
         size: One of `MODEL_SIZES`.
         seed: Seed of the weight initialisation.
         overrides: Replace entries of the size's spec (`hidden_size`, `num_layers`, `intermediate_size`, `num_heads`,

@@ -16,8 +16,9 @@
 
 `add_subcommands(subparsers)` registers, on an argparse sub-parser collection:
 
-* `tool python --code CODE` and `tool search --query Q [--backend B --cache PATH --index DIR]`: print the observation
-  exactly as a rollout would insert it (without the `<result>` wrapping), status on stderr;
+* `tool python --code CODE`, `tool search --query Q [--backend B --cache PATH --index DIR]` and `tool run --config FILE
+  --tag T --body B` (any tool of a tool config): print the observation exactly as a rollout would insert it (without
+  the `<result>` wrapping), status on stderr;
 * `cache import FILE --cache PATH`, `cache export --cache PATH --output FILE`, `cache stats --cache PATH`;
 * `index build --cache-json FILE --output DIR`: local search corpus + BM25 index from the reference's search cache.
 
@@ -138,6 +139,34 @@ def _cmd_tool_search(args: argparse.Namespace) -> int:
 
 
 @_clean_errors
+def _cmd_tool_run(args: argparse.Namespace) -> int:
+    r"""One call of any tool of a tool config (a `module:Class` tool, HTTP, MCP, python, search) through the executor.
+
+    The same path as a rollout's call (`build_executor_from_args`: the config's tools, retries, timeouts and cache),
+    so what it prints is the observation the model would read between ` <result>` and `</result>`.
+    """
+    from .base import ToolCall
+    from .executor import build_executor_from_args
+
+    ns = SimpleNamespace(
+        agentic_tool_config=args.config,
+        agentic_tool_workers=1,
+        agentic_cache_path=args.cache,
+        agentic_search_index=args.index,
+    )
+    with build_executor_from_args(ns) as executor:
+        if args.tag not in executor.tools:
+            known = ", ".join(f"<{tag}> ({type(tool).__name__})" for tag, tool in sorted(executor.tools.items()))
+            source = args.config or "the built-in tools (no --config)"
+            raise ValueError(f"no tool answers <{args.tag}> in {source}; its tags: {known}")
+        result = executor.execute([ToolCall(args.tag, args.body)])[0]
+    print(f"[tool={args.tag} status={result.status} cached={result.cached} latency={result.latency_s:.3f}s]",
+          file=sys.stderr)  # fmt: skip
+    print(result.text)
+    return 0
+
+
+@_clean_errors
 def _cmd_cache_import(args: argparse.Namespace) -> int:
     from .cache import open_cache
 
@@ -228,6 +257,18 @@ def add_subcommands(subparsers: "argparse._SubParsersAction") -> None:
     se.add_argument("--retries", type=_positive(int, 1, inclusive=True), default=TOOL_RETRIES,
                     help=f"Attempts per call, >= 1 (default {TOOL_RETRIES}).")  # fmt: skip
     se.set_defaults(func=_cmd_tool_search, cache_tools=agentic_default("agentic_cache_tools"))
+    run = tool_sub.add_parser(
+        "run",
+        help="Run one call of any configured tool (your module:Class tool, HTTP, MCP, python, search) through the "
+        "executor, as a rollout would.",
+    )
+    run.add_argument("--config", default=None, help="Tool config YAML (agentic_tool_config); default: the built-in "
+                     "python and search tools.")  # fmt: skip
+    run.add_argument("--tag", required=True, help="The tool's tag, e.g. convert for <convert>...</convert>.")
+    run.add_argument("--body", required=True, help="What the model writes between the tags.")
+    run.add_argument("--cache", default=None, help="Cache: SQLite file or redis:// URL (default none).")
+    run.add_argument("--index", default=None, help="Local search backend: folder with corpus.jsonl.")
+    run.set_defaults(func=_cmd_tool_run)
 
     cache = subparsers.add_parser("cache", help="Import, export and inspect the tool cache.")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True)

@@ -127,6 +127,8 @@ _REPORTED_KEYS = (
     "arpo_rollout_batch_size",
     "aepo_high_entropy_z",
     "rl_policy_loss",
+    "rl_loss_agg_mode",
+    "rl_advantage_std_norm",
     "rl_epsilon",
     "rl_epsilon_high",
     "rl_dual_clip",
@@ -300,26 +302,28 @@ def resolved_arguments(preset: str = "arpo", **keys: Any) -> SimpleNamespace:
 def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose: bool = True) -> dict[str, Any]:
     r"""Fill every `None`-valued preset key of `finetuning_args` in place from the preset (docs/algorithms.md §5.5).
 
-    Explicit keys (not `None`) are kept. `rl_epsilon_high` left at `None` becomes `rl_epsilon` (its documented meaning).
+    Explicit keys (not `None`) are kept. `rl_epsilon_high` left at `None` becomes `rl_epsilon` (its documented meaning);
+    `rl_loss_agg_mode` and `rl_advantage_std_norm` left at `None` become the policy loss's own
+    (`algorithms.resolve_loss_settings`, docs/algorithms.md §4.8).
     The `grpo` preset fills `arpo_initial_rollouts` with M (`arpo_rollout_n`).
 
     Args:
         finetuning_args: LLaMA-Factory's `FinetuningArguments` extended with `AgenticArguments` (or any object with the
             same attributes); modified in place.
         output_dir: If given, the effective values are written to `<output_dir>/agentic_config.json`.
-        verbose: Print the effective values (one line per key, `(preset)`, `(explicit)`, `(default)` or
-            `(= rl_epsilon)` after each; a reported key outside the presets is `explicit` when it differs from its
+        verbose: Print the effective values (one line per key, `(preset)`, `(explicit)`, `(default)`,
+            `(= rl_epsilon)` or `(from rl_policy_loss)` after each; a reported key outside the presets is `explicit` when it differs from its
             declared default).
 
     Returns:
         `{"stage", "preset", "values": {key: value}, "explicit": [keys set in the recipe], "from_preset": [keys filled],
-        "derived": [`rl_epsilon_high` when it was left to equal `rl_epsilon`], "inert": [reported keys that do not
-        act on this run, `inert_keys`], "warnings": [keys set in the recipe
-        that have no effect in this run, see `inert_key_warnings`]}` (the warnings are logged when `verbose`).
+        "derived": [`rl_epsilon_high` when it was left to equal `rl_epsilon`, the loss keys left to the loss],
+        "inert": [reported keys that do not act on this run, `inert_keys`], "warnings": [keys set in the recipe that
+        have no effect in this run, see `inert_key_warnings`]}` (the warnings are logged when `verbose`).
 
     Raises:
         ValueError: for an unknown stage or variant, `arpo_initial_rollouts` outside [1, M], or set to other than M
-            under `arpo_variant: grpo`.
+            under `arpo_variant: grpo`; loss keys that combine into no named method (`resolve_loss_settings`).
     """
     name = preset_name(finetuning_args)
     preset = PRESETS[name]
@@ -344,6 +348,16 @@ def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose
     if finetuning_args.rl_epsilon_high is None:
         finetuning_args.rl_epsilon_high = finetuning_args.rl_epsilon
         derived.append("rl_epsilon_high")
+    # the loss's own aggregation and advantage normalisation where left unset (docs/algorithms.md §4.8)
+    from ..algorithms.policy_loss_variants import resolve_loss_settings
+
+    agg_mode, std_norm = finetuning_args.rl_loss_agg_mode, finetuning_args.rl_advantage_std_norm
+    finetuning_args.rl_loss_agg_mode, finetuning_args.rl_advantage_std_norm = resolve_loss_settings(
+        finetuning_args.rl_policy_loss, agg_mode, std_norm, bool(finetuning_args.aepo_balanced_clip)
+    )
+    derived += [
+        key for key, value in (("rl_loss_agg_mode", agg_mode), ("rl_advantage_std_norm", std_norm)) if value is None
+    ]
 
     warnings = inert_key_warnings(finetuning_args, explicit)
     values = {key: getattr(finetuning_args, key) for key in preset}
@@ -382,8 +396,8 @@ def format_effective_config(result: dict[str, Any]) -> str:
             origin = "explicit"
         elif key in from_preset:
             origin = "preset"
-        elif key in result.get("derived", ()):
-            origin = "= rl_epsilon"  # rl_epsilon_high: None means equal to rl_epsilon
+        elif key in result.get("derived", ()):  # rl_epsilon_high: None means equal to rl_epsilon; the loss keys
+            origin = "= rl_epsilon" if key == "rl_epsilon_high" else "from rl_policy_loss"
         else:  # a reported key outside the presets: set in the recipe unless it still has its declared default
             origin = "default" if value == agentic_default(key) else "explicit"
         lines.append(f"  {key}: {value!r} ({origin})")

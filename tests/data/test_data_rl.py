@@ -12,7 +12,8 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""RL prompt data (`formatting: arpo_rl`) on the real ARPO parquet files and on hand-written variants."""
+"""RL prompt data (`formatting: arpo_rl`) on ARPO-layout parquet files (synthetic, and the real ones where present)
+and on hand-written variants."""
 
 import json
 import logging
@@ -82,7 +83,7 @@ def arpo_dataset_dir(tmp_path_factory, shared_data):
 
 @pytest.fixture(scope="session")
 def real_rl(tmp_path_factory, arpo_dataset_dir, cache_dir):
-    """All three real files loaded once (train_10k with skipping: its row 5274 has an empty ground truth)."""
+    """All three files loaded once (train_10k with skipping: one row has a blank ground truth, the release's 5274)."""
     tmp = tmp_path_factory.mktemp("real-rl")
     loaded = {}
     for name, skip in (
@@ -100,31 +101,18 @@ def _raw_rows(shared_data, file_name):
 
 
 @pytest.mark.parametrize(
-    ("name", "file_name", "rows", "repair_line"),
+    ("name", "stem"),
     [
-        (
-            "arpo_rl_reasoning_10k_local",
-            "train_10k.parquet",
-            9999,
-            "[agentic-data] train_10k: repaired 19998 '\\x08oxed' -> '\\boxed' in 9999/9999 rows",
-        ),
-        (
-            "arpo_rl_deepsearch_1k_local",
-            "hard_search_1k.parquet",
-            1071,
-            "[agentic-data] hard_search_1k: repaired 2142 '\\x08oxed' -> '\\boxed' in 1071/1071 rows",
-        ),
-        (
-            "arpo_rl_valid_local",
-            "valid.parquet",
-            180,
-            "[agentic-data] valid: repaired 360 '\\x08oxed' -> '\\boxed' in 180/180 rows",
-        ),
+        ("arpo_rl_reasoning_10k_local", "train_10k"),
+        ("arpo_rl_deepsearch_1k_local", "hard_search_1k"),
+        ("arpo_rl_valid_local", "valid"),
     ],
 )
-def test_real_files_rows_repair_ground_truth_and_extra_columns(
-    real_rl, shared_data, name, file_name, rows, repair_line
-):
+def test_real_files_rows_repair_ground_truth_and_extra_columns(real_rl, shared_data, name, stem):
+    # the release: 9999 (one blank row skipped), 1071 and 180 rows, two '\x08oxed' in every system prompt
+    rows = shared_data.facts["rl_rows"][stem] - (stem in shared_data.facts["blank_truth_row"])
+    file_name = f"{stem}.parquet"
+    repair_line = f"[agentic-data] {stem}: repaired {2 * rows} '\\x08oxed' -> '\\boxed' in {rows}/{rows} rows"
     dataset, messages = real_rl[name]
     assert len(dataset) == rows
     assert [m for m in messages if "repaired" in m] == [repair_line]
@@ -149,45 +137,50 @@ def test_real_files_rows_repair_ground_truth_and_extra_columns(
     assert all(row["_system"].count("\\boxed") == 2 for row in converted)
 
 
-def test_real_files_metadata_counts(real_rl):
+def test_real_files_metadata_counts(real_rl, shared_data):
+    facts = shared_data.facts
     hard = real_rl["arpo_rl_deepsearch_1k_local"][0]
-    assert Counter(hard["_data_source"]) == {"DR_simpledeepsearch0.8k": 871, "DR_nan": 200}
+    assert Counter(hard["_data_source"]) == facts["hard_sources"]  # the release: 871 simpledeepsearch, 200 nan
     assert set(hard["_ability"]) == {""}  # ability is null in this file
     train = real_rl["arpo_rl_reasoning_10k_local"][0]
-    assert Counter(train["_ability"]) == {"qa": 5000, "math": 4999}  # the bad row 5274 is a math row
+    assert Counter(train["_ability"]) == facts["abilities"]["train_10k"]  # the blank row (release: 5274) is math
     valid = real_rl["arpo_rl_valid_local"][0]
-    assert Counter(valid["_ability"]) == {"math": 100, "qa": 80}
+    assert Counter(valid["_ability"]) == facts["abilities"]["valid"]
 
 
 def test_real_train_file_other_control_characters_are_warned_and_kept(real_rl, shared_data):
     dataset, messages = real_rl["arpo_rl_reasoning_10k_local"]
-    assert "[agentic-data] train_10k: skipped 1/10000 malformed rows (agentic_skip_bad_rows)" in messages
-    assert (
-        "[agentic-data] train_10k: 34 other control characters (U+000B x1, U+000C x25, U+000D x8) in 28/9999 rows, "
-        "left unchanged" in messages
-    )
+    facts = shared_data.facts
+    rows = facts["rl_rows"]["train_10k"]
+    assert f"[agentic-data] train_10k: skipped 1/{rows} malformed rows (agentic_skip_bad_rows)" in messages
+    # the release: 34 other control characters (U+000B x1, U+000C x25, U+000D x8) in 28/9999 rows
+    assert f"[agentic-data] train_10k: {facts['control_chars']}, left unchanged" in messages
     kept = sum(m["content"].count("\x0c") for row in dataset["_prompt"] for m in row)
-    assert kept == 25
+    assert kept == facts["form_feeds"]
 
 
-def test_real_train_file_bad_row_error_names_file_row_field_and_fix(tmp_path, arpo_dataset_dir, cache_dir):
+def test_real_train_file_bad_row_error_names_file_row_field_and_fix(
+    tmp_path, arpo_dataset_dir, cache_dir, shared_data
+):
     from llamafactory_agentic.data import RLDataError
 
     with pytest.raises(RLDataError) as info:
         _load(tmp_path, "arpo_rl_reasoning_10k_local", arpo_dataset_dir, cache_dir)
+    row = shared_data.facts["blank_truth_row"]["train_10k"]  # the release: 5274
     assert str(info.value) == (
-        "train_10k.parquet row 5274: field reward_model.ground_truth is empty; fix the row or set "
+        f"train_10k.parquet row {row}: field reward_model.ground_truth is empty; fix the row or set "
         "agentic_skip_bad_rows: true"
     )
 
 
-def test_repair_off_keeps_backspace_and_warns(tmp_path, arpo_dataset_dir, cache_dir):
+def test_repair_off_keeps_backspace_and_warns(tmp_path, arpo_dataset_dir, cache_dir, shared_data):
     module, messages = _load(tmp_path, "arpo_rl_valid_local", arpo_dataset_dir, cache_dir, repair=False)
     assert all(row["_system"].count("\x08oxed") == 2 for row in module["train_dataset"])
-    assert any("360 '\\x08oxed' in 180/180 rows left unrepaired" in m for m in messages)
+    rows = shared_data.facts["rl_rows"]["valid"]  # the release: 360 in 180/180
+    assert any(f"{2 * rows} '\\x08oxed' in {rows}/{rows} rows left unrepaired" in m for m in messages)
 
 
-def test_max_samples_val_size_and_eval_dataset(tmp_path, arpo_dataset_dir, cache_dir):
+def test_max_samples_val_size_and_eval_dataset(tmp_path, arpo_dataset_dir, cache_dir, shared_data):
     module, _ = _load(
         tmp_path,
         "arpo_rl_deepsearch_1k_local,arpo_rl_valid_local",
@@ -200,12 +193,35 @@ def test_max_samples_val_size_and_eval_dataset(tmp_path, arpo_dataset_dir, cache
     module, _ = _load(
         tmp_path, "arpo_rl_deepsearch_1k_local", arpo_dataset_dir, cache_dir, eval_dataset="arpo_rl_valid_local"
     )
-    assert len(module["train_dataset"]) == 1071 and len(module["eval_dataset"]) == 180
+    rows = shared_data.facts["rl_rows"]  # the release: 1071 and 180
+    assert len(module["train_dataset"]) == rows["hard_search_1k"] and len(module["eval_dataset"]) == rows["valid"]
 
 
 def _write_info(root, entries):
     root.mkdir(parents=True, exist_ok=True)
     (root / "dataset_info.json").write_text(json.dumps(entries))
+
+
+def test_string_column_export_loads_like_the_struct_columns(tmp_path, cache_dir, shared_data):
+    """`valid.parquet` with prompt/reward_model/extra_info as JSON strings (another export) loads to the same rows."""
+    from arpo_files import string_columns
+
+    root = tmp_path / "variants"
+    _write_info(
+        root, {name: {"file_name": f"{name}.parquet", "formatting": "arpo_rl"} for name in ("structs", "strs")}
+    )
+    shutil.copy(shared_data / "arpo" / "rl" / "valid.parquet", root / "structs.parquet")
+    rows = pq.read_table(root / "structs.parquet").to_pylist()
+    pq.write_table(string_columns(rows), root / "strs.parquet")
+    table = pq.read_table(root / "strs.parquet")
+    assert all(pa.types.is_string(table.schema.field(c).type) for c in ("prompt", "reward_model", "extra_info"))
+    structs, _ = _load(tmp_path, "structs", root, cache_dir)
+    strings, messages = _load(tmp_path, "strs", root, cache_dir)
+    drop = ("_source",)  # the file name
+    assert [{k: v for k, v in r.items() if k not in drop} for r in strings["train_dataset"].to_list()] == [
+        {k: v for k, v in r.items() if k not in drop} for r in structs["train_dataset"].to_list()
+    ]
+    assert any(f"strs: repaired {2 * len(rows)} " in m for m in messages)
 
 
 def test_json_and_python_literal_string_columns(tmp_path, cache_dir):

@@ -384,8 +384,9 @@ def test_train_val_on_an_arpo_rl_file_uses_its_own_system_prompt(tmp_path, serve
     assert "wikipedia search tool and python interpreter tool" in prompt and "\\boxed{answer here}" in prompt
     valid_metrics = metrics["benchmarks"]["valid"]
     assert valid_metrics["headline_metric"] == "accuracy" and valid_metrics["n_questions"] == 3
+    rows = shared_data.facts["rl_rows"]["valid"]  # the release: 180
     assert any(
-        w.startswith("valid: evaluating the first 3 of 180 rows (eval_max_samples") for w in metrics["warnings"]
+        w.startswith(f"valid: evaluating the first 3 of {rows} rows (eval_max_samples") for w in metrics["warnings"]
     )
 
 

@@ -163,4 +163,6 @@ def test_scoring_profiles_read_a_hedging_judge_reply_each_by_its_rule(local_http
     (scored,), stats = score_records([record], {"benchmarks": {"deep": {"metric": "judge"}}}, scoring, tmp_path)
     assert scored["headline"]["correct"] is False  # before: True (any "correct" without a negative word)
     assert scored["reference"]["headline"]["correct"] is True  # the reference's own rule, kept
-    assert stats["calls"] == 2  # the reference profile sends the reference's own request (issue 34 item 8): its own call
+    assert (
+        stats["calls"] == 2
+    )  # the reference profile sends the reference's own request (issue 34 item 8): its own call

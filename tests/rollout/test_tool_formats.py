@@ -160,3 +160,176 @@ def test_native_format_needs_a_template_with_json_calls():
         build_tool_format("template", None, template, SimpleNamespace())
     with pytest.raises(ValueError, match="agentic_tool_protocol must be one of inline_tags, template"):
         build_tool_format("hermes")
+
+
+# ------------------------------------------------------------------ several native calls in one turn (issue 37 item 2)
+def _tool_calls(*calls):
+    import json
+
+    return "\n".join(
+        "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+        for name, arguments in calls
+    )
+
+
+def test_native_turn_with_several_calls_runs_all_concurrently_in_one_tool_message(calc_executor, tiny_model_dir):
+    import time
+
+    tokenizer, fmt = _qwen_native(tiny_model_dir)
+    eos = tokenizer.eos_token_id
+    sleep = "import time\ntime.sleep(1.0)\nprint({!r})"
+    turn = _tool_calls(
+        ("calc", {"expression": "6 * 7"}),
+        ("python", {"code": sleep.format("slept")}),
+        ("python", {"code": sleep.format("again")}),
+    )
+    engine = TextEngine(tokenizer, ["<think> three at once </think>\n" + turn, "The answer is 42."], eos)
+    config = default_rollout_config(group_size=1, initial_rollouts=1, eos_token_id=eos, max_response_length=512)
+    prompt = tokenizer.encode("<|im_start|>user\nGo.<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)
+    rollout = AgenticRollout(engine, calc_executor, tokenizer, config, tool_format=fmt)
+    t0 = time.perf_counter()
+    traj = rollout.rollout([prompt], training=False).groups[0][0]
+    wall = time.perf_counter() - t0
+
+    # before: only the first call ran (`[("calc", "6 * 7", "ok")]`) and the python calls were dropped
+    assert [(c.tool, c.status) for c in traj.tool_calls] == [("calc", "ok"), ("python", "ok"), ("python", "ok")]
+    assert traj.num_tool_calls == 3
+    first = traj.tool_calls[0]
+    assert {c.pos for c in traj.tool_calls} == {first.pos}  # one turn, one tool message after it
+    assert [c.obs_tokens for c in traj.tool_calls[1:]] == [0, 0]
+    obs = traj.response_ids[first.pos : first.pos + first.obs_tokens]
+    expected = (
+        "\n<|im_start|>user\n<tool_response>\n42\n</tool_response>\n<tool_response>\nslept\n</tool_response>\n"
+        "<tool_response>\nagain\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert tokenizer.decode(obs) == expected
+    assert traj.loss_mask[first.pos : first.pos + first.obs_tokens] == [0] * first.obs_tokens
+    assert traj.finish_reason == "eos"
+    # the two one-second python calls overlapped: the whole rollout took less than their summed latencies
+    python_latency = sum(c.latency_s for c in traj.tool_calls if c.tool == "python")
+    assert wall < python_latency, (wall, python_latency)
+
+
+@pytest.mark.parametrize("schedule", ["rounds", "continuous"])
+def test_native_calls_of_one_turn_to_a_stateful_environment_run_in_order(tiny_model_dir, schedule):
+    from llamafactory_agentic.tools import ToolExecutor
+    from llamafactory_agentic.tools.python_session import PythonSessionTool
+
+    tokenizer, fmt = _qwen_native(tiny_model_dir)
+    eos = tokenizer.eos_token_id
+    turn = _tool_calls(
+        ("python_session", {"code": "import time\ntime.sleep(0.5)\nx = 6"}),
+        ("python_session", {"code": "x = x * 7"}),
+        ("python_session", {"code": "print(x)"}),
+    )
+    engine = TextEngine(tokenizer, [turn, "Done."], eos)
+    config = default_rollout_config(
+        group_size=1, initial_rollouts=1, eos_token_id=eos, max_response_length=512, schedule=schedule
+    )
+    prompt = tokenizer.encode("<|im_start|>user\nGo.<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)
+    tool = PythonSessionTool(timeout_s=20)
+    executor = ToolExecutor([tool], workers=4)
+    try:
+        traj = AgenticRollout(engine, executor, tokenizer, config, tool_format=fmt).rollout([prompt]).groups[0][0]
+        assert [c.status for c in traj.tool_calls] == ["empty", "empty", "ok"]  # no output, no output, 42
+        first = traj.tool_calls[0]
+        obs = tokenizer.decode(traj.response_ids[first.pos : first.pos + first.obs_tokens])
+        # each call saw the state of the calls before it (run concurrently, `print(x)` would have raised NameError)
+        assert obs.endswith(
+            "</tool_response>\n<tool_response>\n42\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+        )
+        assert "Error" not in obs, obs
+        assert tool.live_sessions() == []
+    finally:
+        executor.close()
+
+
+class LedgerTool:
+    """A stateful tool without a lock of its own: each call appends its body to its trajectory's ledger and answers the
+    ledger so far; a body starting with `slow` waits 0.4 s first. Run concurrently, a later call would overtake it."""
+
+    stateful = True
+    name = tag = "ledger"
+    timeout_s = 10.0
+
+    def __init__(self):
+        from llamafactory_agentic.tools import BaseTool
+
+        self._base = type("Ledger", (BaseTool,), {"name": "ledger", "default_tag": "ledger", "run": self._run})()
+        self.ledgers = {}
+
+    def __getattr__(self, item):  # everything else is BaseTool's (parse, limits, execute_args, ...)
+        return getattr(self._base, item)
+
+    def bind(self, trajectory_id, args):
+        return (trajectory_id, args)
+
+    def cache_key(self, args):
+        return repr(args)
+
+    def _run(self, args):
+        import time
+
+        from llamafactory_agentic.tools import ToolOutput
+
+        trajectory_id, body = args
+        if body.startswith("slow"):
+            time.sleep(0.4)
+        ledger = self.ledgers.setdefault(trajectory_id, [])
+        ledger.append(body)
+        return ToolOutput(",".join(ledger))
+
+    def release(self, trajectory_ids=None):
+        pass
+
+    def fork_trajectory(self, parent_id, child_id):
+        pass
+
+    def pop_environment_metrics(self):
+        return {}
+
+    def close(self):
+        pass
+
+
+def test_native_calls_to_a_stateful_tool_wait_for_each_other_but_not_for_other_tools(tiny_model_dir, calc_executor):
+    from llamafactory_agentic.tools import ToolExecutor
+
+    tokenizer, fmt = _qwen_native(tiny_model_dir)
+    eos = tokenizer.eos_token_id
+    turn = _tool_calls(
+        ("ledger", {"entry": "slow a"}), ("ledger", {"entry": "b"}), ("calc", {"expression": "1 + 1"}),
+        ("ledger", {"entry": "c"}),
+    )  # fmt: skip
+    engine = TextEngine(tokenizer, [turn, "Done."], eos)
+    config = default_rollout_config(
+        group_size=1, initial_rollouts=1, eos_token_id=eos, max_response_length=512, max_tool_calls=8
+    )
+    prompt = tokenizer.encode("<|im_start|>user\nGo.<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)
+    ledger = LedgerTool()
+    executor = ToolExecutor({"ledger": ledger, "calc": calc_executor.tools["calc"]}, workers=4)
+    try:
+        traj = AgenticRollout(engine, executor, tokenizer, config, tool_format=fmt).rollout([prompt]).groups[0][0]
+    finally:
+        executor.close()
+    assert list(ledger.ledgers.values()) == [["slow a", "b", "c"]]  # call order, although `b` was quicker
+    first = traj.tool_calls[0]
+    obs = tokenizer.decode(traj.response_ids[first.pos : first.pos + first.obs_tokens])
+    blocks = obs.split("<tool_response>\n")[1:]
+    assert [b.split("\n</tool_response>")[0] for b in blocks] == ["slow a", "slow a,b", "2", "slow a,b,c"]
+
+
+def test_native_calls_past_the_call_limit_get_a_notice(calc_executor, tiny_model_dir):
+    tokenizer, fmt = _qwen_native(tiny_model_dir)
+    eos = tokenizer.eos_token_id
+    turn = _tool_calls(*[("calc", {"expression": f"{i} + 1"}) for i in range(3)])
+    engine = TextEngine(tokenizer, [turn, "Done."], eos)
+    config = default_rollout_config(
+        group_size=1, initial_rollouts=1, eos_token_id=eos, max_response_length=512, max_tool_calls=2
+    )
+    prompt = tokenizer.encode("<|im_start|>user\nGo.<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)
+    traj = AgenticRollout(engine, calc_executor, tokenizer, config, tool_format=fmt).rollout([prompt]).groups[0][0]
+    assert [c.status for c in traj.tool_calls] == ["ok", "ok", "limit"] and traj.num_tool_calls == 2
+    first = traj.tool_calls[0]
+    obs = tokenizer.decode(traj.response_ids[first.pos : first.pos + first.obs_tokens])
+    assert "\n1\n</tool_response>\n<tool_response>\n2\n</tool_response>\n<tool_response>\nAt most 2 tool calls" in obs

@@ -151,11 +151,15 @@ def fake_server():
 
 
 @pytest.fixture(scope="session")
-def local_index(shared_data, tmp_path_factory):
-    """Local BM25 corpus + index built from the reference's recorded search_cache.json snippets."""
+def local_index(synthetic_data, tmp_path_factory):
+    """Local BM25 corpus + index built from the recorded search_cache.json snippets of the synthetic files.
+
+    For the executor's and the cache's tests, which need an index that answers `Varnholm ...` queries and nothing of
+    its content; test_tools_search checks the index on the release's snippets too.
+    """
     from llamafactory_agentic.tools.index import build_corpus_from_cache_json
 
     out = tmp_path_factory.mktemp("search-index")
-    counts = build_corpus_from_cache_json(shared_data / "arpo" / "search_cache.json", out)
-    assert counts["documents"] > 5000
+    counts = build_corpus_from_cache_json(synthetic_data / "arpo" / "search_cache.json", out)
+    assert counts["documents"] > synthetic_data.facts["search_min_documents"]
     return out

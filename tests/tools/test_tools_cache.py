@@ -149,14 +149,15 @@ def test_import_export_reference_json(cache_factory, shared_data, tmp_path):
     counts = cache.import_json(source)
     reference = json.loads(source.read_text())
     empty = sum(1 for v in reference.values() if v.strip() in ("", "No search results found."))
-    assert counts == {"total": 1000, "imported": 1000 - empty, "duplicates": 0, "skipped_empty": empty,
+    total = shared_data.facts["search_total"]  # the release: 1000
+    assert counts == {"total": total, "imported": total - empty, "duplicates": 0, "skipped_empty": empty,
                       "skipped_large": 0, "existing": 0}  # fmt: skip
     again = cache.import_json(source)
-    assert again["imported"] == 0 and again["existing"] == 1000 - empty
+    assert again["imported"] == 0 and again["existing"] == total - empty
     key, value = next((k, v) for k, v in reference.items() if v.startswith("Page 1"))
     assert cache.get("search", normalize_search_query(key)).result == value
     out = tmp_path / "export.json"
-    assert cache.export_json(out) == 1000 - empty
+    assert cache.export_json(out) == total - empty
     exported = json.loads(out.read_text())
     assert exported == {normalize_search_query(k): v for k, v in reference.items() if k in reference
                         and v.strip() not in ("", "No search results found.")}  # fmt: skip
@@ -299,9 +300,10 @@ def test_two_processes_import_at_once(tmp_path, shared_data):
     ]
     imported = [int(p.communicate(timeout=120)[0]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
-    assert sum(imported) == 996  # each entry written exactly once
+    expected = shared_data.facts["search_imported"]  # the release: 996
+    assert sum(imported) == expected  # each entry written exactly once
     cache = SQLiteCache(path)
-    assert cache.count() == 996 and cache.integrity_check() == "ok"
+    assert cache.count() == expected and cache.integrity_check() == "ok"
     cache.close()
 
 

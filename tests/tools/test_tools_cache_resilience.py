@@ -223,7 +223,7 @@ def test_cli_search_exits_fast_with_a_locked_cache_or_a_paused_redis(local_index
     """The issue's case: `tool search` took 39 s to exit while another process held the SQLite write lock."""
     path = tmp_path / "cache.sqlite"
     SQLiteCache(path).close()
-    argv = ["tool", "search", "--query", "Amy Smart film debut", "--backend", "local", "--index", str(local_index)]
+    argv = ["tool", "search", "--query", "Varnholm river town", "--backend", "local", "--index", str(local_index)]
     proc, baseline = _cli(*argv, "--cache", str(tmp_path / "free.sqlite"))
     assert proc.returncode == 0 and proc.stdout.startswith("Page 1:"), proc.stderr
     holder = Holder(path, "writes")

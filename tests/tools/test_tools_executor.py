@@ -131,10 +131,10 @@ def test_search_cache_hits_and_policy(local_index, tmp_path):
     cache = SQLiteCache(tmp_path / "c.sqlite")
     search = SearchTool(backend="local", index_dir=str(local_index), topk=3)
     with ToolExecutor([search, PythonTool(timeout_s=5)], cache=cache) as ex:
-        first = ex.execute([ToolCall("search", "Amy Smart film debut"), ToolCall("search", "zzqqxxyy"),
+        first = ex.execute([ToolCall("search", "Varnholm river town"), ToolCall("search", "zzqqxxyy"),
                             ToolCall("python", "print(1)")])  # fmt: skip
         assert [r.cached for r in first] == [False, False, False]
-        second = ex.execute([ToolCall("search", ' "Amy  Smart" film debut'), ToolCall("search", "zzqqxxyy"),
+        second = ex.execute([ToolCall("search", ' "Varnholm  river" town'), ToolCall("search", "zzqqxxyy"),
                              ToolCall("python", "print(1)")])  # fmt: skip
         assert second[0].cached and second[0].text == first[0].text
         assert not second[1].cached  # empty results are never stored
@@ -142,7 +142,7 @@ def test_search_cache_hits_and_policy(local_index, tmp_path):
         m = ex.pop_metrics()
         assert m["tools/search/cache_hits"] == 1 and m["tools/search/cache_hit_rate"] == pytest.approx(0.25)
     reopened = SQLiteCache(tmp_path / "c.sqlite")
-    assert reopened.count() == 1 and reopened.get("search", "Amy Smart film debut").backend == "local"
+    assert reopened.count() == 1 and reopened.get("search", "Varnholm river town").backend == "local"
     reopened.close()
 
 
@@ -153,7 +153,7 @@ def test_offline_mode_and_broken_cache(tmp_path, local_index):
     offline = SQLiteCache(tmp_path / "c.sqlite", mode="offline")
     search = SearchTool(backend="local", index_dir=str(local_index))
     with ToolExecutor([search], cache=offline) as ex:
-        r = ex.execute([ToolCall("search", "known"), ToolCall("search", "Amy Smart")])
+        r = ex.execute([ToolCall("search", "known"), ToolCall("search", "Varnholm")])
         assert r[0].text == "Page 1: k" and r[0].cached
         assert (r[1].status, r[1].text) == ("cache_miss", "No search results found.")
 
@@ -166,7 +166,7 @@ def test_offline_mode_and_broken_cache(tmp_path, local_index):
 
     broken = Broken(tmp_path / "b.sqlite")
     with ToolExecutor([SearchTool(backend="local", index_dir=str(local_index))], cache=broken) as ex:
-        r = ex.execute([ToolCall("search", "Amy Smart"), ToolCall("search", "Amy Smart film")])
+        r = ex.execute([ToolCall("search", "Varnholm"), ToolCall("search", "Varnholm river")])
         assert [x.status for x in r] == ["ok", "ok"] and r[0].text.startswith("Page 1:")
         m = ex.pop_metrics()
         # the first lookup fails, the second is not even tried (the cache failed within retry_after_s); both are
@@ -181,7 +181,7 @@ def test_offline_mode_and_broken_cache(tmp_path, local_index):
 
     with ToolExecutor([SearchTool(backend="local", index_dir=str(local_index))], cache=WriteBroken(
             tmp_path / "w.sqlite", flush_interval_s=0.05)) as ex:  # fmt: skip
-        assert ex.execute([ToolCall("search", "Amy Smart")])[0].status == "ok"
+        assert ex.execute([ToolCall("search", "Varnholm")])[0].status == "ok"
         assert not ex.cache.flush(timeout_s=0.5)  # the background write fails: counted, kept for a retry
         m = ex.pop_metrics()
         assert m["tools/cache/write_errors"] >= 1 and m["tools/cache/pending"] == 1
@@ -245,9 +245,7 @@ def test_tool_config_yaml(tmp_path, monkeypatch, plugin_caplog, local_index):
         assert ex.workers == 64 and set(ex.tools) == {"shout", "search", "python"}
         assert ex.tools["search"].retries == 3 and ex.tools["search"].topk == 2
         assert ex.tools["python"].timeout_s == 2 and ex.tools["python"].max_output_chars == 4000
-        r = ex.execute(
-            [ToolCall("shout", "hi", "t"), ToolCall("shout", "again", "t"), ToolCall("search", "Amy Smart")]
-        )
+        r = ex.execute([ToolCall("shout", "hi", "t"), ToolCall("shout", "again", "t"), ToolCall("search", "Varnholm")])
         assert r[0].text == "HI! ***"  # secrets from ${VAR} are redacted from observations
         assert r[1].status == "limit"
         assert r[2].text.startswith("Page 1:") and r[2].text.count("Page ") == 2
@@ -291,7 +289,7 @@ def test_registry_and_env_substitution(monkeypatch):
 def test_bad_tool_config(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("tools:\n  - name: python\n    colour: red\n")
-    with pytest.raises(ValueError, match="unknown keys"):
+    with pytest.raises(ValueError, match="1 unknown key"):
         load_tool_config(bad)
 
 

@@ -60,7 +60,7 @@ def test_trickling_http_tool_times_out_and_frees_its_worker(local_http, local_in
         slow = ex.execute([ToolCall("slow", "a"), ToolCall("slow", "b")])
         first = time.perf_counter() - start
         start = time.perf_counter()
-        others = ex.execute([ToolCall("python", "print(6 * 7)"), ToolCall("search", "Amy Smart film debut")])
+        others = ex.execute([ToolCall("python", "print(6 * 7)"), ToolCall("search", "Varnholm river town")])
         second = time.perf_counter() - start
     print(f"trickling calls answered after {first:.2f} s; python and search then after {second:.2f} s")
     # before: python and search "not started within 12 seconds (all workers busy)", the workers still reading

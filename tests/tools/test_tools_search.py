@@ -43,9 +43,14 @@ def test_market():
     assert market_for("北京 天气") == "zh-CN" and market_for("Paris weather") == "en-US"
 
 
-def test_local_backend_answers_reference_queries_with_real_text(local_index, shared_data):
-    reference = json.loads((shared_data / "arpo" / "search_cache.json").read_text())
-    tool = SearchTool(backend="local", index_dir=str(local_index), topk=10, snippet_chars=1000)
+def test_local_backend_answers_reference_queries_with_real_text(shared_data, tmp_path_factory):
+    from llamafactory_agentic.tools.index import build_corpus_from_cache_json
+
+    source = shared_data / "arpo" / "search_cache.json"
+    index = tmp_path_factory.mktemp("search-index")
+    assert build_corpus_from_cache_json(source, index)["documents"] > shared_data.facts["search_min_documents"]
+    reference = json.loads(source.read_text())
+    tool = SearchTool(backend="local", index_dir=str(index), topk=10, snippet_chars=1000)
     hits = 0
     for query, recorded in list(reference.items())[:40]:
         result = tool.execute(query)

@@ -4,7 +4,8 @@
 
 """End-to-end `llamafactory-cli train recipes/tiny/{arpo,aepo}_cpu.yaml` in a real subprocess (1 and 2 CPU ranks).
 
-Real rows of `train_10k.parquet` / `valid.parquet` from the shared data folder, the real python tool (a subprocess per
+Rows of `train_10k.parquet` / `valid.parquet` (ARPO's released files where present, else the suite's synthetic files
+in their layout: tests/conftest.py `arpo_data`), the real python tool (a subprocess per
 call), a real SQLite cache file, the hf rollout engine and LLaMA-Factory's own callbacks. The policy is the tiny model
 fitted for a few seconds to answer with tool calls (`fit_tool_policy`), so the rollout really calls tools and branches.
 """
@@ -59,7 +60,7 @@ REQUIRED_KEYS = [
 
 
 @pytest.fixture(scope="module")
-def e2e_env(tmp_path_factory, tiny_model_dir, shared_data):
+def e2e_env(tmp_path_factory, tiny_model_dir, arpo_data):
     import pyarrow.parquet as pq
 
     from ._helpers import fit_tool_policy
@@ -68,14 +69,14 @@ def e2e_env(tmp_path_factory, tiny_model_dir, shared_data):
     datasets = root / "datasets"
     datasets.mkdir()
     shutil.copy(REPO / "data" / "dataset_info.json", datasets / "dataset_info.json")
-    (datasets / "arpo").symlink_to(shared_data / "arpo", target_is_directory=True)
-    rows = pq.read_table(shared_data / "arpo" / "rl" / "train_10k.parquet").slice(0, 16).to_pylist()
+    (datasets / "arpo").symlink_to(arpo_data / "arpo", target_is_directory=True)
+    rows = pq.read_table(arpo_data / "arpo" / "rl" / "train_10k.parquet").slice(0, 16).to_pylist()
     policy = root / "policy"
     fit_tool_policy(tiny_model_dir, policy, rows, steps=120, context=48)
     from llamafactory_agentic.tools.index import build_corpus_from_cache_json
 
     search_index = root / "search_index"  # the offline `local` search backend over the reference's snippets
-    build_corpus_from_cache_json(shared_data / "arpo" / "search_cache.json", search_index)
+    build_corpus_from_cache_json(arpo_data / "arpo" / "search_cache.json", search_index)
     return {"root": root, "datasets": datasets, "policy": policy, "search_index": search_index}
 
 

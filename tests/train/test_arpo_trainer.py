@@ -131,6 +131,8 @@ def test_generation_batch_layout_advantages_and_masks(tmp_path, tiny_model_dir, 
     update0 = sum(int(b["loss_mask"].sum()) for b in batches[:2])
     update1 = sum(int(b["loss_mask"].sum()) for b in batches[2:])
     assert [int(b["num_items_in_batch"]) for b in batches] == [update0, update0, update1, update1]
+    # and its trajectories, the sequence-mean normaliser of `rl_loss_agg_mode` (docs/algorithms.md §4.8)
+    assert [int(b["num_sequences_in_batch"]) for b in batches] == [4, 4, 4, 4]
     assert "old_per_token_logps" in first  # two updates per rollout: old log-probs recomputed before the first
     assert "ref_per_token_logps" not in first  # rl_kl_coef = 0: no reference model, no ref log-probs
 

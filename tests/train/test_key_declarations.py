@@ -137,7 +137,7 @@ def test_one_validator_for_the_parser_the_board_and_the_executor():
         build_finetuning_arguments_class(FinetuningArguments)(stage="arpo", agentic_tool_retries=0)
     # LLaMA-Board's checks
     findings = check_values("arpo", {"agentic_tool_retries": 0})
-    assert [(f.level, f.message) for f in findings] == [("error", BAD_RETRIES)]
+    assert [(f.level, f.message) for f in findings if f.level == "error"] == [("error", BAD_RETRIES)]
     # the tool executor
     with pytest.raises(ValueError, match=BAD_RETRIES):
         build_executor_from_args(SimpleNamespace(agentic_tool_retries=0))

@@ -33,7 +33,7 @@ ANSWER_SCRIPT = [
 
 
 @pytest.fixture(scope="module")
-def answering_env(tmp_path_factory, tiny_model_dir, shared_data):
+def answering_env(tmp_path_factory, tiny_model_dir, arpo_data):
     """test_arpo_e2e's setup with the tiny policy fitted to one search call and a boxed answer (ANSWER_SCRIPT).
 
     Fitted on the whole prompt (test_arpo_e2e fits on its last 48 tokens, fast but it rarely reaches its answer),
@@ -52,12 +52,12 @@ def answering_env(tmp_path_factory, tiny_model_dir, shared_data):
     datasets = root / "datasets"
     datasets.mkdir()
     shutil.copy(REPO / "data" / "dataset_info.json", datasets / "dataset_info.json")
-    (datasets / "arpo").symlink_to(shared_data / "arpo", target_is_directory=True)
-    rows = pq.read_table(shared_data / "arpo" / "rl" / "train_10k.parquet").slice(0, 16).to_pylist()
+    (datasets / "arpo").symlink_to(arpo_data / "arpo", target_is_directory=True)
+    rows = pq.read_table(arpo_data / "arpo" / "rl" / "train_10k.parquet").slice(0, 16).to_pylist()
     policy = root / "policy"
     fit_tool_policy(tiny_model_dir, policy, rows, steps=150, context=4096, script=ANSWER_SCRIPT)
     search_index = root / "search_index"
-    build_corpus_from_cache_json(shared_data / "arpo" / "search_cache.json", search_index)
+    build_corpus_from_cache_json(arpo_data / "arpo" / "search_cache.json", search_index)
     return {"root": root, "datasets": datasets, "policy": policy, "search_index": search_index}
 
 

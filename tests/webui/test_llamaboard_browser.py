@@ -9,7 +9,8 @@ One user session, step by step: choose `arpo`, see the agentic panel (RLHF hidde
 keys, stage-specific output directory, fitting datasets first), run the checks (a mistyped key, a bad row, an SFT
 file registered as `arpo_rl`, a missing search index, bf16 on a CPU-only machine, a batch geometry that does not
 split), fix them in the panel, preview the command with the effective values, save and load the arguments, start a
-2-step run of the tiny model on real ARPO rows with the real tools, watch the RL plots fill (identical-reward groups
+2-step run of the tiny model on ARPO rows (the released files where present, else synthetic ones in their layout)
+with the real tools, watch the RL plots fill (identical-reward groups
 included) and the rollout progress line, see the finished-run warning, open the rollout viewer, switch stages (a new
 output directory, the checks box cleared, AEPO naming the typed values it keeps), abort a run during its rollout, and
 switch to Chinese. Screenshots of every step go to `saves/webui_screens/`.
@@ -50,7 +51,7 @@ CHROMIUM_ARGS = [
 
 
 @pytest.fixture(scope="module")
-def board_env(tmp_path_factory, tiny_model_dir, shared_data):
+def board_env(tmp_path_factory, tiny_model_dir, arpo_data):
     import pyarrow.parquet as pq
     from train._helpers import fit_tool_policy
 
@@ -63,11 +64,11 @@ def board_env(tmp_path_factory, tiny_model_dir, shared_data):
     info["sft_as_rl"] = {"file_name": "arpo_sft_demo.jsonl", "formatting": "arpo_rl"}  # a wrong registration
     (datasets / "dataset_info.json").write_text(json.dumps(info))
     shutil.copy(REPO / "data" / "arpo_sft_demo.jsonl", datasets / "arpo_sft_demo.jsonl")
-    (datasets / "arpo").symlink_to(shared_data / "arpo", target_is_directory=True)
-    rows = pq.read_table(shared_data / "arpo" / "rl" / "train_10k.parquet").slice(0, 16).to_pylist()
+    (datasets / "arpo").symlink_to(arpo_data / "arpo", target_is_directory=True)
+    rows = pq.read_table(arpo_data / "arpo" / "rl" / "train_10k.parquet").slice(0, 16).to_pylist()
     policy = root / "policy"
     fit_tool_policy(tiny_model_dir, policy, rows, steps=120, context=48)
-    build_corpus_from_cache_json(shared_data / "arpo" / "search_cache.json", root / "search_index")
+    build_corpus_from_cache_json(arpo_data / "arpo" / "search_cache.json", root / "search_index")
     workdir = root / "board"
     workdir.mkdir()
     return {

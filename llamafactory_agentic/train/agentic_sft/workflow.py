@@ -118,9 +118,15 @@ def run_agentic_sft(
     from .check import run_pre_run_check
 
     prepare_agentic_sft(data_args, finetuning_args)
-    if agentic_value(finetuning_args, "agentic_sft_check"):
+    native = data_args.agentic_tool_protocol == "template"
+    if agentic_value(finetuning_args, "agentic_sft_check") or native:
         tokenizer = load_tokenizer(model_args)["tokenizer"]
         template = get_template_and_fix_tokenizer(tokenizer, data_args)
+    if native:  # cases where these SFT ids cannot equal the rollout's (docs/tools.md "Templates and parity")
+        from ...rollout.tool_format import warn_parity_issues
+
+        warn_parity_issues(template, tokenizer, "sft")
+    if agentic_value(finetuning_args, "agentic_sft_check"):
         run_pre_run_check(
             template,
             tokenizer,

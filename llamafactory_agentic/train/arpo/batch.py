@@ -199,7 +199,7 @@ def token_micro_batches(lengths: list[tuple[int, int]], max_tokens: int, count: 
 
 
 def collate_records(
-    records: list[ScoredTrajectory], num_tokens: int, pad_token_id: int, device: Any
+    records: list[ScoredTrajectory], num_tokens: int, pad_token_id: int, device: Any, num_sequences: int | None = None
 ) -> dict[str, torch.Tensor]:
     r"""One micro-batch in TRL's layout plus the loss mask and token advantages.
 
@@ -208,10 +208,13 @@ def collate_records(
         num_tokens: Loss-mask tokens of the whole optimiser update over all ranks (the token-mean normaliser).
         pad_token_id: Padding id (an empty response becomes one padding token with attention 0).
         device: Where the tensors go.
+        num_sequences: Trajectories of the whole optimiser update over all ranks (the sequence-mean normaliser of
+            `rl_loss_agg_mode`, docs/algorithms.md §4.8); None: the rows of this micro-batch.
 
     Returns:
         `prompt_ids`/`prompt_mask` `[b, P]` (left-padded), `completion_ids`/`completion_mask` `[b, C]` (attention,
-        observations included), `loss_mask` `[b, C]`, `advantages` `[b, C]` and `num_items_in_batch` (scalar, >= 1).
+        observations included), `loss_mask` `[b, C]`, `advantages` `[b, C]`, `num_items_in_batch` (scalar, >= 1) and
+        `num_sequences_in_batch` (scalar, >= 1).
     """
     prompt = [torch.tensor(r.prompt_ids, dtype=torch.long, device=device) for r in records]
     response = [torch.tensor(r.response_ids or [pad_token_id], dtype=torch.long, device=device) for r in records]
@@ -228,4 +231,5 @@ def collate_records(
         "loss_mask": pad(loss_mask, padding_value=0, padding_side="right"),
         "advantages": pad(adv, padding_value=0.0, padding_side="right"),
         "num_items_in_batch": torch.tensor(float(max(num_tokens, 1)), device=device),
+        "num_sequences_in_batch": torch.tensor(float(max(num_sequences or len(records), 1)), device=device),
     }

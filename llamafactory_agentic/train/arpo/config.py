@@ -29,6 +29,7 @@ from dataclasses import dataclass, fields
 from types import SimpleNamespace
 from typing import Any
 
+from ...algorithms.policy_loss_variants import resolve_loss_settings
 from ...rewards.registry import check_tool_bonus
 from ...rollout.trajectory import STOP_STRINGS, RolloutConfig
 from ...train.trl_compat import GRPOConfig
@@ -70,6 +71,10 @@ class ArpoLossConfig:
     micro_batch_tokens: int | None  # `rl_micro_batch_tokens` (0 there): None = micro-batches of b trajectories
     dynamic_sampling: bool  # `rl_dynamic_sampling`: drop equal-reward groups and roll out more prompts
     dynamic_sampling_max_batches: int  # `rl_dynamic_sampling_max_batches`: generation batches per update, at most
+    # docs/algorithms.md §4.8, resolved against the loss by `algorithms.resolve_loss_settings`:
+    loss_agg_mode: str  # `rl_loss_agg_mode`: token_mean, seq_mean_token_sum or seq_mean_token_mean
+    advantage_std_norm: bool  # `rl_advantage_std_norm`: divide the group-centred reward by the group std
+    max_response_length: int  # `arpo_max_response_length` (Dr. GRPO's constant normaliser)
 
     @classmethod
     def from_args(cls, finetuning_args: Any) -> "ArpoLossConfig":
@@ -80,7 +85,9 @@ class ArpoLossConfig:
         checked by `llamafactory_agentic.validation`, the parser's validator.
 
         Raises:
-            ValueError: if a key is still `None` (presets not resolved) or has an unknown value.
+            ValueError: if a key is still `None` (presets not resolved), has an unknown value, or the loss keys
+                combine into no named method (`algorithms.resolve_loss_settings`, e.g. `rl_policy_loss: gspo` with
+                `aepo_balanced_clip: true`).
         """
         a = finetuning_args
         values = dict(
@@ -107,6 +114,11 @@ class ArpoLossConfig:
         _unresolved(values, optional=("dual_clip", "val_max_samples", "micro_batch_tokens"))
         check_optimisation_ranges(a.rl_logprob_chunk_size, a.rl_micro_batch_tokens, a.rl_dynamic_sampling_max_batches)
         validate_loss_keys(values["policy_loss"], values["attribution"], values["balanced_clip_scope"])
+        # the loss's aggregation and advantage normalisation; refuses combinations that are not the named method
+        values["loss_agg_mode"], values["advantage_std_norm"] = resolve_loss_settings(
+            a.rl_policy_loss, a.rl_loss_agg_mode, a.rl_advantage_std_norm, bool(a.aepo_balanced_clip)
+        )
+        values["max_response_length"] = int(a.arpo_max_response_length)
         return cls(**values)
 
 

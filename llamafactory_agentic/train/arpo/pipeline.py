@@ -56,6 +56,7 @@ from accelerate.utils import gather_object
 from transformers.trainer_callback import TrainerCallback
 
 from ...algorithms import (
+    accepts_keyword,
     compute_entropy_loss,
     compute_kl_loss,
     entropy_aware_advantages,
@@ -92,7 +93,8 @@ class MicroBatch(TypedDict, total=False):
 
     `prompt_ids`/`prompt_mask` `[b, P]` (left-padded), `completion_ids`/`completion_mask` `[b, C]` (attention,
     observations included), `loss_mask` `[b, C]`, `advantages` `[b, C]`, `num_items_in_batch` (loss-mask tokens of the
-    whole optimiser update over all ranks), and `old_per_token_logps` / `ref_per_token_logps` `[b, C]` when needed.
+    whole optimiser update over all ranks), `num_sequences_in_batch` (its trajectories, docs/algorithms.md §4.8), and
+    `old_per_token_logps` / `ref_per_token_logps` `[b, C]` when needed.
     """
 
     prompt_ids: torch.Tensor
@@ -102,6 +104,7 @@ class MicroBatch(TypedDict, total=False):
     loss_mask: torch.Tensor
     advantages: torch.Tensor
     num_items_in_batch: torch.Tensor
+    num_sequences_in_batch: torch.Tensor
     old_per_token_logps: torch.Tensor
     ref_per_token_logps: torch.Tensor
 
@@ -626,7 +629,8 @@ class ArpoStep:
             flat = []
             for rows_k, update_k in micro_batch_layout(len(records), rank, world, b, accum, steps):
                 num_tokens = sum(sum(r.loss_mask_train) for r in records[update_k])
-                flat.append(collate_records(records[rows_k], num_tokens, pad, device))
+                num_sequences = len(records[update_k])  # the sequence-mean normaliser (§4.8)
+                flat.append(collate_records(records[rows_k], num_tokens, pad, device, num_sequences))
             return MicroBatches(flat, flat)
 
         def lengths(rows: list[ScoredTrajectory]) -> list[tuple[int, int]]:
@@ -636,10 +640,11 @@ class ArpoStep:
         items, flat = [], []
         for k, (rows_k, update_k) in enumerate(layouts[rank]):
             num_tokens = sum(sum(r.loss_mask_train) for r in records[update_k])
+            num_sequences = len(records[update_k])  # the sequence-mean normaliser (§4.8)
             count = max(len(token_micro_batches(lengths(records[lay[k][0]]), cap)) for lay in layouts)
             mine = records[rows_k]
             parts = [
-                collate_records([mine[i] for i in indices], num_tokens, pad, device)
+                collate_records([mine[i] for i in indices], num_tokens, pad, device, num_sequences)
                 for indices in token_micro_batches(lengths(mine), cap, count)
             ]
             items.append({"micro_batches": parts})
@@ -677,6 +682,8 @@ def micro_batch_loss(
 
     The policy loss is the registered function named by `rl_policy_loss` (`algorithms.get_policy_loss`, as verl's
     actor selects its loss by name); the KL and entropy terms are `compute_kl_loss` and `compute_entropy_loss`.
+    A loss whose signature names `num_sequences` also gets the update's trajectory count (the normaliser of the
+    sequence aggregation modes, docs/algorithms.md §4.8), scaled by the world size like the token count.
     The returned value is `sum(mask * L) * world_size / N_update`: summed over the accumulation steps and averaged
     over ranks by DDP/DeepSpeed it gives the token mean over all loss-mask tokens of the update (docs/algorithms.md
     §4.4, Decision). The loss mask gates the policy-gradient, KL and entropy terms and every normaliser; the
@@ -709,7 +716,11 @@ def micro_batch_loss(
         clip_mask = high_entropy_mask(entropy_detached, mask, cfg.high_entropy_z)
 
     normaliser = batch["num_items_in_batch"].to(logps.device, torch.float32) / world_size
-    loss, pg_metrics = get_policy_loss(cfg.policy_loss)(
+    policy_loss = get_policy_loss(cfg.policy_loss)
+    extra = {}
+    if accepts_keyword(policy_loss, "num_sequences"):  # the sequence aggregation modes' normaliser (§4.8)
+        extra["num_sequences"] = batch["num_sequences_in_batch"].to(logps.device, torch.float32) / world_size
+    loss, pg_metrics = policy_loss(
         logps,
         old,
         advantages,
@@ -717,6 +728,7 @@ def micro_batch_loss(
         cfg,
         balanced_clip_mask=clip_mask,
         num_tokens=normaliser,
+        **extra,
     )
     kl_metric = entropy_bonus_metric = None  # local token means of this micro-batch (for the logs only)
     if beta != 0.0:

@@ -55,6 +55,7 @@ from torch.utils.data import SequentialSampler
 from transformers.trainer_callback import TrainerCallback
 
 from ...common.log import get_logger
+from ...guards.tags import no_tool_call_warning
 from ...rewards.registry import CallableReward, RewardFunction
 from ...rollout.progress import ROLLOUT_PROGRESS_NAME
 from ...rollout.rng_state import rng_state_path
@@ -335,6 +336,9 @@ class ArpoTrainer(GRPOTrainer):
             tool_metrics = combine_tool_metrics(self._eval_tool_shards)
         finally:
             self._eval_records, self._eval_tool_shards = {}, []
+        warning = no_tool_call_warning("validation", sum(r.num_tool_calls for r in records), len(records))
+        if warning and self.is_world_process_zero():
+            logger.warning(f"[agentic] step {self.state.global_step}: {warning}")
         values = self._metrics["eval"]
         for key, value in validation_metrics(records, values, tool_metrics).items():
             output.metrics[f"{metric_key_prefix}_{key}"] = value

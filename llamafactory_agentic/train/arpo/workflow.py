@@ -195,7 +195,7 @@ def run_arpo(
     """
     from ...tools import build_executor_from_args
     from ..checkpoints import check_rl_resume, resolve_resume_checkpoint
-    from .config import check_rl_sampling, tools_config_from_args
+    from .config import ArpoLossConfig, check_rl_sampling, tools_config_from_args
 
     if training_args.do_train:
         check_rl_sampling(generating_args)  # before any model is loaded
@@ -205,12 +205,13 @@ def run_arpo(
         check_rl_resume(training_args.resume_from_checkpoint, finetuning_args.stage)  # not another stage's
         _warn_start(model_args, training_args)
     effective = resolve_presets(finetuning_args, verbose=training_args.should_log)
-    if str(getattr(finetuning_args, "arpo_rollout_backend", "")).lower() == "vllm":
+    if finetuning_args.arpo_rollout_backend == "vllm":
         from ...rollout.vllm_engine import require_vllm
 
         require_vllm()  # the install hint before anything is built or loaded
     if training_args.should_save:
         save_agentic_config(effective, training_args.output_dir, finetuning_args)  # every key: eval train_val
+    ArpoLossConfig.from_args(finetuning_args)  # the loss keys and their combination, before any model loads (§4.8)
 
     # first: a bad tool config or a python sandbox below `agentic_python_min_isolation` stops the run here
     tools_config = tools_config_from_args(finetuning_args)
@@ -241,6 +242,7 @@ def _train(
 
     from ...data import load_rl_dataset
     from ...guards.gaming import GamingMonitorCallback
+    from ...guards.tags import warn_unanswered_tags
     from ...rewards.compound import reward_from_args
     from ...rollout.session import open_rollout_session
     from ..agentic_sft.check import check_tokenizer_tags
@@ -258,6 +260,12 @@ def _train(
     # answer would score -1 without a word (the same check as agentic_sft's pre-run check)
     check_tokenizer_tags(tokenizer)
     dataset_module = load_rl_dataset(model_args, data_args, training_args, finetuning_args)
+    if finetuning_args.agentic_tool_protocol != "template":  # a tag the prompts teach that no tool answers
+        for split, names in (("train_dataset", data_args.dataset), ("eval_dataset", data_args.eval_dataset)):
+            rows = dataset_module.get(split)
+            if rows is not None and "_system" in rows.column_names:
+                where = f"the system prompts of {', '.join(names or data_args.dataset or [])} ({split.split('_')[0]})"
+                warn_unanswered_tags(rows.unique("_system"), executor, where)
     max_prompt = finetuning_args.arpo_max_prompt_length
     overlong = finetuning_args.arpo_overlong_prompt
     train_dataset = _encode(dataset_module.get("train_dataset"), template, tokenizer, max_prompt, overlong)
