@@ -52,6 +52,7 @@ from transformers.cache_utils import Cache
 
 from .branching import full_entropy_terms, topk_entropy_terms
 from .engine import (
+    HF_CAPABILITIES,
     GenerationEngine,
     GenerationRequest,
     GenerationResult,
@@ -303,6 +304,8 @@ class HFEngine(GenerationEngine):
         cudnn_attention: Let PyTorch pick its cuDNN SDPA backend during generation (default False: building a cuDNN
             plan per new prefill shape made generation 2.7x slower on an H200, see `cudnn_attention_disabled`).
     """
+
+    capabilities = HF_CAPABILITIES
 
     def __init__(
         self,

@@ -44,7 +44,7 @@ import os
 from typing import Any
 
 from .branching import logprob_dict_entropy_term
-from .engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingSettings
+from .engine import VLLM_CAPABILITIES, GenerationEngine, GenerationRequest, GenerationResult, SamplingSettings
 from .weight_sync import GatherFn, base_model_of, push_weights
 
 
@@ -122,6 +122,8 @@ class VLLMEngine(GenerationEngine):
         ValueError: `logprobs_mode` other than `processed_logprobs` in `llm_kwargs` or on a given `llm`; (from
             `set_model`) a quantized base model under LoRA.
     """
+
+    capabilities = VLLM_CAPABILITIES
 
     def __init__(
         self,
