@@ -32,7 +32,7 @@ from typing import Any
 from ...rewards.registry import check_tool_bonus
 from ...rollout.trajectory import STOP_STRINGS, RolloutConfig
 from ...train.trl_compat import GRPOConfig
-from ...validation import check_optimisation_ranges, check_rl_sampling, validate_loss_keys
+from ...validation import check_async_keys, check_optimisation_ranges, check_rl_sampling, validate_loss_keys
 from ..presets import resolved_arguments
 
 
@@ -70,6 +70,9 @@ class ArpoLossConfig:
     micro_batch_tokens: int | None  # `rl_micro_batch_tokens` (0 there): None = micro-batches of b trajectories
     dynamic_sampling: bool  # `rl_dynamic_sampling`: drop equal-reward groups and roll out more prompts
     dynamic_sampling_max_batches: int  # `rl_dynamic_sampling_max_batches`: generation batches per update, at most
+    max_staleness: int  # `rl_max_staleness`: optimiser steps a rollout producer may run ahead (0: lockstep)
+    off_policy_correction: str  # `rl_off_policy_correction`: tis, decoupled or none (algorithms.off_policy)
+    off_policy_cap: float  # `rl_off_policy_cap`: the tis weight's upper bound
 
     @classmethod
     def from_args(cls, finetuning_args: Any) -> "ArpoLossConfig":
@@ -103,9 +106,13 @@ class ArpoLossConfig:
             micro_batch_tokens=a.rl_micro_batch_tokens or None,  # 0: cut by trajectories
             dynamic_sampling=bool(a.rl_dynamic_sampling),
             dynamic_sampling_max_batches=int(a.rl_dynamic_sampling_max_batches),
+            max_staleness=int(a.rl_max_staleness),
+            off_policy_correction=a.rl_off_policy_correction,
+            off_policy_cap=float(a.rl_off_policy_cap),
         )
         _unresolved(values, optional=("dual_clip", "val_max_samples", "micro_batch_tokens"))
         check_optimisation_ranges(a.rl_logprob_chunk_size, a.rl_micro_batch_tokens, a.rl_dynamic_sampling_max_batches)
+        check_async_keys(a.rl_max_staleness, a.rl_off_policy_correction, a.rl_off_policy_cap)
         validate_loss_keys(values["policy_loss"], values["attribution"], values["balanced_clip_scope"])
         return cls(**values)
 

@@ -63,6 +63,7 @@ from ...algorithms import (
     get_policy_loss,
     high_entropy_mask,
 )
+from ...algorithms.off_policy import off_policy_weights
 from ...rewards import build_model_view
 from ...rewards.compound import score_trajectories
 from ...rewards.contamination import answer_leak_rate, observation_texts
@@ -329,7 +330,7 @@ class PolicyGeneration:
                     ):
                         if not prompts:
                             return None
-                        session.sync_weights(model)
+                        session.sync_weights(model, version=global_step)
                         with torch.no_grad():
                             return session.rollout(prompts, training=training, ground_truths=ground_truths)
                 finally:
@@ -344,7 +345,7 @@ class PolicyGeneration:
                 unwrap_model_for_generation(model_wrapped, self.accelerator, gather_deepspeed3_params=False) as model,
                 fsdp_unsharded(model_wrapped, model),
             ):
-                session.sync_weights(model)
+                session.sync_weights(model, version=global_step)
             self._synced_step = global_step
         return session.rollout(prompts, training=training, ground_truths=ground_truths) if prompts else None
 
@@ -506,6 +507,10 @@ class SyncRolloutSource:
     def close(self) -> None:
         r"""Nothing to stop."""
 
+    def paused(self) -> contextlib.AbstractContextManager:
+        r"""Nothing runs in the background."""
+        return contextlib.nullcontext()
+
 
 # ---------------------------------------------------------------------------------------------- the generation step
 class ArpoStep:
@@ -586,7 +591,7 @@ class ArpoStep:
             `(records, timing, tool metrics)` of this rank (`time/rollout` covers rolling out and scoring).
         """
         ctx, timer = self.ctx, StepTimer()
-        with timer.stage("time/rollout"):
+        with timer.stage("time/rollout"), self.source.paused():  # an async producer waits meanwhile
             truths = [r.get("_ground_truth") for r in rows]  # agentic_contamination_mode
             output = self.generation(
                 ctx.model_wrapped(), [prompt_ids_of(r) for r in rows], False, ctx.global_step(), truths
@@ -690,7 +695,7 @@ class ArpoStep:
         dataset = ctx.train_dataset
         while have < target and len(batches) < self.loss_config.dynamic_sampling_max_batches:
             indices = extra_prompt_indices(len(dataset), target, ctx.seed, global_step, len(batches))
-            extra = self.roll_out_and_score([dataset[i] for i in indices], training=True, global_step=global_step)
+            extra = self.roll_out_and_score([dataset[i] for i in indices], training=True)
             batches.append(extra)
             have += count_signal_groups(extra.records)
         records, rows, sampled, sampling_metrics = assemble_update([(b.records, b.rows) for b in batches], target)
@@ -713,11 +718,12 @@ class ArpoStep:
         steps = ctx.steps_per_generation
         device, pad = ctx.accelerator.device, ctx.pad_token_id
         cap = self.loss_config.micro_batch_tokens
+        version = ctx.global_step()  # the proximal weights: those the update starts from (docs/algorithms.md §13)
         if cap is None:
             flat = []
             for rows_k, update_k in micro_batch_layout(len(records), rank, world, b, accum, steps):
                 num_tokens = sum(sum(r.loss_mask_train) for r in records[update_k])
-                flat.append(collate_records(records[rows_k], num_tokens, pad, device))
+                flat.append(collate_records(records[rows_k], num_tokens, pad, device, version))
             return MicroBatches(flat, flat)
 
         def lengths(rows: list[ScoredTrajectory]) -> list[tuple[int, int]]:
@@ -730,7 +736,7 @@ class ArpoStep:
             count = max(len(token_micro_batches(lengths(records[lay[k][0]]), cap)) for lay in layouts)
             mine = records[rows_k]
             parts = [
-                collate_records([mine[i] for i in indices], num_tokens, pad, device)
+                collate_records([mine[i] for i in indices], num_tokens, pad, device, version)
                 for indices in token_micro_batches(lengths(mine), cap, count)
             ]
             items.append({"micro_batches": parts})
@@ -746,6 +752,8 @@ class ArpoStep:
         ctx = self.ctx
         generate_every = ctx.steps_per_generation * ctx.num_iterations
         need_old = ctx.gradient_accumulation_steps % generate_every != 0
+        # stale groups (rl_max_staleness > 0) need the proximal log-probs for the off-policy correction
+        need_old = need_old or any("behaviour_stale" in batch for batch in micro_batches)
         model, ref_model = ctx.model(), ctx.ref_model()
         for batch in micro_batches:
             input_ids, attention_mask, width = concat_batch(batch)
@@ -796,6 +804,9 @@ def micro_batch_loss(
     advantages = batch["advantages"]
     if cfg.entropy_advantage:
         advantages = entropy_aware_advantages(advantages, entropy_detached, mask, cfg.entropy_advantage_coef)
+    off_policy = None
+    if "behaviour_stale" in batch:  # tokens sampled by older weights (rl_max_staleness > 0)
+        advantages, off_policy = off_policy_corrected(advantages, old, batch, mask, cfg)
     clip_mask = None
     if cfg.balanced_clip and cfg.balanced_clip_scope == "high_entropy":
         clip_mask = high_entropy_mask(entropy_detached, mask, cfg.high_entropy_z)
@@ -826,7 +837,32 @@ def micro_batch_loss(
         "entropy_value": entropy_bonus_metric,
         "clip_mask": clip_mask,
     }
+    if off_policy is not None:
+        logged["off_policy"] = off_policy
     return loss, logged
+
+
+def off_policy_corrected(
+    advantages: torch.Tensor, proximal: torch.Tensor, batch: MicroBatch, mask: torch.Tensor, cfg: ArpoLossConfig
+) -> tuple[torch.Tensor, dict[str, float]]:
+    r"""Advantages `[b, C]` times the off-policy weights `pi_prox / pi_behav` of the stale rows' tokens.
+
+    `algorithms.off_policy.off_policy_weights` (`rl_off_policy_correction`, `rl_off_policy_cap`); every registered
+    policy loss is positively homogeneous in the advantage, so this weights each token's loss (docs/algorithms.md
+    §13.2). Rows sampled by the proximal weights keep weight 1 exactly.
+
+    Returns:
+        `(weighted advantages, off_policy/* metrics)`.
+    """
+    weights, metrics = off_policy_weights(
+        proximal,
+        batch["behaviour_per_token_logps"],
+        batch["behaviour_stale"],
+        mask,
+        cfg.off_policy_correction,
+        cfg.off_policy_cap,
+    )
+    return advantages * weights.to(advantages.dtype), metrics
 
 
 def accumulate_update(
@@ -929,11 +965,16 @@ class StepLogger:
             for entry in entries:
                 f.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
 
-    def log_loss(self, mode: str, pg_metrics, entropy, mask, kl_value, entropy_value, clip_mask) -> None:
+    def log_loss(
+        self, mode: str, pg_metrics, entropy, mask, kl_value, entropy_value, clip_mask, off_policy=None
+    ) -> None:
         r"""Append one micro-batch's loss metrics (`loss_metric_values`), token-weighted over ranks.
 
         `kl_value` and `entropy_value` are local token means without gradient, like every other metric here.
+        `off_policy`: the `off_policy/*` values of a micro-batch with stale rows (this rank's, averaged per step).
         """
+        for key, value in (off_policy or {}).items():
+            self.metrics[mode][key].append(value)
         count = float(mask.sum().item())
         local = loss_metric_values(pg_metrics, entropy, mask, kl_value, entropy_value, clip_mask)
         keys = list(local)

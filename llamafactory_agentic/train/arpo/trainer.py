@@ -60,6 +60,7 @@ from ...rollout.progress import ROLLOUT_PROGRESS_NAME
 from ...rollout.rng_state import rng_state_path
 from ...rollout.session import RolloutSession, as_session
 from ..trl_compat import GRPOConfig, GRPOTrainer, prepare_deepspeed
+from .async_rollout import open_async_source
 from .config import ArpoLossConfig
 from .metrics import ROLLOUT_LOG_NAME, combine_tool_metrics, validation_metrics
 from .pipeline import (
@@ -195,6 +196,8 @@ class ArpoTrainer(GRPOTrainer):
         session.show_progress(self.accelerator.is_main_process, status)
         self.policy = PolicyScorer(self.temperature, loss_config.logprob_chunk_size, self.model_kwarg_keys)
         self.step = ArpoStep(step_context(self), session, reward_fn, loss_config, self.policy, self.step_logger)
+        if loss_config.max_staleness > 0:  # rollout k steps ahead in a producer thread (docs/algorithms.md §13)
+            self.add_callback(open_async_source(self, self.step))
 
     # ------------------------------------------------------------------------------------------------ data plumbing
     def _get_eval_sampler(self, eval_dataset) -> torch.utils.data.Sampler:
@@ -357,6 +360,8 @@ class ArpoTrainer(GRPOTrainer):
     def _load_rng_state(self, checkpoint: str | None) -> None:
         r"""Restore what `_save_rng_state` wrote (a checkpoint without the rollout file is resumed with a warning)."""
         super()._load_rng_state(checkpoint)
+        if checkpoint is not None and hasattr(self.step.source, "load_state"):  # the async producer's position
+            self.step.source.load_state(checkpoint, self.state.global_step)
         rank = self.args.process_index
         if checkpoint is not None and not self.session.restore_rng_state(
             checkpoint, rank, self.step_logger.rollout_rng
