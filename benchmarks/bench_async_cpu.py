@@ -26,7 +26,8 @@ steps after the first (step 1 of k = 1 has nothing rolled out ahead yet), and ov
 ARPO stage runs again from the same SFT model with `rl_max_staleness: 1`; held-out accuracy of each and the ARPO
 stage's wall-time ratio. Long (two ARPO stages and one SFT per seed): run it with nohup.
 
-Run: `python benchmarks/bench_async_cpu.py --case speed` (results in benchmarks/results/async_cpu/speed.json),
+Run: `python benchmarks/bench_async_cpu.py --case speed --update-seconds 1.5` (results in
+benchmarks/results/async_cpu/speed_update1.5s.json),
 `python benchmarks/bench_async_cpu.py --case demo --seeds 0 1 2` (benchmarks/results/async_cpu/demo.json).
 """
 
@@ -119,7 +120,9 @@ def run_speed_once(paths: dict, out: Path, staleness: int, steps: int, update_se
         "from llamafactory.train.tuner import run_exp; from bench_async_cpu import slow_update_callback;"
         "run_exp(json.loads(sys.argv[1]), callbacks=[slow_update_callback(float(sys.argv[4]))])"
     )
-    env = dict(os.environ, BENCH_ASYNC_TOOL_SECONDS=str(TOOL_SECONDS))
+    # one intra-op thread: on the shared 2-core machine two OpenMP threads per process spin against each other and
+    # against the producer thread (a 1-token forward of the tiny model took 0.87 s with 2 threads, 1 ms with 1)
+    env = dict(os.environ, BENCH_ASYNC_TOOL_SECONDS=str(TOOL_SECONDS), OMP_NUM_THREADS="1")
     env.pop("LLAMAFACTORY_AGENTIC_DISABLE", None)
     cmd = [sys.executable, "-c", code, json.dumps(args), str(REPO / "benchmarks"), str(paths["root"])]
     proc = subprocess.run([*cmd, str(update_seconds)], cwd=REPO, env=env, capture_output=True, text=True)
@@ -213,7 +216,8 @@ def main() -> None:
     args = parser.parse_args()
     result = speed(args) if args.case == "speed" else demo(args)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.case}.json").write_text(json.dumps(result, indent=1) + "\n")
+    name = f"speed_update{args.update_seconds:g}s" if args.case == "speed" else args.case
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":

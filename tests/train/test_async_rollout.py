@@ -96,6 +96,18 @@ def test_a_batch_within_k_is_trained_and_its_staleness_logged():
     assert metrics["async/groups_dropped_stale"] == 0.0 and metrics["async/buffer_depth"] == 2.0
 
 
+def test_a_checkpoint_inside_a_generation_batch_is_refused(tmp_path):
+    """With U = 2 optimiser steps per generation batch, a checkpoint after step 1 would lose half a batch on resume."""
+    source, _ = _source(now=1, k=1)
+    source.updates, source.taken = 2, 1  # batch 0 taken, one of its two updates done
+    with pytest.raises(RuntimeError, match="save_steps to a multiple of 2"):
+        source.save_state(str(tmp_path), global_step=1)
+    source.ready[1] = ("produced ahead", 1)
+    source.save_state(str(tmp_path), global_step=2)  # the boundary: written, the batch produced ahead recorded
+    state = json.loads((tmp_path / "async_rollout_state.json").read_text())
+    assert state["batches_taken"] == 1 and state["untrained_batches"] == [{"batch": 1, "prompts": [1]}]
+
+
 def test_producer_weights_follow_every_publish_including_lora_adapters(tiny_model):
     """The producer's copy gets every parameter after each optimiser step (LoRA adapters included)."""
     import copy
