@@ -544,6 +544,26 @@ class AgenticArguments:
             "rl_dynamic_sampling, the first included."
         },
     )
+    rl_max_staleness: int = field(
+        default=0,
+        metadata={
+            "help": "Asynchronous rollout: a producer with its own copy of the weights rolls out up to this many "
+            "optimiser steps ahead of the trainer, overlapping rollout and update; groups older than this are "
+            "dropped (counted in async/groups_dropped_stale). 0: the lockstep step (docs/algorithms.md §13)."
+        },
+    )
+    rl_off_policy_correction: Literal["tis", "decoupled", "none"] = field(
+        default="tis",
+        metadata={
+            "help": "Correction of tokens sampled by older weights (rl_max_staleness > 0): tis (truncated importance "
+            "sampling, weight min(pi_prox/pi_behav, rl_off_policy_cap)), decoupled (decoupled PPO, uncapped weight) "
+            "or none. No effect on tokens sampled by the current weights (docs/algorithms.md §13.2)."
+        },
+    )
+    rl_off_policy_cap: float = field(
+        default=2.0,
+        metadata={"help": "Upper bound of the tis importance weight pi_prox/pi_behav (> 0)."},
+    )
 
 
 def agentic_field_names() -> set[str]:

@@ -125,6 +125,7 @@ def validate_rl_arguments(args: Any) -> None:
 
     check_optimisation_ranges(args.rl_logprob_chunk_size, args.rl_micro_batch_tokens,
                               args.rl_dynamic_sampling_max_batches)  # fmt: skip
+    check_async_keys(args.rl_max_staleness, args.rl_off_policy_correction, args.rl_off_policy_cap)
     validate_tool_keys(args)
 
 
@@ -145,6 +146,20 @@ def check_optimisation_ranges(
             "rl_dynamic_sampling_max_batches must be >= 1 (generation batches per update, the first included), "
             f"got {dynamic_sampling_max_batches}."
         )
+
+
+def check_async_keys(max_staleness: int, correction: str, cap: float) -> None:
+    r"""`rl_max_staleness >= 0`, `rl_off_policy_correction` in tis/decoupled/none, `rl_off_policy_cap > 0`.
+
+    Raises:
+        ValueError: naming the key, the value and its range.
+    """
+    if int(max_staleness) < 0:
+        raise ValueError(f"rl_max_staleness must be >= 0 (0: lockstep rollout), got {max_staleness}.")
+    if correction not in ("tis", "decoupled", "none"):
+        raise ValueError(f"rl_off_policy_correction must be tis, decoupled or none, got {correction!r}.")
+    if not float(cap) > 0:
+        raise ValueError(f"rl_off_policy_cap must be > 0, got {cap}.")
 
 
 def validate_reward(args: Any) -> None:
@@ -306,6 +321,7 @@ def check_rl_sampling(generating_args: Any) -> None:
 
 
 __all__ = [
+    "check_async_keys",
     "check_field_type",
     "check_number",
     "check_optimisation_ranges",

@@ -446,6 +446,7 @@ class AgenticRollout:
                 keep -= 1
         del traj.response_ids[start + keep :]
         del traj.loss_mask[start + keep :]
+        del traj.behaviour_logps[start + keep :]
 
     @staticmethod
     def _request_seed(state: RolloutState, traj: Trajectory) -> int | None:
@@ -486,6 +487,8 @@ class AgenticRollout:
             prompt_ids=source.prompt_ids,
             response_ids=list(source.response_ids),
             loss_mask=list(source.loss_mask),
+            behaviour_logps=list(source.behaviour_logps),
+            weight_version=source.weight_version,
             parent=source.index,
             branch_pos=len(source.response_ids),
             num_tool_calls=source.num_tool_calls,
@@ -569,6 +572,12 @@ class AgenticRollout:
             traj.entropy_base = h_now
         traj.response_ids.extend(seg.token_ids)
         traj.loss_mask.extend([1] * len(seg.token_ids))
+        logprobs = list(getattr(seg, "logprobs", None) or ())
+        if len(logprobs) != len(seg.token_ids):  # an engine without behaviour log-probs
+            logprobs = [math.nan] * len(seg.token_ids)
+        traj.behaviour_logps.extend(logprobs)
+        if getattr(seg, "weight_version", None) is not None:
+            traj.weight_version = seg.weight_version
         traj.generated_tokens += len(seg.token_ids)
         metrics["generated_tokens"] += len(seg.token_ids)
         kind = self._stop_kind(seg.stop_string) if seg.finish_reason == "stop" else None
@@ -589,6 +598,7 @@ class AgenticRollout:
             if traj.num_tool_calls >= cfg.max_tool_calls:
                 traj.response_ids.append(cfg.eos_token_id)
                 traj.loss_mask.append(1)
+                traj.behaviour_logps.append(math.nan)  # appended, not sampled
                 traj.hit_call_limit = True
                 metrics["call_limit_hits"] += 1
                 self._finish(traj, "call_limit", state)
@@ -713,6 +723,7 @@ class AgenticRollout:
                 metrics[f"tool_calls/{tool}"] += 1
             traj.response_ids.extend(obs)
             traj.loss_mask.extend([0] * len(obs))
+            traj.behaviour_logps.extend([math.nan] * len(obs))
             metrics["masked_tokens"] += len(obs)
             i = j
 
@@ -949,6 +960,7 @@ class AgenticRollout:
                 if len(traj.response_ids) > cfg.max_response_length:
                     del traj.response_ids[cfg.max_response_length :]
                     del traj.loss_mask[cfg.max_response_length :]
+                    del traj.behaviour_logps[cfg.max_response_length :]
                     traj.truncated = True
                     if not traj.finish_reason:
                         traj.finish_reason = "length"
@@ -1036,6 +1048,7 @@ class AgenticRollout:
                 if len(traj.response_ids) > cfg.max_response_length:
                     del traj.response_ids[cfg.max_response_length :]
                     del traj.loss_mask[cfg.max_response_length :]
+                    del traj.behaviour_logps[cfg.max_response_length :]
                     traj.truncated = True
                 state.groups[traj.group_index] = []  # nothing refers to finished groups any more
                 started.pop(traj.engine_key, None)

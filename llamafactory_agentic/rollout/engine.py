@@ -12,14 +12,18 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Generation engine interface shared by the `hf` and `vllm` backends.
+"""Generation engine interface shared by the `hf` and `vllm` backends, and the registry of engines.
 
 The agent loop (`agent_loop.py`) sends one `GenerationRequest` per active trajectory per round and receives one
 `GenerationResult` each. A request carries token ids only (prompt and response so far): nothing is re-tokenised.
+
+Engines are registered by name (`register_engine`) with their `EngineCapabilities`; the trainer and the rollout
+session decide how to hand weights over from the capabilities, never from a backend name (docs/architecture.md,
+"Rollout engines"). A server engine (vLLM's own server on GPUs of its own) registers with `separate_process=True`.
 """
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -58,6 +62,71 @@ class SamplingSettings:
         return self.temperature <= 0.0
 
 
+@dataclass(frozen=True)
+class EngineCapabilities:
+    r"""What an engine can do, read by the trainer and the session instead of the engine's name.
+
+    Attributes:
+        shares_policy_weights: Decodes with the trained module itself (the hf engine): the caller puts the module in
+            its generation form and gathers sharded parameters around each rollout; False: the engine holds its own
+            copy of the weights and gets them pushed (`set_model`) once per optimiser step.
+        separate_process: Runs in another process or server (weights travel over a transport, not by reference).
+        returns_logprobs: Every `GenerationResult` carries `logprobs` (the behaviour log-prob of each sampled token
+            under the weights that sampled it) and `weight_version` (docs/algorithms.md §13).
+        prefix_branching: Continues a trajectory from a shared prefix without recomputing it (ARPO's branches reuse
+            the source's KV rows or the engine's prefix cache).
+    """
+
+    shares_policy_weights: bool = False
+    separate_process: bool = False
+    returns_logprobs: bool = False
+    prefix_branching: bool = False
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    r"""A registered engine: its name, capabilities and `factory(model, tokenizer, config, **kwargs) -> engine`."""
+
+    name: str
+    capabilities: EngineCapabilities
+    factory: Callable[..., "GenerationEngine"]
+
+
+_ENGINES: dict[str, EngineSpec] = {}
+
+
+def register_engine(name: str, capabilities: EngineCapabilities, factory: Callable[..., "GenerationEngine"]) -> None:
+    r"""Register an engine under `name` (the value of `arpo_rollout_backend`).
+
+    Raises:
+        ValueError: `name` is already registered.
+    """
+    if name in _ENGINES:
+        raise ValueError(f"rollout engine {name!r} is already registered")
+    _ENGINES[name] = EngineSpec(name, capabilities, factory)
+
+
+def engine_spec(name: str) -> EngineSpec:
+    r"""The registered engine `name`.
+
+    Raises:
+        ValueError: no engine of that name (the message lists the registered ones).
+    """
+    if name not in _ENGINES:
+        raise ValueError(f"Unknown rollout backend {name!r}; expected one of {', '.join(repr(n) for n in _ENGINES)}.")
+    return _ENGINES[name]
+
+
+def capabilities_of(engine: Any, backend: str | None = None) -> EngineCapabilities:
+    r"""An engine object's declared `capabilities`, else those registered for `backend`, else none at all."""
+    caps = getattr(engine, "capabilities", None)
+    if isinstance(caps, EngineCapabilities):
+        return caps
+    if backend is not None and backend in _ENGINES:
+        return _ENGINES[backend].capabilities
+    return EngineCapabilities()
+
+
 @dataclass
 class GenerationRequest:
     r"""Continue one trajectory for one round.
@@ -92,6 +161,10 @@ class GenerationResult:
             engine gave no answer; the agent loop ends the trajectory with finish reason `error`).
         stop_string: The stop string that ended the round, if any.
         error: What went wrong when `finish_reason == "error"`.
+        logprobs: Behaviour log-prob of each token of `token_ids` under the weights that sampled it, at the sampling
+            temperature, before repetition penalty, top-k and top-p (the quantity the trainer recomputes,
+            docs/algorithms.md §13); empty when the engine does not return them (`returns_logprobs` False).
+        weight_version: Version of the weights that sampled the tokens (optimiser steps behind them); None: unknown.
     """
 
     token_ids: list[int]
@@ -99,6 +172,8 @@ class GenerationResult:
     finish_reason: Literal["stop", "eos", "length", "error"] = "length"
     stop_string: str | None = None
     error: str = ""
+    logprobs: list[float] = field(default_factory=list)
+    weight_version: int | None = None
 
 
 class RequestSource(ABC):
@@ -147,7 +222,14 @@ class ListSource(RequestSource):
 
 
 class GenerationEngine(ABC):
-    r"""Backend that continues many trajectories in parallel for one round."""
+    r"""Backend that continues many trajectories in parallel for one round.
+
+    `capabilities` (class attribute) declares what it can do (`EngineCapabilities`); `weight_version` is the version
+    of the weights it decodes with (set by `set_model`'s caller, `RolloutSession.sync_weights`).
+    """
+
+    capabilities: EngineCapabilities = EngineCapabilities()
+    weight_version: int = 0
 
     @abstractmethod
     def generate(self, requests: list[GenerationRequest], sampling: SamplingSettings) -> list[GenerationResult]:
@@ -223,13 +305,12 @@ class StopStringMatcher:
         return None
 
 
-def build_engine(
-    backend: Literal["hf", "vllm"], model: Any, tokenizer: Any, config: Any, **kwargs: Any
-) -> GenerationEngine:
-    r"""Create the generation engine of a backend.
+def build_engine(backend: str, model: Any, tokenizer: Any, config: Any, **kwargs: Any) -> GenerationEngine:
+    r"""Create the generation engine registered as `backend` (`register_engine`).
 
     Args:
-        backend: `"hf"` (transformers; CPU and GPU) or `"vllm"` (extra `llamafactory-agentic[vllm]`).
+        backend: `"hf"` (transformers; CPU and GPU), `"vllm"` (extra `llamafactory-agentic[vllm]`) or another
+            registered name.
         model: The policy (`PreTrainedModel`); for `vllm` its `name_or_path` is loaded by vLLM.
         tokenizer: The tokenizer.
         config: `RolloutConfig`.
@@ -241,20 +322,34 @@ def build_engine(
     Raises:
         ValueError: unknown backend. ImportError: vLLM requested but not installed.
     """
-    if backend == "hf":
-        from .hf_engine import HFEngine
+    return engine_spec(backend).factory(model, tokenizer, config, **kwargs)
 
-        kwargs.setdefault("max_batch_size", config.hf_generation_batch_size)
-        kwargs.setdefault("prefix_cache", config.hf_prefix_cache)
-        kwargs.setdefault("max_context", config.max_prompt_length + config.max_response_length)
-        kwargs.setdefault("seed", config.seed)
-        return HFEngine(model, tokenizer, **kwargs)
-    if backend == "vllm":
-        from .vllm_engine import VLLMEngine
 
-        kwargs.setdefault("gpu_memory_utilization", config.vllm_gpu_memory_utilization)
-        kwargs.setdefault("enable_sleep_mode", config.vllm_enable_sleep_mode)
-        kwargs.setdefault("max_model_len", config.max_prompt_length + config.max_response_length)
-        kwargs.setdefault("seed", config.seed)
-        return VLLMEngine(model, tokenizer, **kwargs)
-    raise ValueError(f"Unknown rollout backend {backend!r}; expected 'hf' or 'vllm'.")
+def _build_hf(model: Any, tokenizer: Any, config: Any, **kwargs: Any) -> GenerationEngine:
+    from .hf_engine import HFEngine
+
+    kwargs.setdefault("max_batch_size", config.hf_generation_batch_size)
+    kwargs.setdefault("prefix_cache", config.hf_prefix_cache)
+    kwargs.setdefault("max_context", config.max_prompt_length + config.max_response_length)
+    kwargs.setdefault("seed", config.seed)
+    return HFEngine(model, tokenizer, **kwargs)
+
+
+def _build_vllm(model: Any, tokenizer: Any, config: Any, **kwargs: Any) -> GenerationEngine:
+    from .vllm_engine import VLLMEngine
+
+    kwargs.setdefault("gpu_memory_utilization", config.vllm_gpu_memory_utilization)
+    kwargs.setdefault("enable_sleep_mode", config.vllm_enable_sleep_mode)
+    kwargs.setdefault("max_model_len", config.max_prompt_length + config.max_response_length)
+    kwargs.setdefault("seed", config.seed)
+    return VLLMEngine(model, tokenizer, **kwargs)
+
+
+HF_CAPABILITIES = EngineCapabilities(
+    shares_policy_weights=True, separate_process=False, returns_logprobs=True, prefix_branching=True
+)
+VLLM_CAPABILITIES = EngineCapabilities(
+    shares_policy_weights=False, separate_process=False, returns_logprobs=True, prefix_branching=True
+)
+register_engine("hf", HF_CAPABILITIES, _build_hf)
+register_engine("vllm", VLLM_CAPABILITIES, _build_vllm)

@@ -52,6 +52,7 @@ from transformers.cache_utils import Cache
 
 from .branching import full_entropy_terms, topk_entropy_terms
 from .engine import (
+    HF_CAPABILITIES,
     GenerationEngine,
     GenerationRequest,
     GenerationResult,
@@ -304,6 +305,8 @@ class HFEngine(GenerationEngine):
             plan per new prefill shape made generation 2.7x slower on an H200, see `cudnn_attention_disabled`).
     """
 
+    capabilities = HF_CAPABILITIES
+
     def __init__(
         self,
         model: Any,
@@ -462,6 +465,8 @@ class HFEngine(GenerationEngine):
         self._rec_tok = torch.zeros(self.sync_every, n, dtype=torch.long, device=self.device)
         self._rec_ent = torch.zeros(self.sync_every, n, dtype=torch.float32, device=self.device)
         self._out_ent = torch.zeros(n, dtype=torch.float32, device=self.device)
+        self._rec_lp = torch.zeros(self.sync_every, n, dtype=torch.float32, device=self.device)
+        self._out_lp = torch.zeros(n, dtype=torch.float32, device=self.device)
         self._presence = None  # [slots, vocab] bool, allocated by the first wave with a repetition penalty
         self._row_index = torch.arange(n, device=self.device)
         self._row_seed = torch.full((n,), -1, dtype=torch.long, device=self.device)  # per-request seed, -1: none
@@ -513,8 +518,12 @@ class HFEngine(GenerationEngine):
         presence: torch.Tensor | None = None,
         seeds: torch.Tensor | None = None,
         positions: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""Sample `[batch]` tokens and their entropy terms from `[batch, vocab]` logits (no host sync).
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        r"""Sample `[batch]` tokens, their entropy terms and behaviour log-probs from `[batch, vocab]` logits (no sync).
+
+        The behaviour log-prob of a sampled token is `log_softmax(logits / T)[token]` of the raw logits (greedy: T=1),
+        before repetition penalty, top-k and top-p: the quantity the trainer recomputes for that token
+        (`PolicyScorer`), so `proximal - behaviour` measures only the change of weights (docs/algorithms.md §13).
 
         The entropy terms are those of the sampling distribution: softmax of the logits divided by the temperature with
         top-k / top-p applied (greedy: the raw logits), matching the vLLM engine's `processed_logprobs`.
@@ -525,6 +534,8 @@ class HFEngine(GenerationEngine):
         own seed and context, never on which rows share the batch or in which order requests arrived.
         """
         logits = logits.float()
+        scaled = logits if sampling.greedy else logits / sampling.temperature
+        normaliser = torch.logsumexp(scaled, dim=-1)
         if presence is not None:
             penalty = float(sampling.repetition_penalty)
             logits = torch.where(presence, torch.where(logits > 0, logits / penalty, logits * penalty), logits)
@@ -556,7 +567,8 @@ class HFEngine(GenerationEngine):
             terms = full_entropy_terms(log_probs)
         else:
             terms = topk_entropy_terms(log_probs, tokens, sampling.entropy_topk)
-        return tokens, terms
+        behaviour = scaled.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - normaliser
+        return tokens, terms, behaviour
 
     def _decode_step(self, batch: int, kv_len: int, sampling: SamplingSettings) -> None:
         r"""One decode step for slots `[0, batch)`; idle rows write to the scratch column."""
@@ -567,12 +579,13 @@ class HFEngine(GenerationEngine):
         logits = self._forward(ids.unsqueeze(1), rope, write, rope, None, kv_len)
         presence = self._presence[:batch] if sampling.repetition_penalty != 1.0 else None
         seeds = self._row_seed[:batch] if self._seeded_slots else None  # training rows have no seed: no extra work
-        tokens, terms = self._sample(logits, sampling, presence, seeds, pos + 1)
+        tokens, terms, behaviour = self._sample(logits, sampling, presence, seeds, pos + 1)
         if presence is not None:
             presence.index_put_((self._row_index[:batch], tokens), self._true)
         ids.copy_(tokens)
         pos.add_(live.long())
         self._out_ent[:batch].copy_(terms)
+        self._out_lp[:batch].copy_(behaviour)
 
     def _step(self, batch: int, kv_len: int, sampling: SamplingSettings) -> None:
         if not self.use_graphs:
@@ -821,16 +834,16 @@ class HFEngine(GenerationEngine):
         seeds_t = torch.as_tensor(row_seeds, dtype=torch.long, device=self.device)
         positions_t = torch.as_tensor([len(contexts[row["req"]]) for row in rows], device=self.device)
         seeded = any(seed >= 0 for seed in row_seeds)
-        tokens, terms = self._sample(logits, sampling, presence, seeds_t if seeded else None, positions_t)
+        tokens, terms, behaviour = self._sample(logits, sampling, presence, seeds_t if seeded else None, positions_t)
         if presence is not None:
             table[slot_t, tokens] = True
-        first_tok, first_ent = tokens.tolist(), terms.tolist()
+        first_tok, first_ent, first_lp = tokens.tolist(), terms.tolist(), behaviour.tolist()
         started, started_rows = [], []
         for j, row in enumerate(rows):
             req, ctx = requests[row["req"]], contexts[row["req"]]
-            state = {"req": req, "ctx": ctx, "slot": row["slot"], "pos": len(ctx), "gen": [], "ent": []}
+            state = {"req": req, "ctx": ctx, "slot": row["slot"], "pos": len(ctx), "gen": [], "ent": [], "lp": []}
             state.update(done=False, reason="length", stop=None, max=req.max_tokens)
-            self._accept(state, first_tok[j], first_ent[j], sampling, matcher, eos)
+            self._accept(state, first_tok[j], first_ent[j], first_lp[j], sampling, matcher, eos)
             if state["done"]:
                 self._finish_row(state, source)
             else:
@@ -850,8 +863,11 @@ class HFEngine(GenerationEngine):
         return still
 
     @staticmethod
-    def _accept(state: dict, token: int, ent: float, sampling: SamplingSettings, matcher, eos: set[int]) -> None:
+    def _accept(
+        state: dict, token: int, ent: float, logprob: float, sampling: SamplingSettings, matcher, eos: set[int]
+    ) -> None:
         state["gen"].append(token)
+        state["lp"].append(logprob)
         if len(state["ent"]) < sampling.entropy_tokens:
             state["ent"].append(ent)
         if token in eos:
@@ -874,6 +890,8 @@ class HFEngine(GenerationEngine):
             entropy_terms=state["ent"],
             finish_reason=state["reason"],
             stop_string=state["stop"],
+            logprobs=state["lp"],
+            weight_version=self.weight_version,
         )
         source.put(state["req"], result)
 
@@ -893,8 +911,10 @@ class HFEngine(GenerationEngine):
             self._step(batch, kv_len, sampling)
             self._rec_tok[t, :batch].copy_(self._ids[:batch])
             self._rec_ent[t, :batch].copy_(self._out_ent[:batch])
+            self._rec_lp[t, :batch].copy_(self._out_lp[:batch])
         rec_tok = self._rec_tok[:, :batch].cpu().numpy()
         rec_ent = self._rec_ent[:, :batch].cpu().numpy()
+        rec_lp = self._rec_lp[:, :batch].cpu().numpy()
         t1 = time.perf_counter()
         stats = self.stats
         stats["decode_device_s"] += t1 - t0 - (stats["capture_s"] - capture_before)
@@ -905,7 +925,8 @@ class HFEngine(GenerationEngine):
         finished = []
         for slot, state in live.items():
             for t in range(k_steps):
-                self._accept(state, int(rec_tok[t, slot]), float(rec_ent[t, slot]), sampling, matcher, eos)
+                token, ent, logprob = int(rec_tok[t, slot]), float(rec_ent[t, slot]), float(rec_lp[t, slot])
+                self._accept(state, token, ent, logprob, sampling, matcher, eos)
                 if state["done"]:
                     break
             state["pos"] += k_steps

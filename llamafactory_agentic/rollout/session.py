@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import SimpleNamespace
 from typing import Any
 
+from .engine import EngineCapabilities, capabilities_of
 from .hf_engine import decode_metrics
 from .progress import RolloutProgress
 from .rng_state import load_rollout_rng_state, rollout_rng_state, save_rollout_rng_state, set_rollout_rng_state
@@ -66,8 +67,16 @@ class RolloutSession:
 
     @property
     def backend(self) -> str:
-        r"""`hf` (decodes with the trained module itself) or `vllm` (holds its own copy of the weights)."""
+        r"""The engine's registered name (`arpo_rollout_backend`), for messages only: decide from `capabilities`."""
         return getattr(getattr(self.agent, "config", None), "backend", "hf")
+
+    @property
+    def capabilities(self) -> EngineCapabilities:
+        r"""The engine's `EngineCapabilities` (`rollout.engine.capabilities_of`).
+
+        An engine without a declaration gets those registered under `backend`.
+        """
+        return capabilities_of(self.engine, self.backend)
 
     @property
     def lora_merge(self) -> str:
@@ -101,10 +110,18 @@ class RolloutSession:
         if hasattr(self.engine, "register_prompt"):
             self.engine.register_prompt(ids, messages, system)
 
-    def sync_weights(self, model: Any) -> None:
-        r"""Give the engine the current policy (`engine.set_model`); nothing without an engine."""
-        if self.engine is not None:
-            self.engine.set_model(model)
+    def sync_weights(self, model: Any, version: int | None = None) -> None:
+        r"""Give the engine the current policy (`engine.set_model`); nothing without an engine.
+
+        `version` (when given): optimiser steps behind the weights, stamped on every generated token
+        (`GenerationResult.weight_version`).
+        """
+        engine = self.engine
+        if engine is not None:
+            engine.set_model(model)
+            if version is not None:
+                inner = engine._engine if isinstance(engine, RolloutProgress) else engine
+                inner.weight_version = int(version)
 
     # ------------------------------------------------------------------------------------------------ observability
     def show_progress(self, enabled: bool, status_path: str | None) -> None:

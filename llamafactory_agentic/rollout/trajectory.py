@@ -83,6 +83,11 @@ class Trajectory:
         consecutive_branches: l of the `lineage` penalty scope (docs/algorithms.md §5.2).
         generated_tokens: Tokens this trajectory sampled itself (excluding the prefix copied from its source).
         error: Why a remote engine gave no answer (finish reason `error`); empty otherwise.
+        behaviour_logps: `[len_response]` log-prob of each sampled token under the weights that sampled it
+            (`GenerationResult.logprobs`); NaN where there is none (observations, the EOS appended at the call limit,
+            an engine that returns none). A branch copies its source's prefix values.
+        weight_version: Version of the weights that sampled this trajectory's tokens (one per trajectory: the
+            producer swaps weights only between rollout calls, docs/algorithms.md §13); None: unknown.
     """
 
     uid: str
@@ -107,6 +112,8 @@ class Trajectory:
     parent_engine_key: int | None = None
     finished: bool = False
     error: str = ""
+    behaviour_logps: list[float] = field(default_factory=list)
+    weight_version: int | None = None
 
     @property
     def entropy_now(self) -> float | None:

@@ -40,11 +40,12 @@ DeepSpeed ZeRO-3 the parameters are gathered module by module during the copy (s
 trade-off). Quantized base models (QLoRA) are not supported by this backend.
 """
 
+import math
 import os
 from typing import Any
 
 from .branching import logprob_dict_entropy_term
-from .engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingSettings
+from .engine import VLLM_CAPABILITIES, GenerationEngine, GenerationRequest, GenerationResult, SamplingSettings
 from .weight_sync import GatherFn, base_model_of, push_weights
 
 
@@ -121,6 +122,22 @@ def _import_vllm():
     return vllm
 
 
+def sampled_logprobs(token_ids: list[int], logprobs: Any) -> list[float]:
+    r"""Behaviour log-prob of each sampled token from vLLM's per-position `{token_id: Logprob}` entries.
+
+    With `logprobs_mode="processed_logprobs"` the value is that of the distribution sampled from (after temperature,
+    top-k, top-p); with the training defaults (top-p 1, top-k 0) it is `log_softmax(logits / T)[token]`, the quantity
+    the trainer recomputes (docs/algorithms.md §13). A position without an entry (a stop token vLLM did not sample,
+    appended by `generate`) gets NaN: no correction there.
+    """
+    out = []
+    for j, token in enumerate(token_ids):
+        entry = logprobs[j] if j < len(logprobs or ()) else None
+        value = entry.get(token) if entry is not None else None
+        out.append(float(getattr(value, "logprob", value)) if value is not None else math.nan)
+    return out
+
+
 class VLLMEngine(GenerationEngine):
     r"""Round generation with a colocated vLLM engine.
 
@@ -146,6 +163,8 @@ class VLLMEngine(GenerationEngine):
         ValueError: `logprobs_mode` other than `processed_logprobs` in `llm_kwargs` or on a given `llm`; (from
             `set_model`) a quantized base model under LoRA.
     """
+
+    capabilities = VLLM_CAPABILITIES
 
     def __init__(
         self,
@@ -261,8 +280,9 @@ class VLLMEngine(GenerationEngine):
                     # top-k log-probs at every generated position (vLLM cannot limit them to the first
                     # `entropy_tokens` the branching rule reads), in vLLM's flat container: a constant number of
                     # Python objects per request instead of a dict of k + 1 `Logprob`s per position
-                    # (benchmarks/bench_vllm_logprobs_cpu.py); none at all when no entropy is asked for
-                    logprobs=sampling.entropy_topk if sampling.entropy_tokens > 0 else None,
+                    # (benchmarks/bench_vllm_logprobs_cpu.py); without entropy only the sampled token's log-prob (0),
+                    # the behaviour log-prob the off-policy correction reads (docs/algorithms.md §13)
+                    logprobs=sampling.entropy_topk if sampling.entropy_tokens > 0 else 0,
                     flat_logprobs=True,
                     skip_special_tokens=False,
                     **extra,
@@ -295,6 +315,11 @@ class VLLMEngine(GenerationEngine):
             else:
                 reason, stop = "length", None
             results[i] = GenerationResult(
-                token_ids=token_ids, entropy_terms=terms, finish_reason=reason, stop_string=stop
+                token_ids=token_ids,
+                entropy_terms=terms,
+                finish_reason=reason,
+                stop_string=stop,
+                logprobs=sampled_logprobs(token_ids, logprobs),
+                weight_version=self.weight_version,
             )
         return results

@@ -96,7 +96,7 @@ class FakeLLM:
             if finish == "length" and text.endswith("<|im_end|>"):
                 finish = "stop"
             ids = ids[: sp.max_tokens]
-            logprobs = [{t: Logprob(-0.1), t + 1: Logprob(-2.5)} for t in ids] if sp.logprobs else None
+            logprobs = [{t: Logprob(-0.1), t + 1: Logprob(-2.5)} for t in ids] if sp.logprobs is not None else None
             if logprobs is not None and getattr(sp, "flat_logprobs", False):
                 logprobs = FakeFlatLogprobs(logprobs)
             completion = types.SimpleNamespace(
@@ -349,11 +349,14 @@ def test_vllm_engine_sets_the_external_launcher_variables_a_plain_launch_lacks(
     assert seen["RANK"] == "3" and seen["MASTER_PORT"] == "29517"
 
 
-def test_vllm_engine_asks_for_flat_log_probs_and_none_without_entropy(fake_vllm, tiny_model, tiny_tokenizer):
+def test_vllm_engine_asks_for_flat_log_probs_and_only_the_sampled_one_without_entropy(
+    fake_vllm, tiny_model, tiny_tokenizer
+):
     """The engine asks vLLM for its flat log-prob container (a constant number of Python objects per request; vLLM's
     dict per position cost 153 us per position against 89 flat on the 2-core development machine,
-    `benchmarks/bench_vllm_logprobs_cpu.py`) and reads it by index; with `entropy_tokens` 0 it asks for no log-probs
-    at all (and a zero-position slice of the flat container, which raises in vLLM, is never taken)."""
+    `benchmarks/bench_vllm_logprobs_cpu.py`) and reads it by index; with `entropy_tokens` 0 it asks only for the
+    sampled token's log-prob (`logprobs=0`, the behaviour log-prob of issue 36; before: None) and a zero-position
+    slice of the flat container, which raises in vLLM, is never taken. Fake vLLM: vLLM needs a GPU."""
     text = "<answer> Paris </answer> and more text"
     p = tiny_tokenizer.encode("<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n")
     llm = FakeLLM(tiny_tokenizer, [text, text])
@@ -366,8 +369,11 @@ def test_vllm_engine_asks_for_flat_log_probs_and_none_without_entropy(fake_vllm,
     per_pos = -(math.exp(-0.1) * -0.1) - (math.exp(-2.5) * -2.5)
     assert len(out.token_ids) > 5 and out.entropy_terms == pytest.approx([per_pos] * 5)
 
+    assert out.logprobs == [-0.1] * len(out.token_ids) and out.weight_version == 0
+
+    engine.weight_version = 4  # RolloutSession.sync_weights(model, version=4)
     out = engine.generate([request], SamplingSettings(entropy_tokens=0))[0]
-    assert llm.calls[1][1].logprobs is None
+    assert llm.calls[1][1].logprobs == 0
     assert out.entropy_terms == [] and out.token_ids
 
 
@@ -401,3 +407,4 @@ def test_missing_vllm_is_named_before_the_model_loads(tmp_path, tiny_model_dir):
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "The vllm rollout backend needs vLLM" in output, output[-3000:]
     assert "trainable params" not in output, output[-3000:]  # LLaMA-Factory's line once the model is loaded
+    assert out.logprobs == [-0.1] * len(out.token_ids) and out.weight_version == 4

@@ -130,11 +130,12 @@ def test_every_rank_runs_the_same_number_of_micro_batches(tmp_path, tiny_model_d
     for rec, adv, mask in zip(records, *token_advantages(records, default_loss_config())):
         rec.token_advantages, rec.loss_mask_train = adv, mask
     assert trainer.args.per_device_train_batch_size == 2  # b x A = 2 trajectories per rank and update
-    monkeypatch.setattr(trainer.args, "steps_per_generation", 2)  # 2 ranks x 2 x 2 updates = 8 trajectories
+    # the step reads its geometry and accelerator from its StepContext (issue 36), not from the trainer
+    monkeypatch.setattr(trainer.step.ctx, "steps_per_generation", 2)  # 2 ranks x 2 x 2 updates = 8 trajectories
     per_rank, greedy = [], []
     for rank in (0, 1):
         accelerator = SimpleNamespace(num_processes=2, process_index=rank, device=torch.device("cpu"))
-        monkeypatch.setattr(trainer, "accelerator", accelerator)
+        monkeypatch.setattr(trainer.step.ctx, "accelerator", accelerator)
         items = trainer.step.micro_batches(records).items
         per_rank.append(items)
         mine = [records[u * 4 + rank * 2 : u * 4 + rank * 2 + 2] for u in range(2)]

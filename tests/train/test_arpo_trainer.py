@@ -331,8 +331,9 @@ def test_a_rank_without_groups_still_enters_the_generation_collective(
 
     monkeypatch.setattr(pipeline_module, "unwrap_model_for_generation", fake_unwrap)
     monkeypatch.setattr(pipeline_module, "gather_object", lambda obj: obj)
-    monkeypatch.setattr(trainer, "accelerator", SimpleNamespace(num_processes=2, process_index=1,
-                                                                unwrap_model=trainer.accelerator.unwrap_model))  # fmt: skip
+    # the step reads its accelerator from its StepContext (issue 36), not from the trainer
+    monkeypatch.setattr(trainer.step.ctx, "accelerator", SimpleNamespace(num_processes=2, process_index=1,
+                                                                         unwrap_model=trainer.accelerator.unwrap_model))  # fmt: skip
     records = trainer.step.roll_out_and_score(make_rows(tiny_tokenizer, 1), training=True).records
     assert records == [] and trainer.session.agent.calls == []  # nothing rolled out on this rank ...
     assert entered == [True]  # ... but the gather was entered like on rank 0

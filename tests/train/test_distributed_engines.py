@@ -368,9 +368,12 @@ def _vllm_push_rank(rank: int, world: int, port: int, model_dir: str, out: str, 
             def set_model(self, policy):
                 push_weights(policy, lambda pairs: received.update((n, t.detach().clone()) for n, t in pairs))
 
+        from llamafactory_agentic.rollout.engine import VLLM_CAPABILITIES
+
         session = types.SimpleNamespace(
-            backend="vllm", engine=RecordingEngine(), lora_merge="gpu", set_phase=lambda *a: None,
-            sync_weights=lambda policy: session.engine.set_model(policy), rollout=lambda *a, **k: None,
+            backend="vllm", capabilities=VLLM_CAPABILITIES, engine=RecordingEngine(), lora_merge="gpu",
+            set_phase=lambda *a: None, sync_weights=lambda policy, version=None: session.engine.set_model(policy),
+            rollout=lambda *a, **k: None,
         )  # fmt: skip
         accelerator = types.SimpleNamespace(unwrap_model=extract_model_from_parallel,
                                             state=types.SimpleNamespace(deepspeed_plugin=None))  # fmt: skip

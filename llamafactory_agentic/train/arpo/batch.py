@@ -18,6 +18,7 @@ Pure functions of their arguments (no trainer, no process group); the stages of 
 them in this order: `groups_of_rows`, the rollout, `token_advantages`, `micro_batch_layout`, `collate_records`.
 """
 
+import math
 from typing import Any
 
 import torch
@@ -199,7 +200,12 @@ def token_micro_batches(lengths: list[tuple[int, int]], max_tokens: int, count: 
 
 
 def collate_records(
-    records: list[ScoredTrajectory], num_tokens: int, pad_token_id: int, device: Any, num_sequences: int | None = None
+    records: list[ScoredTrajectory],
+    num_tokens: int,
+    pad_token_id: int,
+    device: Any,
+    num_sequences: int | None = None,
+    proximal_version: int | None = None,
 ) -> dict[str, torch.Tensor]:
     r"""One micro-batch in TRL's layout plus the loss mask and token advantages.
 
@@ -210,11 +216,14 @@ def collate_records(
         device: Where the tensors go.
         num_sequences: Trajectories of the whole optimiser update over all ranks (the sequence-mean normaliser of
             `rl_loss_agg_mode`, docs/algorithms.md §4.8); None: the rows of this micro-batch.
+        proximal_version: Version of the weights the update starts from (optimiser steps done); when a record was
+            sampled by an older version, the micro-batch also carries `behaviour_per_token_logps` `[b, C]` (NaN where
+            there is none) and `behaviour_stale` `[b]` for the off-policy correction (docs/algorithms.md §13.2).
 
     Returns:
         `prompt_ids`/`prompt_mask` `[b, P]` (left-padded), `completion_ids`/`completion_mask` `[b, C]` (attention,
         observations included), `loss_mask` `[b, C]`, `advantages` `[b, C]`, `num_items_in_batch` (scalar, >= 1) and
-        `num_sequences_in_batch` (scalar, >= 1).
+        `num_sequences_in_batch` (scalar, >= 1); plus the two behaviour tensors when a record is stale.
     """
     prompt = [torch.tensor(r.prompt_ids, dtype=torch.long, device=device) for r in records]
     response = [torch.tensor(r.response_ids or [pad_token_id], dtype=torch.long, device=device) for r in records]
@@ -223,7 +232,25 @@ def collate_records(
         attn = [a * (1 if r.response_ids else 0) for a, r in zip(attn, records)]
     loss_mask = [torch.tensor(r.loss_mask_train or [0], dtype=torch.long, device=device) for r in records]
     adv = [torch.tensor(r.token_advantages or [0.0], dtype=torch.float32, device=device) for r in records]
-    return {
+    stale = [
+        proximal_version is not None and r.weight_version is not None and r.weight_version < proximal_version
+        for r in records
+    ]
+    extra = {}
+    if any(stale):
+        behaviour = [
+            torch.tensor(
+                r.behaviour_logps if len(r.behaviour_logps) == len(r.response_ids) and r.response_ids else [math.nan],
+                dtype=torch.float32,
+                device=device,
+            )
+            for r in records
+        ]
+        extra = {
+            "behaviour_per_token_logps": pad(behaviour, padding_value=math.nan, padding_side="right"),
+            "behaviour_stale": torch.tensor(stale, dtype=torch.bool, device=device),
+        }
+    return extra | {
         "prompt_ids": pad(prompt, padding_value=pad_token_id, padding_side="left"),
         "prompt_mask": pad([torch.ones_like(p) for p in prompt], padding_value=0, padding_side="left"),
         "completion_ids": pad(response, padding_value=pad_token_id, padding_side="right"),

@@ -33,7 +33,7 @@ from ...algorithms.policy_loss_variants import resolve_loss_settings
 from ...rewards.registry import check_tool_bonus
 from ...rollout.trajectory import STOP_STRINGS, RolloutConfig
 from ...train.trl_compat import GRPOConfig
-from ...validation import check_optimisation_ranges, check_rl_sampling, validate_loss_keys
+from ...validation import check_async_keys, check_optimisation_ranges, check_rl_sampling, validate_loss_keys
 from ..presets import resolved_arguments
 
 
@@ -75,6 +75,9 @@ class ArpoLossConfig:
     loss_agg_mode: str  # `rl_loss_agg_mode`: token_mean, seq_mean_token_sum or seq_mean_token_mean
     advantage_std_norm: bool  # `rl_advantage_std_norm`: divide the group-centred reward by the group std
     max_response_length: int  # `arpo_max_response_length` (Dr. GRPO's constant normaliser)
+    max_staleness: int  # `rl_max_staleness`: optimiser steps a rollout producer may run ahead (0: lockstep)
+    off_policy_correction: str  # `rl_off_policy_correction`: tis, decoupled or none (algorithms.off_policy)
+    off_policy_cap: float  # `rl_off_policy_cap`: the tis weight's upper bound
 
     @classmethod
     def from_args(cls, finetuning_args: Any) -> "ArpoLossConfig":
@@ -110,9 +113,13 @@ class ArpoLossConfig:
             micro_batch_tokens=a.rl_micro_batch_tokens or None,  # 0: cut by trajectories
             dynamic_sampling=bool(a.rl_dynamic_sampling),
             dynamic_sampling_max_batches=int(a.rl_dynamic_sampling_max_batches),
+            max_staleness=int(a.rl_max_staleness),
+            off_policy_correction=a.rl_off_policy_correction,
+            off_policy_cap=float(a.rl_off_policy_cap),
         )
         _unresolved(values, optional=("dual_clip", "val_max_samples", "micro_batch_tokens"))
         check_optimisation_ranges(a.rl_logprob_chunk_size, a.rl_micro_batch_tokens, a.rl_dynamic_sampling_max_batches)
+        check_async_keys(a.rl_max_staleness, a.rl_off_policy_correction, a.rl_off_policy_cap)
         validate_loss_keys(values["policy_loss"], values["attribution"], values["balanced_clip_scope"])
         # the loss's aggregation and advantage normalisation; refuses combinations that are not the named method
         values["loss_agg_mode"], values["advantage_std_norm"] = resolve_loss_settings(

@@ -330,6 +330,9 @@ def rollout_log_entries(
                 "is_fill": r.is_fill,
                 "response": decode(r.response_ids),
                 "response_ids": r.response_ids,
+                # behaviour log-prob of each response token (None where there is none) and the weights' version
+                "behaviour_logps": [None if v != v else round(v, 6) for v in r.behaviour_logps],
+                "weight_version": r.weight_version,
                 "observation_spans": _zero_spans(r.loss_mask),
                 "reward": r.reward,
                 "accuracy": r.accuracy,

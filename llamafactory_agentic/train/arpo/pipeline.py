@@ -64,6 +64,7 @@ from ...algorithms import (
     get_policy_loss,
     high_entropy_mask,
 )
+from ...algorithms.off_policy import off_policy_weights
 from ...rewards import build_model_view
 from ...rewards.compound import score_trajectories
 from ...rewards.contamination import answer_leak_rate, observation_texts
@@ -319,7 +320,7 @@ class PolicyGeneration:
         """
         session = self.session
         session.set_phase(training, global_step)
-        if session.backend == "hf":
+        if session.capabilities.shares_policy_weights:  # the hf engine decodes with the trained module itself
             # ds3_gather_for_generation=False is refused by the trainer: the parameters are always gathered
             with unwrap_model_for_generation(model_wrapped, self.accelerator, gather_deepspeed3_params=True) as model:
                 was_training = model.training
@@ -333,7 +334,7 @@ class PolicyGeneration:
                     ):
                         if not prompts:
                             return None
-                        session.sync_weights(model)
+                        session.sync_weights(model, version=global_step)
                         with torch.no_grad():
                             return session.rollout(prompts, training=training, ground_truths=ground_truths)
                 finally:
@@ -348,7 +349,7 @@ class PolicyGeneration:
                 unwrap_model_for_generation(model_wrapped, self.accelerator, gather_deepspeed3_params=False) as model,
                 fsdp_unsharded(model_wrapped, model),
             ):
-                session.sync_weights(model)
+                session.sync_weights(model, version=global_step)
             self._synced_step = global_step
         return session.rollout(prompts, training=training, ground_truths=ground_truths) if prompts else None
 
@@ -422,14 +423,105 @@ def concat_batch(batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor, int]:
     return input_ids, attention_mask, batch["completion_ids"].size(1)
 
 
+# ---------------------------------------------------------------------------------------------- step context
+@dataclass
+class StepContext:
+    r"""What the generation step reads from its trainer: fixed values and accessors of the live state.
+
+    `ArpoStep` gets this instead of the trainer (issue 36: the stages are usable without a `Trainer`, e.g. by a
+    rollout producer). The accessors are called at use time because the Trainer re-wraps its model when training
+    starts and advances its step.
+
+    Attributes:
+        accelerator: The Accelerate `Accelerator` (rank, world size, device, collectives).
+        per_device_train_batch_size / gradient_accumulation_steps / steps_per_generation / num_iterations / seed:
+            The batch geometry (`build_grpo_config`) and the run's seed.
+        num_generations: M, trajectories per prompt.
+        pad_token_id: Padding id of the micro-batches.
+        tokenizer: The tokenizer (reward's model view, rollouts.jsonl).
+        compute_dtype: The training compute dtype (bf16/fp16) or None (the hf engine's generation form).
+        train_dataset: The training rows (dynamic sampling draws extra prompts from it by index).
+        beta: The KL coefficient (reference log-probs are computed when it is not 0).
+        model / model_wrapped / ref_model / global_step: Accessors of the live policy (unwrapped and wrapped), the
+            reference model (None) and the optimiser steps done.
+    """
+
+    accelerator: Any
+    per_device_train_batch_size: int
+    gradient_accumulation_steps: int
+    steps_per_generation: int
+    num_iterations: int
+    seed: int
+    num_generations: int
+    pad_token_id: int
+    tokenizer: Any
+    compute_dtype: torch.dtype | None
+    train_dataset: Any
+    beta: float
+    model: Callable[[], Any]
+    model_wrapped: Callable[[], Any]
+    ref_model: Callable[[], Any]
+    global_step: Callable[[], int]
+
+
+def step_context(trainer: Any) -> StepContext:
+    r"""The `StepContext` of an `ArpoTrainer`: its batch geometry and accessors of its live state."""
+    args = trainer.args
+    compute_dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None
+    return StepContext(
+        accelerator=trainer.accelerator,
+        per_device_train_batch_size=args.per_device_train_batch_size,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        steps_per_generation=args.steps_per_generation,
+        num_iterations=trainer.num_iterations,
+        seed=args.seed,
+        num_generations=trainer.num_generations,
+        pad_token_id=trainer.pad_token_id,
+        tokenizer=trainer.processing_class,
+        compute_dtype=compute_dtype,
+        train_dataset=trainer.train_dataset,
+        beta=trainer.beta,
+        model=lambda: trainer.model,
+        model_wrapped=lambda: trainer.model_wrapped,
+        ref_model=lambda: trainer.ref_model,
+        global_step=lambda: trainer.state.global_step,
+    )
+
+
+class SyncRolloutSource:
+    r"""The default rollout source (`rl_max_staleness: 0`): rolls out, scores and dynamic-samples on the spot.
+
+    `take(group_rows)` returns the `UpdateBatch` of those prompts, produced now with the current weights, so every
+    token is on-policy (staleness 0); this is exactly the lockstep step of earlier versions.
+
+    Args:
+        step: The `ArpoStep` whose stages produce the groups.
+    """
+
+    def __init__(self, step: "ArpoStep") -> None:
+        r"""See the class docstring."""
+        self.step = step
+
+    def take(self, group_rows: list[dict[str, Any]]) -> UpdateBatch:
+        r"""Scored (and dynamically sampled) groups of `group_rows`, rolled out with the current weights."""
+        step = self.step.ctx.global_step()
+        batch = self.step.roll_out_and_score(group_rows, training=True, global_step=step)
+        return self.step.dynamic_sampling(batch, step)
+
+    def close(self) -> None:
+        r"""Nothing to stop."""
+
+    def paused(self) -> contextlib.AbstractContextManager:
+        r"""Nothing runs in the background."""
+        return contextlib.nullcontext()
+
+
 # ---------------------------------------------------------------------------------------------- the generation step
 class ArpoStep:
     r"""The generation step's stages for one trainer (see the module docstring); `generate` runs them in order.
 
     Args:
-        trainer: The `ArpoTrainer` whose live state the stages read (`accelerator`, `args`, `state.global_step`,
-            `model`, `model_wrapped`, `ref_model`, `beta`, `train_dataset`, `num_generations`, `pad_token_id`) and
-            whose metrics they append to (through `logger`).
+        ctx: The `StepContext` (batch geometry and the live model, reference model and step).
         session: The `RolloutSession`.
         reward_fn: The `RewardFunction`.
         loss_config: `ArpoLossConfig`.
@@ -439,20 +531,20 @@ class ArpoStep:
 
     def __init__(
         self,
-        trainer: Any,
+        ctx: StepContext,
         session: RolloutSession,
         reward_fn: RewardFunction,
         loss_config: ArpoLossConfig,
         policy: PolicyScorer,
         logger: "StepLogger",
     ) -> None:
-        r"""See the class docstring."""
-        self.trainer, self.session, self.reward_fn, self.loss_config = trainer, session, reward_fn, loss_config
+        r"""See the class docstring; the rollout source is `SyncRolloutSource` until `source` is replaced."""
+        self.ctx, self.session, self.reward_fn, self.loss_config = ctx, session, reward_fn, loss_config
         self.policy, self.logger = policy, logger
-        compute_dtype = torch.bfloat16 if trainer.args.bf16 else torch.float16 if trainer.args.fp16 else None
-        self.generation = PolicyGeneration(session, trainer.accelerator, compute_dtype)
-        self.tokenizer = trainer.processing_class
+        self.generation = PolicyGeneration(session, ctx.accelerator, ctx.compute_dtype)
+        self.tokenizer = ctx.tokenizer
         self.eos_ids = self.tokenizer.eos_token_id
+        self.source: Any = SyncRolloutSource(self)
 
     # -------------------------------------------------------------------------------------------- composite
     def generate(self, inputs: list[dict[str, Any]], timer: StepTimer) -> list[Any]:
@@ -462,12 +554,11 @@ class ArpoStep:
             inputs: This rank's rows of the generation batch (TRL layout: each prompt repeated M times).
             timer: The trainer's timer; `rollout_inside_step` is set to the step's seconds (for `time/training`).
         """
-        t = self.trainer
+        ctx = self.ctx
         step = StepTimer()
         self.logger.memory.phase("rollout")
-        group_rows = sample_prompts(inputs, t.num_generations, t.accelerator.num_processes)
-        batch = self.roll_out_and_score(group_rows, training=True)
-        update = self.dynamic_sampling(batch)
+        group_rows = sample_prompts(inputs, ctx.num_generations, ctx.accelerator.num_processes)
+        update = self.source.take(group_rows)  # scored groups from the rollout source (issue 36)
         with step.stage("time/advantage_and_logprobs"):
             assign_advantages(update, self.loss_config, self.reward_fn.name)
             micro = self.micro_batches(update.records)
@@ -479,14 +570,19 @@ class ArpoStep:
             update.metrics["train/micro_batch_padded_tokens"] = sum(
                 int(mb["completion_ids"].numel() + mb["prompt_ids"].numel()) for mb in micro.flat
             ) / max(len(micro.flat), 1)
-        self.logger.log_update(update, t.state.global_step)
+        self.logger.log_update(update, ctx.global_step())
         timer.seconds["rollout_inside_step"] = step.elapsed()
         self.logger.memory.phase("loss")
         return micro.items
 
-    def roll_out_and_score(self, group_rows: list[dict[str, Any]], training: bool) -> GenerationBatch:
-        r"""Roll out this rank's share of whole groups, score them, and gather every record on every rank."""
-        return self.gather(self.score(self.roll_out(group_rows, training)))
+    def roll_out_and_score(
+        self, group_rows: list[dict[str, Any]], training: bool, global_step: int | None = None
+    ) -> GenerationBatch:
+        r"""Roll out this rank's share of whole groups, score them, and gather every record on every rank.
+
+        `global_step`: the optimiser step the rollout belongs to (None: the trainer's current one).
+        """
+        return self.gather(self.score(self.roll_out(group_rows, training, global_step)))
 
     def validate(self, rows: list[dict[str, Any]], index_key: str) -> tuple[list[ScoredTrajectory], dict, dict]:
         r"""Validation: roll out and score this rank's prompts (one greedy trajectory each, no branching).
@@ -498,11 +594,11 @@ class ArpoStep:
         Returns:
             `(records, timing, tool metrics)` of this rank (`time/rollout` covers rolling out and scoring).
         """
-        t, timer = self.trainer, StepTimer()
-        with timer.stage("time/rollout"):
+        ctx, timer = self.ctx, StepTimer()
+        with timer.stage("time/rollout"), self.source.paused():  # an async producer waits meanwhile
             truths = [r.get("_ground_truth") for r in rows]  # agentic_contamination_mode
             output = self.generation(
-                t.model_wrapped, [prompt_ids_of(r) for r in rows], False, t.state.global_step, truths
+                ctx.model_wrapped(), [prompt_ids_of(r) for r in rows], False, ctx.global_step(), truths
             )
             records = []
             if output is not None:
@@ -515,7 +611,9 @@ class ArpoStep:
         return records, timing, self.session.pop_metrics()
 
     # -------------------------------------------------------------------------------------------- stages
-    def roll_out(self, group_rows: list[dict[str, Any]], training: bool) -> RolloutShard:
+    def roll_out(
+        self, group_rows: list[dict[str, Any]], training: bool, global_step: int | None = None
+    ) -> RolloutShard:
         r"""The roll-out stage: this rank's groups (`g % world == rank`) through the session.
 
         Every rank calls the rollout, even without groups: it enters collectives (ZeRO-3 gathers, weight sync).
@@ -523,18 +621,17 @@ class ArpoStep:
         Raises:
             RuntimeError: the rollout did not return exactly M trajectories (1 for validation) per prompt.
         """
-        t = self.trainer
-        world, rank = t.accelerator.num_processes, t.accelerator.process_index
+        ctx = self.ctx
+        world, rank = ctx.accelerator.num_processes, ctx.accelerator.process_index
         mine = [g for g in range(len(group_rows)) if g % world == rank]
         rows = [group_rows[g] for g in mine]
+        step = ctx.global_step() if global_step is None else global_step
         timer = StepTimer()
         with timer.stage("time/rollout"):
             truths = [r.get("_ground_truth") for r in rows]  # agentic_contamination_mode
-            output = self.generation(
-                t.model_wrapped, [prompt_ids_of(r) for r in rows], training, t.state.global_step, truths
-            )
+            output = self.generation(ctx.model_wrapped(), [prompt_ids_of(r) for r in rows], training, step, truths)
         if mine:
-            expected = t.num_generations if training else 1
+            expected = ctx.num_generations if training else 1
             if len(output.groups) != len(mine) or any(len(g) != expected for g in output.groups):
                 raise RuntimeError(
                     f"rollout returned {[len(g) for g in output.groups]} trajectories for {len(mine)} prompts; "
@@ -573,7 +670,7 @@ class ArpoStep:
         shard, records, metrics, timing = scored
         tool_metrics = self.session.pop_metrics()
         local = (len(shard.group_ids), metrics, timing, tool_metrics)
-        if self.trainer.accelerator.num_processes > 1:
+        if self.ctx.accelerator.num_processes > 1:
             records = gather_object(records)
             shards = gather_object([local])
         else:
@@ -582,7 +679,7 @@ class ArpoStep:
         metrics, timing = combine_rank_shards(shards)
         return GenerationBatch(shard.group_rows, records, metrics, timing)
 
-    def dynamic_sampling(self, batch: GenerationBatch) -> UpdateBatch:
+    def dynamic_sampling(self, batch: GenerationBatch, global_step: int) -> UpdateBatch:
         r"""`rl_dynamic_sampling`: roll out extra generation batches until the update has groups with reward signal.
 
         Without it the batch is the update. The first batch is TRL's; each extra batch draws `len(batch.rows)`
@@ -591,17 +688,17 @@ class ArpoStep:
         `rl_dynamic_sampling_max_batches` batches; `assemble_update` then takes those groups first and fills the rest
         with equal-reward groups (docs/algorithms.md §4.7). Metrics and timing cover every batch
         (`combine_generation_batches`), so `reward/...` and `rollout/...` describe all sampled groups and
-        `time/rollout` includes the extra rollouts.
+        `time/rollout` includes the extra rollouts. `global_step` (the step the update belongs to) seeds the draw.
         """
         if not self.loss_config.dynamic_sampling:
             return UpdateBatch(batch.rows, batch.records, batch.records, batch.metrics, batch.timing)
-        t = self.trainer
+        ctx = self.ctx
         target = len(batch.rows)
         batches = [batch]
         have = count_signal_groups(batch.records)
-        dataset = t.train_dataset
+        dataset = ctx.train_dataset
         while have < target and len(batches) < self.loss_config.dynamic_sampling_max_batches:
-            indices = extra_prompt_indices(len(dataset), target, t.args.seed, t.state.global_step, len(batches))
+            indices = extra_prompt_indices(len(dataset), target, ctx.seed, global_step, len(batches))
             extra = self.roll_out_and_score([dataset[i] for i in indices], training=True)
             batches.append(extra)
             have += count_signal_groups(extra.records)
@@ -619,18 +716,20 @@ class ArpoStep:
         every rank holds every trajectory after the gather, so each computes every rank's count locally); a rank that
         needs fewer micro-batches splits its largest ones.
         """
-        t = self.trainer
-        world, rank = t.accelerator.num_processes, t.accelerator.process_index
-        b, accum = t.args.per_device_train_batch_size, t.args.gradient_accumulation_steps
-        steps = t.args.steps_per_generation
-        device, pad = t.accelerator.device, t.pad_token_id
+        ctx = self.ctx
+        world, rank = ctx.accelerator.num_processes, ctx.accelerator.process_index
+        b, accum = ctx.per_device_train_batch_size, ctx.gradient_accumulation_steps
+        steps = ctx.steps_per_generation
+        device, pad = ctx.accelerator.device, ctx.pad_token_id
         cap = self.loss_config.micro_batch_tokens
+        version = ctx.global_step()  # the proximal weights: those the update starts from (docs/algorithms.md §13)
         if cap is None:
             flat = []
             for rows_k, update_k in micro_batch_layout(len(records), rank, world, b, accum, steps):
                 num_tokens = sum(sum(r.loss_mask_train) for r in records[update_k])
                 num_sequences = len(records[update_k])  # the sequence-mean normaliser (§4.8)
-                flat.append(collate_records(records[rows_k], num_tokens, pad, device, num_sequences))
+                flat.append(collate_records(records[rows_k], num_tokens, pad, device, num_sequences=num_sequences,
+                                            proximal_version=version))  # fmt: skip
             return MicroBatches(flat, flat)
 
         def lengths(rows: list[ScoredTrajectory]) -> list[tuple[int, int]]:
@@ -644,7 +743,8 @@ class ArpoStep:
             count = max(len(token_micro_batches(lengths(records[lay[k][0]]), cap)) for lay in layouts)
             mine = records[rows_k]
             parts = [
-                collate_records([mine[i] for i in indices], num_tokens, pad, device, num_sequences)
+                collate_records([mine[i] for i in indices], num_tokens, pad, device, num_sequences=num_sequences,
+                                proximal_version=version)  # fmt: skip
                 for indices in token_micro_batches(lengths(mine), cap, count)
             ]
             items.append({"micro_batches": parts})
@@ -657,20 +757,23 @@ class ArpoStep:
 
         Only the loss-mask positions are scored (zeros elsewhere, where the loss never reads them).
         """
-        t = self.trainer
-        generate_every = t.args.steps_per_generation * t.num_iterations
-        need_old = t.args.gradient_accumulation_steps % generate_every != 0
+        ctx = self.ctx
+        generate_every = ctx.steps_per_generation * ctx.num_iterations
+        need_old = ctx.gradient_accumulation_steps % generate_every != 0
+        # stale groups (rl_max_staleness > 0) need the proximal log-probs for the off-policy correction
+        need_old = need_old or any("behaviour_stale" in batch for batch in micro_batches)
+        model, ref_model = ctx.model(), ctx.ref_model()
         for batch in micro_batches:
             input_ids, attention_mask, width = concat_batch(batch)
             select = batch["loss_mask"]
             if need_old:
-                batch["old_per_token_logps"] = self.policy(t.model, input_ids, attention_mask, width, select)[0]
-            if t.beta != 0.0:
-                if t.ref_model is not None:
-                    ref = self.policy(t.ref_model, input_ids, attention_mask, width, select)[0]
+                batch["old_per_token_logps"] = self.policy(model, input_ids, attention_mask, width, select)[0]
+            if ctx.beta != 0.0:
+                if ref_model is not None:
+                    ref = self.policy(ref_model, input_ids, attention_mask, width, select)[0]
                 else:
-                    with t.accelerator.unwrap_model(t.model).disable_adapter():
-                        ref = self.policy(t.model, input_ids, attention_mask, width, select)[0]
+                    with ctx.accelerator.unwrap_model(model).disable_adapter():
+                        ref = self.policy(model, input_ids, attention_mask, width, select)[0]
                 batch["ref_per_token_logps"] = ref
 
 
@@ -711,6 +814,9 @@ def micro_batch_loss(
     advantages = batch["advantages"]
     if cfg.entropy_advantage:
         advantages = entropy_aware_advantages(advantages, entropy_detached, mask, cfg.entropy_advantage_coef)
+    off_policy = None
+    if "behaviour_stale" in batch:  # tokens sampled by older weights (rl_max_staleness > 0)
+        advantages, off_policy = off_policy_corrected(advantages, old, batch, mask, cfg)
     clip_mask = None
     if cfg.balanced_clip and cfg.balanced_clip_scope == "high_entropy":
         clip_mask = high_entropy_mask(entropy_detached, mask, cfg.high_entropy_z)
@@ -746,7 +852,32 @@ def micro_batch_loss(
         "entropy_value": entropy_bonus_metric,
         "clip_mask": clip_mask,
     }
+    if off_policy is not None:
+        logged["off_policy"] = off_policy
     return loss, logged
+
+
+def off_policy_corrected(
+    advantages: torch.Tensor, proximal: torch.Tensor, batch: MicroBatch, mask: torch.Tensor, cfg: ArpoLossConfig
+) -> tuple[torch.Tensor, dict[str, float]]:
+    r"""Advantages `[b, C]` times the off-policy weights `pi_prox / pi_behav` of the stale rows' tokens.
+
+    `algorithms.off_policy.off_policy_weights` (`rl_off_policy_correction`, `rl_off_policy_cap`); every registered
+    policy loss is positively homogeneous in the advantage, so this weights each token's loss (docs/algorithms.md
+    §13.2). Rows sampled by the proximal weights keep weight 1 exactly.
+
+    Returns:
+        `(weighted advantages, off_policy/* metrics)`.
+    """
+    weights, metrics = off_policy_weights(
+        proximal,
+        batch["behaviour_per_token_logps"],
+        batch["behaviour_stale"],
+        mask,
+        cfg.off_policy_correction,
+        cfg.off_policy_cap,
+    )
+    return advantages * weights.to(advantages.dtype), metrics
 
 
 def accumulate_update(
@@ -849,11 +980,16 @@ class StepLogger:
             for entry in entries:
                 f.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
 
-    def log_loss(self, mode: str, pg_metrics, entropy, mask, kl_value, entropy_value, clip_mask) -> None:
+    def log_loss(
+        self, mode: str, pg_metrics, entropy, mask, kl_value, entropy_value, clip_mask, off_policy=None
+    ) -> None:
         r"""Append one micro-batch's loss metrics (`loss_metric_values`), token-weighted over ranks.
 
         `kl_value` and `entropy_value` are local token means without gradient, like every other metric here.
+        `off_policy`: the `off_policy/*` values of a micro-batch with stale rows (this rank's, averaged per step).
         """
+        for key, value in (off_policy or {}).items():
+            self.metrics[mode][key].append(value)
         count = float(mask.sum().item())
         local = loss_metric_values(pg_metrics, entropy, mask, kl_value, entropy_value, clip_mask)
         keys = list(local)

@@ -52,6 +52,10 @@ class ScoredTrajectory:
     loss_mask_train: list[int] = field(default_factory=list)  # [len_response] loss mask after attribution (hard dedup)
     eval_index: int | None = None  # validation: dataset row (`_eval_index`), None without the column
     components: dict[str, float] = field(default_factory=dict)  # compound reward: unweighted score per component
+    # [len_response] log-prob of each sampled token under the weights that sampled it, NaN where none (observations,
+    # an appended EOS); the off-policy correction's behaviour policy (docs/algorithms.md §13)
+    behaviour_logps: list[float] = field(default_factory=list)
+    weight_version: int | None = None  # optimiser steps behind the weights that sampled it; None: unknown
 
     @classmethod
     def from_trajectory(
@@ -86,6 +90,8 @@ class ScoredTrajectory:
             round_entropies=[float(h) for h in trajectory.round_entropies],
             entropy_base=None if trajectory.entropy_base is None else float(trajectory.entropy_base),
             components=dict(components or {}),
+            behaviour_logps=[float(v) for v in getattr(trajectory, "behaviour_logps", None) or ()],
+            weight_version=getattr(trajectory, "weight_version", None),
         )
 
 

@@ -61,6 +61,7 @@ from ...rollout.progress import ROLLOUT_PROGRESS_NAME
 from ...rollout.rng_state import rng_state_path
 from ...rollout.session import RolloutSession, as_session
 from ..trl_compat import GRPOConfig, GRPOTrainer, prepare_deepspeed
+from .async_rollout import open_async_source
 from .config import ArpoLossConfig
 from .metrics import ROLLOUT_LOG_NAME, combine_tool_metrics, validation_metrics
 from .pipeline import (
@@ -73,6 +74,7 @@ from .pipeline import (
     StepTimer,
     accumulate_update,
     micro_batch_loss,
+    step_context,
 )
 from .records import ScoredTrajectory
 
@@ -128,13 +130,14 @@ class ArpoTrainer(GRPOTrainer):
 
         Raises:
             ValueError: `rl_kl_coef > 0` without a reference model and without a LoRA adapter to disable;
-                `ds3_gather_for_generation=False` with the hf rollout backend; `rl_dynamic_sampling` with a streamed
+                `ds3_gather_for_generation=False` with an engine that shares the policy's weights (hf); `rl_dynamic_sampling` with a streamed
                 (length-less) training set.
         """
         session = as_session(rollout, executor)
-        if session.backend == "hf" and not getattr(args, "ds3_gather_for_generation", True):
+        if session.capabilities.shares_policy_weights and not getattr(args, "ds3_gather_for_generation", True):
             raise ValueError(
-                "ds3_gather_for_generation: false is not supported with arpo_rollout_backend: hf: ranks decode "
+                f"ds3_gather_for_generation: false is not supported with arpo_rollout_backend: {session.backend}, "
+                "whose engine decodes with the trained module itself: ranks decode "
                 "different numbers of tokens, so ZeRO-3's per-layer parameter gathers would not match across ranks "
                 "and training would hang. Keep ds3_gather_for_generation: true (the default) or use the vllm backend."
             )
@@ -193,7 +196,9 @@ class ArpoTrainer(GRPOTrainer):
         status = os.path.join(args.output_dir, ROLLOUT_PROGRESS_NAME) if args.should_save else None
         session.show_progress(self.accelerator.is_main_process, status)
         self.policy = PolicyScorer(self.temperature, loss_config.logprob_chunk_size, self.model_kwarg_keys)
-        self.step = ArpoStep(self, session, reward_fn, loss_config, self.policy, self.step_logger)
+        self.step = ArpoStep(step_context(self), session, reward_fn, loss_config, self.policy, self.step_logger)
+        if loss_config.max_staleness > 0:  # rollout k steps ahead in a producer thread (docs/algorithms.md §13)
+            self.add_callback(open_async_source(self, self.step))
 
     # ------------------------------------------------------------------------------------------------ data plumbing
     def _get_eval_sampler(self, eval_dataset) -> torch.utils.data.Sampler:
@@ -359,6 +364,8 @@ class ArpoTrainer(GRPOTrainer):
     def _load_rng_state(self, checkpoint: str | None) -> None:
         r"""Restore what `_save_rng_state` wrote (a checkpoint without the rollout file is resumed with a warning)."""
         super()._load_rng_state(checkpoint)
+        if checkpoint is not None and hasattr(self.step.source, "load_state"):  # the async producer's position
+            self.step.source.load_state(checkpoint, self.state.global_step)
         rank = self.args.process_index
         if checkpoint is not None and not self.session.restore_rng_state(
             checkpoint, rank, self.step_logger.rollout_rng

@@ -1,0 +1,403 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+r"""`rl_max_staleness: k > 0`: a rollout producer that runs up to k optimiser steps ahead of the trainer.
+
+docs/algorithms.md §13. The producer is a background thread with its own rollout stack: a copy of the policy, its
+own engine of the same registered backend, and an agent loop sharing the run's tool executor (so the tool cache,
+branching, dynamic sampling and the reward are those of the lockstep step). It rolls out and scores whole generation
+batches (`UpdateBatch`) and queues them; the step takes them with `AsyncRolloutSource.take` instead of rolling out.
+
+* **Prompt order.** The producer owns it: generation batch j holds the prompts of the j-th block of TRL's own
+  `RepeatSampler` (same seed, same permutation per epoch as a lockstep run), so it can roll out batches the Trainer
+  has not asked for yet; the Trainer's generation batch only paces the steps.
+* **Weights and versions.** After every optimiser step the trainer publishes a copy of every parameter (LoRA
+  adapters included, so the producer never decodes with a stale adapter) with its version (`global_step`). Batch j
+  is first trained at version `V(j) = V0 + (j - j0) * U` (U: optimiser steps per generation batch); the producer
+  rolls it out with exactly version `max(V(j) - k, V0)`, waiting for it, so staleness is at most k and the run is
+  as deterministic as the lockstep one. Weights change only between batches: a trajectory in flight always
+  finishes on the version it started with (one version per trajectory, recorded on every record).
+* **Staleness bound.** `take` refuses a batch older than k (counted in `async/groups_dropped_stale`) and rolls
+  those prompts out again with the current weights; it never trains a group older than k.
+* **Checkpoints.** `save_state` writes `async_rollout_state.json` (generation batches taken, the version, and the
+  batches produced but not trained, which are dropped and recorded there); a resumed run restarts the producer at
+  the first untrained batch, so every prompt of the epoch is trained exactly once. Save at generation-batch
+  boundaries (`save_steps` a multiple of U): a checkpoint inside a generation batch is refused with an error.
+* **Metrics** (`async/*`, per generation step): `staleness_mean`, `staleness_max` (optimiser steps between the
+  sampling and the training weights, over trajectories), `groups_dropped_stale`, `producer_idle_s` (the producer
+  waited for weights or buffer room since the last take), `trainer_wait_s` (the step waited for the batch),
+  `buffer_depth` (batches ready when the step took its own).
+
+One process only for now (the producer's rollout does not enter the collectives of a multi-rank step).
+"""
+
+import contextlib
+import copy
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import torch
+from transformers.trainer_callback import TrainerCallback
+
+from ...common.log import get_logger
+from ...rollout.session import RolloutSession
+
+
+logger = get_logger(__name__)
+STATE_NAME = "async_rollout_state.json"
+
+
+class PromptFeed:
+    r"""Dataset indices of generation batch j, in the order TRL's `RepeatSampler` hands them to a lockstep run.
+
+    Args:
+        sampler: A fresh `RepeatSampler` of the run (`trainer._get_train_sampler()`); epoch e is its e-th pass.
+        prompts_per_batch: Prompts per generation batch (`arpo_rollout_batch_size`).
+        group_size: M (the sampler repeats each index M times in a row).
+    """
+
+    def __init__(self, sampler: Any, prompts_per_batch: int, group_size: int) -> None:
+        r"""See the class docstring."""
+        self.sampler, self.prompts, self.group_size = sampler, int(prompts_per_batch), int(group_size)
+        self.repeat = int(getattr(sampler, "repeat_count", 1))
+        self._batches: list[list[int]] = []
+
+    def _next_epoch(self) -> None:
+        indices = list(iter(self.sampler))
+        block = self.prompts * self.group_size * self.repeat
+        added = 0
+        for start in range(0, len(indices) - block + 1, block):
+            self._batches.append(indices[start : start + self.prompts * self.group_size : self.group_size])
+            added += 1
+        if not added:
+            raise ValueError(
+                "the training set holds fewer prompts than one generation batch (arpo_rollout_batch_size)"
+            )
+
+    def batch(self, j: int) -> list[int]:
+        r"""Dataset indices (one per group) of generation batch `j` (0-based over all epochs)."""
+        while len(self._batches) <= j:
+            self._next_epoch()
+        return list(self._batches[j])
+
+
+class AsyncRolloutSource:
+    r"""Scored groups from a producer thread, at most `max_staleness` optimiser steps old (module docstring).
+
+    Args:
+        step: The trainer's `ArpoStep` (its reward, loss config and context are shared with the producer's step).
+        producer_session: The producer's `RolloutSession` (own engine, shared executor).
+        producer_model: The producer's copy of the policy (the module its engine decodes with).
+        feed: The `PromptFeed`.
+        dataset: The training rows (`feed` indices point into it).
+        max_staleness: k (>= 1).
+        updates_per_batch: U, optimiser steps per generation batch.
+    """
+
+    def __init__(
+        self,
+        step: Any,
+        producer_session: RolloutSession,
+        producer_model: Any,
+        feed: PromptFeed,
+        dataset: Any,
+        max_staleness: int,
+        updates_per_batch: int,
+    ) -> None:
+        r"""See the class docstring; the producer thread starts at the first `take`."""
+        from .pipeline import ArpoStep  # the stages of the lockstep step, on the producer's stack
+
+        self.step, self.model, self.feed, self.dataset = step, producer_model, feed, dataset
+        self.k, self.updates = int(max_staleness), max(int(updates_per_batch), 1)
+        self.version_now = 0  # trainer's optimiser steps done (published)
+        self.producing_version = 0  # the version the producer's engine decodes with (stamped on every token)
+        ctx = replace(
+            step.ctx,
+            model=lambda: producer_model,
+            model_wrapped=lambda: producer_model,
+            global_step=lambda: self.producing_version,
+        )
+        self.producer = ArpoStep(ctx, producer_session, step.reward_fn, step.loss_config, step.policy, step.logger)
+        self.cond = threading.Condition()
+        self.busy = threading.Lock()  # held while the producer rolls out (validation pauses it)
+        self.snapshots: dict[int, dict[str, torch.Tensor]] = {}
+        self.loaded_version: int | None = None
+        self.ready: dict[int, tuple[Any, int]] = {}  # batch j -> (UpdateBatch, version that sampled it)
+        self.base_batch = 0  # j0: first batch of this process (0, or the resumed position)
+        self.base_version = 0  # V0
+        self.taken = 0  # batches taken so far (all epochs), the next one to train is `taken`
+        self.next_to_produce = 0
+        self.idle = 0.0
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+        self.stopped = False
+        self.dropped_at_checkpoint: list[int] = []
+
+    # ---------------------------------------------------------------------------------------------- trainer side
+    def train_version(self, j: int) -> int:
+        r"""V(j): the version batch j is first trained at."""
+        return self.base_version + (j - self.base_batch) * self.updates
+
+    def sampling_version(self, j: int) -> int:
+        r"""The version batch j is rolled out with: `max(V(j) - k, V0)`."""
+        return max(self.train_version(j) - self.k, self.base_version)
+
+    def publish(self, model: Any, version: int) -> None:
+        r"""Hand the producer a copy of every parameter after optimiser step `version` (called by the callback)."""
+        with self.cond:
+            self.version_now = int(version)
+            wanted = {self.sampling_version(j) for j in range(self.next_to_produce, self.taken + self.k + 2)}
+            if version in wanted or not self.snapshots:
+                self.snapshots[int(version)] = {
+                    name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters()
+                }
+            for v in [v for v in self.snapshots if v < min(wanted | {version})]:
+                del self.snapshots[v]
+            self.cond.notify_all()
+
+    def take(self, group_rows: list[dict[str, Any]]) -> Any:
+        r"""The `UpdateBatch` of the next generation batch, produced ahead, at most k optimiser steps old.
+
+        `group_rows` (the Trainer's generation batch) only paces the step: the producer owns the prompt order.
+
+        Raises:
+            The producer's error, if its rollout failed.
+        """
+        self._start()
+        j = self.taken
+        start = time.perf_counter()
+        with self.cond:
+            depth = len(self.ready)
+            while j not in self.ready and self.error is None:
+                self.cond.wait(timeout=1.0)
+            if self.error is not None:
+                raise RuntimeError(f"the rollout producer failed: {self.error!r}") from self.error
+            update, version = self.ready.pop(j)
+            idle, self.idle = self.idle, 0.0
+            self.taken += 1
+            self.cond.notify_all()
+        waited = time.perf_counter() - start
+        now = self.step.ctx.global_step()
+        dropped = 0
+        if now - version > self.k:  # never train a group older than k: roll its prompts out again, now
+            dropped = len(update.rows)
+            logger.warning(f"generation batch {j} is {now - version} steps old (> rl_max_staleness {self.k}): redone")
+            with self.busy:
+                update = self.step.dynamic_sampling(
+                    self.step.roll_out_and_score(self.rows(j), training=True, global_step=now), now
+                )
+            version = now
+        ages = [now - (r.weight_version if r.weight_version is not None else version) for r in update.records]
+        update.sampling_metrics.update(
+            {
+                "async/staleness_mean": sum(ages) / max(len(ages), 1),
+                "async/staleness_max": float(max(ages, default=0)),
+                "async/groups_dropped_stale": float(dropped),
+                "async/producer_idle_s": idle,
+                "async/trainer_wait_s": waited,
+                "async/buffer_depth": float(depth),
+            }
+        )
+        return update
+
+    def rows(self, j: int) -> list[dict[str, Any]]:
+        r"""The dataset rows (one per group) of generation batch `j`."""
+        return [self.dataset[i] for i in self.feed.batch(j)]
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        r"""Hold the producer between two batches (validation uses the shared executor meanwhile)."""
+        with self.busy:
+            yield
+
+    # ---------------------------------------------------------------------------------------------- producer thread
+    def _start(self) -> None:
+        if self.thread is None:
+            self.next_to_produce = self.taken
+            self.thread = threading.Thread(target=self._run, name="arpo-rollout-producer", daemon=True)
+            self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                t0 = time.perf_counter()
+                with self.cond:
+                    while not self.stopped and not self._can_start(self.next_to_produce):
+                        self.cond.wait(timeout=1.0)
+                    if self.stopped:
+                        return
+                    j = self.next_to_produce
+                    version = self.sampling_version(j)
+                    weights = self.snapshots.get(version)
+                    self.idle += time.perf_counter() - t0
+                with self.busy:
+                    if self.stopped:
+                        return
+                    if weights is not None and self.loaded_version != version:
+                        load_weights(self.model, weights)
+                        self.loaded_version = version
+                    self.producing_version = version  # the engine stamps it on every token; the records carry it
+                    target = self.train_version(j)  # dynamic sampling draws its extra prompts as at step V(j)
+                    batch = self.producer.roll_out_and_score(self.rows(j), training=True)
+                    update = self.producer.dynamic_sampling(batch, target)
+                with self.cond:
+                    self.ready[j] = (update, version)
+                    self.next_to_produce = j + 1
+                    self.cond.notify_all()
+        except BaseException as err:  # handed to the trainer by `take`
+            with self.cond:
+                self.error = err
+                self.cond.notify_all()
+
+    def _can_start(self, j: int) -> bool:
+        # room: at most k/U + 1 batches ahead of the one being trained; weights: the sampling version is published
+        if j - self.taken > self.k // self.updates + 1:
+            return False
+        return self.sampling_version(j) in self.snapshots
+
+    def close(self) -> None:
+        r"""Stop the producer thread (it finishes the batch it is rolling out, which is dropped)."""
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+        if self.thread is not None:
+            self.thread.join(timeout=600)
+
+    # ---------------------------------------------------------------------------------------------- checkpoints
+    def save_state(self, directory: str, global_step: int) -> None:
+        r"""Write `async_rollout_state.json`: batches taken, version, and the produced-but-untrained batches dropped.
+
+        Raises:
+            RuntimeError: the checkpoint falls inside a generation batch (some of its updates not done yet).
+        """
+        with self.cond:
+            expected = self.train_version(self.taken)
+            if global_step != expected:
+                raise RuntimeError(
+                    f"checkpoint at optimiser step {global_step} falls inside generation batch {self.taken - 1} "
+                    f"(each takes {self.updates} optimiser steps): with rl_max_staleness > 0 set save_steps to a "
+                    f"multiple of {self.updates} so that a resumed run trains every prompt exactly once"
+                )
+            pending = sorted(self.ready)
+            state = {
+                "batches_taken": self.taken,
+                "global_step": global_step,
+                "max_staleness": self.k,
+                "updates_per_batch": self.updates,
+                # produced ahead but not trained: a resumed run rolls these prompts out again
+                "untrained_batches": [{"batch": j, "prompts": self.feed.batch(j)} for j in pending],
+            }
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, STATE_NAME), "w", encoding="utf-8") as f:
+            json.dump(state, f, indent=1)
+
+    def load_state(self, directory: str, global_step: int) -> bool:
+        r"""Resume the producer at the first untrained batch of `directory`'s state; False when there is none."""
+        path = os.path.join(directory, STATE_NAME)
+        if not os.path.isfile(path):
+            return False
+        with open(path, encoding="utf-8") as f:
+            state = json.load(f)
+        with self.cond:
+            self.taken = self.base_batch = self.next_to_produce = int(state["batches_taken"])
+            self.base_version = self.version_now = int(global_step)
+            self.dropped_at_checkpoint = [int(b["batch"]) for b in state.get("untrained_batches", [])]
+        return True
+
+
+def load_weights(model: Any, weights: dict[str, torch.Tensor]) -> None:
+    r"""Copy `weights` (name -> tensor, from `AsyncRolloutSource.publish`) into `model`'s parameters in place.
+
+    Raises:
+        KeyError: a parameter of `model` has no published value.
+    """
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.copy_(weights[name].to(param.device, param.dtype))
+
+
+class AsyncCallback(TrainerCallback):
+    r"""Publishes the weights after every optimiser step, saves the source's state with each checkpoint, stops it."""
+
+    def __init__(self, source: AsyncRolloutSource, unwrap: Any) -> None:
+        r"""`unwrap(model)`: the plain module of the trainer's model (Accelerate's `unwrap_model`)."""
+        self.source, self.unwrap = source, unwrap
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        r"""Publish the starting weights (version `global_step`, 0 or the resumed step)."""
+        if self.source.taken == 0 and state.global_step:
+            self.source.base_version = self.source.version_now = state.global_step
+        self.source.publish(self.unwrap(model), state.global_step)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        r"""The optimiser stepped: new weights, version `global_step`."""
+        self.source.publish(self.unwrap(model), state.global_step)
+
+    def on_save(self, args, state, control, **kwargs):
+        r"""Next to the checkpoint the Trainer just wrote."""
+        folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+        self.source.save_state(folder, state.global_step)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        r"""Stop the producer."""
+        self.source.close()
+
+
+def open_async_source(trainer: Any, step: Any) -> AsyncCallback:
+    r"""Build the producer's stack for `trainer` (`rl_max_staleness > 0`), install it as `step.source`.
+
+    The producer gets a deep copy of the policy and an engine of the same registered backend built on it
+    (`rollout.build_engine`), and an agent loop over the run's tool executor.
+
+    Returns:
+        The `AsyncCallback` to add to the trainer.
+
+    Raises:
+        ValueError: more than one process, or an engine that cannot get a weight copy of its own in this process.
+    """
+    from ...rollout.agent_loop import AgenticRollout
+    from ...rollout.engine import build_engine
+
+    session = step.session
+    if trainer.accelerator.num_processes > 1:
+        raise ValueError("rl_max_staleness > 0 runs on one process for now; set rl_max_staleness: 0 for multi-GPU.")
+    if not session.capabilities.shares_policy_weights:
+        raise ValueError(
+            f"rl_max_staleness > 0 needs an engine that decodes with a module of this process (hf); the "
+            f"{session.backend} engine holds its own weights and would need the server mode (issue 36 item 4)."
+        )
+    agent = session.agent
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    producer_model = copy.deepcopy(model).eval()
+    for param in producer_model.parameters():
+        param.requires_grad_(False)
+    engine = build_engine(session.backend, producer_model, step.tokenizer, agent.config)
+    producer_agent = AgenticRollout(
+        engine, agent.executor, agent.tokenizer, agent.config, tool_format=getattr(agent, "tool_format", None)
+    )
+    producer_session = RolloutSession(producer_agent, session.executor)
+    a = trainer.args
+    updates = max(a.steps_per_generation * trainer.num_iterations // a.gradient_accumulation_steps, 1)
+    sampler = trainer._get_train_sampler(trainer.train_dataset)
+    feed = PromptFeed(sampler, a.generation_batch_size // trainer.num_generations, trainer.num_generations)
+    source = AsyncRolloutSource(
+        step, producer_session, producer_model, feed, trainer.train_dataset, step.loss_config.max_staleness, updates
+    )
+    step.source = source
+    return AsyncCallback(source, trainer.accelerator.unwrap_model)

@@ -1,0 +1,200 @@
+# Copyright 2026 the llamafactory-agentic developers.
+#
+# Licensed under the Apache License, Version 2.0 (the "License").
+
+"""`rl_max_staleness: k > 0` (issue 36, Deliver 3): prompt order, the staleness bound, and lossless resume.
+
+The unit tests drive `AsyncRolloutSource` with stand-in stages (no thread started) to check the bound itself; the
+end-to-end tests run the real `llamafactory-cli train` on the tiny tool-calling policy with the real tools.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from llamafactory_agentic.train.arpo.async_rollout import AsyncRolloutSource, PromptFeed
+from llamafactory_agentic.train.arpo.pipeline import StepContext, UpdateBatch
+
+from ._helpers import record
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_prompt_feed_follows_trls_repeat_sampler():
+    """Generation batch j holds the j-th block of unique prompts of TRL's sampler, epoch after epoch."""
+    from trl.trainer.utils import RepeatSampler
+
+    data = list(range(10))
+    sampler = RepeatSampler(data, mini_repeat_count=4, batch_size=2, repeat_count=3, shuffle=True, seed=5)
+    reference = RepeatSampler(data, mini_repeat_count=4, batch_size=2, repeat_count=3, shuffle=True, seed=5)
+    feed = PromptFeed(sampler, prompts_per_batch=2, group_size=4)
+    expected = []
+    for _ in range(2):  # two epochs: the sampler's generator advances like the Trainer's
+        indices = list(iter(reference))
+        expected += [indices[i : i + 8 : 4] for i in range(0, len(indices), 24)]
+    assert [feed.batch(j) for j in range(10)] == expected
+    assert sorted(sum(expected[:5], [])) == data  # one epoch: every prompt once
+
+
+def _source(now: int, k: int = 1):
+    """An `AsyncRolloutSource` whose stages are stand-ins; `now` is the trainer's optimiser step."""
+    redone = []
+
+    def roll_out_and_score(rows, training, global_step=None):
+        redone.append(global_step)
+        return SimpleNamespace(rows=rows)
+
+    def dynamic_sampling(batch, global_step):
+        records = [record(0, m, float(m), weight_version=global_step) for m in range(4)]
+        return UpdateBatch(batch.rows, records, records, {}, {})
+
+    tok = SimpleNamespace(eos_token_id=0)
+    ctx = StepContext(
+        accelerator=SimpleNamespace(num_processes=1, process_index=0, device="cpu"),
+        per_device_train_batch_size=4, gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1,
+        seed=0, num_generations=4, pad_token_id=0, tokenizer=tok, compute_dtype=None, train_dataset=None, beta=0.0,
+        model=lambda: None, model_wrapped=lambda: None, ref_model=lambda: None, global_step=lambda: now,
+    )  # fmt: skip
+    session = SimpleNamespace(lora_merge="off")
+    step = SimpleNamespace(ctx=ctx, reward_fn=None, loss_config=None, policy=None, logger=None)
+    step.roll_out_and_score, step.dynamic_sampling = roll_out_and_score, dynamic_sampling
+    feed = SimpleNamespace(batch=lambda j: [j])
+    source = AsyncRolloutSource(step, session, None, feed, [{"row": i} for i in range(8)], k, 1)
+    source.thread = "not started"  # the tests hand batches in themselves
+    return source, redone
+
+
+def test_a_batch_older_than_k_is_counted_and_rolled_out_again():
+    """Before (no bound): a group sampled 3 steps ago would be trained. Now it is dropped, counted, redone."""
+    source, redone = _source(now=3, k=1)
+    old = [record(0, m, float(m), weight_version=0) for m in range(4)]
+    source.ready[0] = (UpdateBatch([{"row": 0}], old, old, {}, {}), 0)
+    update = source.take([{"row": 0}])
+    assert redone == [3] and update.sampling_metrics["async/groups_dropped_stale"] == 1.0
+    assert {r.weight_version for r in update.records} == {3}
+    assert update.sampling_metrics["async/staleness_max"] == 0.0
+
+
+def test_a_batch_within_k_is_trained_and_its_staleness_logged():
+    source, redone = _source(now=2, k=1)
+    recs = [record(0, m, float(m), weight_version=1) for m in range(4)]
+    source.ready[0] = (UpdateBatch([{"row": 0}], recs, recs, {}, {}), 1)
+    source.ready[1] = (UpdateBatch([{"row": 1}], recs, recs, {}, {}), 1)
+    update = source.take([{"row": 0}])
+    assert redone == [] and update.records is recs
+    metrics = update.sampling_metrics
+    assert metrics["async/staleness_mean"] == 1.0 and metrics["async/staleness_max"] == 1.0
+    assert metrics["async/groups_dropped_stale"] == 0.0 and metrics["async/buffer_depth"] == 2.0
+
+
+def test_a_checkpoint_inside_a_generation_batch_is_refused(tmp_path):
+    """With U = 2 optimiser steps per generation batch, a checkpoint after step 1 would lose half a batch on resume."""
+    source, _ = _source(now=1, k=1)
+    source.updates, source.taken = 2, 1  # batch 0 taken, one of its two updates done
+    with pytest.raises(RuntimeError, match="save_steps to a multiple of 2"):
+        source.save_state(str(tmp_path), global_step=1)
+    source.ready[1] = ("produced ahead", 1)
+    source.save_state(str(tmp_path), global_step=2)  # the boundary: written, the batch produced ahead recorded
+    state = json.loads((tmp_path / "async_rollout_state.json").read_text())
+    assert state["batches_taken"] == 1 and state["untrained_batches"] == [{"batch": 1, "prompts": [1]}]
+
+
+def test_producer_weights_follow_every_publish_including_lora_adapters(tiny_model):
+    """The producer's copy gets every parameter after each optimiser step (LoRA adapters included)."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    from llamafactory_agentic.train.arpo.async_rollout import load_weights
+
+    policy = get_peft_model(tiny_model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    producer = copy.deepcopy(policy)
+    source, _ = _source(now=0, k=1)
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.add_(0.5)  # an optimiser step moved the adapter
+    source.publish(policy, 1)
+    load_weights(producer, source.snapshots[1])
+    for (name, a), (_, b) in zip(policy.named_parameters(), producer.named_parameters()):
+        assert torch.equal(a, b), name
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+def _prepare(tmp_path, num_prompts):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from async_parity import REWARD, prepare
+
+    env_paths = prepare(tmp_path)
+    (tmp_path / "parity_reward.py").write_text(REWARD)
+    return env_paths
+
+
+def _cmd(env_paths, out, *extra):
+    return [
+        str(Path(sys.executable).parent / "llamafactory-cli"), "train", str(REPO / "recipes/tiny/arpo_cpu.yaml"),
+        f"model_name_or_path={env_paths['policy']}", f"dataset_dir={env_paths['datasets']}", f"output_dir={out}",
+        f"agentic_cache_path={out.parent / 'tool_cache.sqlite'}", f"agentic_search_index={env_paths['search_index']}",
+        "agentic_reward=parity_reward:score", "arpo_rollout_batch_size=1", "max_samples=6", "num_train_epochs=1",
+        "max_steps=-1", "eval_strategy='no'", "plot_loss=false", "save_strategy=steps", "save_steps=1",
+        "rl_max_staleness=1", *extra,
+    ]  # fmt: skip
+
+
+def _env(tmp_path):
+    bin_dir = str(Path(sys.executable).parent)
+    python_path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=python_path)
+    env.pop("LLAMAFACTORY_AGENTIC_DISABLE", None)
+    return env
+
+
+def _trained_prompts(out):
+    groups = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    return sorted(g["prompt"] for g in groups), groups
+
+
+@pytest.mark.slow
+def test_sigkilled_async_run_resumes_and_trains_every_prompt_once(tmp_path):
+    """6 prompts, 1 per generation batch (1 update each), k = 1, a checkpoint after every step. The first run is
+    SIGKILLed while a step runs (after checkpoint-3 was written, while the producer holds batch 4 ahead); the resumed
+    run trains the rest. Each prompt of the epoch is trained exactly once (rollouts.jsonl: every group, with its
+    prompt; the resumed run drops the records of the steps it repeats), and the checkpoint records the batch that was
+    produced ahead and dropped."""
+    env_paths = _prepare(tmp_path, 6)
+    out = tmp_path / "out"
+    env = _env(tmp_path)
+    first = subprocess.Popen(
+        _cmd(env_paths, out), cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    deadline = time.time() + 900
+    while not (out / "checkpoint-3" / "trainer_state.json").is_file() and first.poll() is None:
+        assert time.time() < deadline, "no checkpoint-3 within 900 s"
+        time.sleep(0.2)
+    assert first.poll() is None, first.stderr.read().decode()[-4000:]
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    state = json.loads((out / "checkpoint-3" / "async_rollout_state.json").read_text())
+    assert state["batches_taken"] == 3 and state["global_step"] == 3
+
+    second = subprocess.run(
+        _cmd(env_paths, out, "overwrite_output_dir=false"), cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-5000:]
+    prompts, groups = _trained_prompts(out)
+    assert len(prompts) == 6 and len(set(prompts)) == 6, [g["global_step"] for g in groups]
+    assert [g["global_step"] for g in groups] == [0, 1, 2, 3, 4, 5]
+    log = [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
+    train = [r for r in log if "loss" in r]
+    assert [r["current_steps"] for r in train] == [1, 2, 3, 4, 5, 6]
+    assert all(r["async/staleness_max"] <= 1 and r["async/groups_dropped_stale"] == 0 for r in train)
