@@ -82,3 +82,12 @@ def no_tool_call_warning(kind: str, calls: int, trajectories: int) -> str | None
         "tool answers. Likely causes: the policy was never cold-started on the tool tags (run agentic SFT first), or "
         "agentic_tool_config does not list the tool the system prompt teaches (docs/tutorial.md)"
     )
+
+
+def warn_no_tool_calls(kind: str, records: list, step: int) -> None:
+    r"""Log `no_tool_call_warning` for `records` (trajectory records with `num_tool_calls`) at `step`, if it applies."""
+    warning = no_tool_call_warning(kind, sum(r.num_tool_calls for r in records), len(records))
+    if warning:
+        from ..common.log import get_logger
+
+        get_logger(__name__).warning(f"[agentic] step {step}: {warning}")

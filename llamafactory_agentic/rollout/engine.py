@@ -85,17 +85,26 @@ class EngineCapabilities:
 
 @dataclass(frozen=True)
 class EngineSpec:
-    r"""A registered engine: its name, capabilities and `factory(model, tokenizer, config, **kwargs) -> engine`."""
+    r"""A registered engine: name, capabilities, `factory(model, tokenizer, config, **kwargs)` and `preflight`.
+
+    `preflight()` (optional) raises before any model is loaded, e.g. a missing package with its install hint.
+    """
 
     name: str
     capabilities: EngineCapabilities
     factory: Callable[..., "GenerationEngine"]
+    preflight: Callable[[], None] | None = None
 
 
 _ENGINES: dict[str, EngineSpec] = {}
 
 
-def register_engine(name: str, capabilities: EngineCapabilities, factory: Callable[..., "GenerationEngine"]) -> None:
+def register_engine(
+    name: str,
+    capabilities: EngineCapabilities,
+    factory: Callable[..., "GenerationEngine"],
+    preflight: Callable[[], None] | None = None,
+) -> None:
     r"""Register an engine under `name` (the value of `arpo_rollout_backend`).
 
     Raises:
@@ -103,7 +112,19 @@ def register_engine(name: str, capabilities: EngineCapabilities, factory: Callab
     """
     if name in _ENGINES:
         raise ValueError(f"rollout engine {name!r} is already registered")
-    _ENGINES[name] = EngineSpec(name, capabilities, factory)
+    _ENGINES[name] = EngineSpec(name, capabilities, factory, preflight)
+
+
+def check_engine_available(name: str) -> None:
+    r"""Run the engine's `preflight` (the workflow calls it before the policy loads).
+
+    Raises:
+        ValueError: no engine of that name; whatever the engine's preflight raises (vllm: `ImportError` with the
+            install hint when vLLM is not installed).
+    """
+    spec = engine_spec(name)
+    if spec.preflight is not None:
+        spec.preflight()
 
 
 def engine_spec(name: str) -> EngineSpec:
@@ -351,5 +372,13 @@ HF_CAPABILITIES = EngineCapabilities(
 VLLM_CAPABILITIES = EngineCapabilities(
     shares_policy_weights=False, separate_process=False, returns_logprobs=True, prefix_branching=True
 )
+
+
+def _vllm_preflight() -> None:
+    from .vllm_engine import require_vllm
+
+    require_vllm()
+
+
 register_engine("hf", HF_CAPABILITIES, _build_hf)
-register_engine("vllm", VLLM_CAPABILITIES, _build_vllm)
+register_engine("vllm", VLLM_CAPABILITIES, _build_vllm, preflight=_vllm_preflight)

@@ -375,6 +375,7 @@ def test_vllm_engine_asks_for_flat_log_probs_and_only_the_sampled_one_without_en
     out = engine.generate([request], SamplingSettings(entropy_tokens=0))[0]
     assert llm.calls[1][1].logprobs == 0
     assert out.entropy_terms == [] and out.token_ids
+    assert out.logprobs == [-0.1] * len(out.token_ids) and out.weight_version == 4
 
 
 @pytest.mark.slow
@@ -407,4 +408,3 @@ def test_missing_vllm_is_named_before_the_model_loads(tmp_path, tiny_model_dir):
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "The vllm rollout backend needs vLLM" in output, output[-3000:]
     assert "trainable params" not in output, output[-3000:]  # LLaMA-Factory's line once the model is loaded
-    assert out.logprobs == [-0.1] * len(out.token_ids) and out.weight_version == 4

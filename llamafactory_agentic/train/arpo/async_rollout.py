@@ -307,10 +307,10 @@ class AsyncRolloutSource:
         with open(os.path.join(directory, STATE_NAME), "w", encoding="utf-8") as f:
             json.dump(state, f, indent=1)
 
-    def load_state(self, directory: str, global_step: int) -> bool:
+    def load_state(self, directory: str | None, global_step: int) -> bool:
         r"""Resume the producer at the first untrained batch of `directory`'s state; False when there is none."""
-        path = os.path.join(directory, STATE_NAME)
-        if not os.path.isfile(path):
+        path = os.path.join(directory, STATE_NAME) if directory else ""
+        if not path or not os.path.isfile(path):
             return False
         with open(path, encoding="utf-8") as f:
             state = json.load(f)

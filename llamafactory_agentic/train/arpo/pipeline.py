@@ -511,6 +511,10 @@ class SyncRolloutSource:
     def close(self) -> None:
         r"""Nothing to stop."""
 
+    def load_state(self, directory: str | None, global_step: int) -> bool:
+        r"""Nothing to resume: every group is produced when it is taken (False)."""
+        return False
+
     def paused(self) -> contextlib.AbstractContextManager:
         r"""Nothing runs in the background."""
         return contextlib.nullcontext()
@@ -743,8 +747,14 @@ class ArpoStep:
             count = max(len(token_micro_batches(lengths(records[lay[k][0]]), cap)) for lay in layouts)
             mine = records[rows_k]
             parts = [
-                collate_records([mine[i] for i in indices], num_tokens, pad, device, num_sequences=num_sequences,
-                                proximal_version=version)  # fmt: skip
+                collate_records(
+                    [mine[i] for i in indices],
+                    num_tokens,
+                    pad,
+                    device,
+                    num_sequences=num_sequences,
+                    proximal_version=version,
+                )  # fmt: skip
                 for indices in token_micro_batches(lengths(mine), cap, count)
             ]
             items.append({"micro_batches": parts})

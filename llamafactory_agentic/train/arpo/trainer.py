@@ -40,9 +40,8 @@ What is overridden (the adapter surface for a newer TRL); each override delegate
 Everything the trainer knows about generation goes through its `RolloutSession` (`rollout/session.py`): roll out,
 sync weights, progress, rng state, tool metrics. The rest lives beside it: `config.py` (arguments to `GRPOConfig`,
 `ArpoLossConfig`, `RolloutConfig`, `ToolsConfig`; batch geometry), `records.py` (`ScoredTrajectory`), `batch.py`
-(groups, token advantages, micro-batch layout and padding), `metrics.py` (pure metric reduction and `rollouts.jsonl`
-entries), `memory.py`, and the patches of TRL and LLaMA-Factory in `integration/` (`trl_compat.py`,
-`log_callback.py`).
+(groups, token advantages, micro-batch layout and padding), `metrics.py` (metrics, `rollouts.jsonl` entries),
+`memory.py`, and the patches of TRL and LLaMA-Factory in `integration/` (`trl_compat.py`, `log_callback.py`).
 """
 
 import math
@@ -55,7 +54,7 @@ from torch.utils.data import SequentialSampler
 from transformers.trainer_callback import TrainerCallback
 
 from ...common.log import get_logger
-from ...guards.tags import no_tool_call_warning
+from ...guards.tags import warn_no_tool_calls
 from ...rewards.registry import CallableReward, RewardFunction
 from ...rollout.progress import ROLLOUT_PROGRESS_NAME
 from ...rollout.rng_state import rng_state_path
@@ -130,16 +129,15 @@ class ArpoTrainer(GRPOTrainer):
 
         Raises:
             ValueError: `rl_kl_coef > 0` without a reference model and without a LoRA adapter to disable;
-                `ds3_gather_for_generation=False` with an engine that shares the policy's weights (hf); `rl_dynamic_sampling` with a streamed
-                (length-less) training set.
+                `ds3_gather_for_generation=False` with an engine sharing the policy's weights (hf); `rl_dynamic_sampling`
+                with a streamed (length-less) training set.
         """
         session = as_session(rollout, executor)
         if session.capabilities.shares_policy_weights and not getattr(args, "ds3_gather_for_generation", True):
             raise ValueError(
-                f"ds3_gather_for_generation: false is not supported with arpo_rollout_backend: {session.backend}, "
-                "whose engine decodes with the trained module itself: ranks decode "
-                "different numbers of tokens, so ZeRO-3's per-layer parameter gathers would not match across ranks "
-                "and training would hang. Keep ds3_gather_for_generation: true (the default) or use the vllm backend."
+                f"ds3_gather_for_generation: false is not supported with arpo_rollout_backend: {session.backend} (it "
+                "decodes with the trained module: ranks decode different token counts, ZeRO-3's gathers would not "
+                "match and training would hang). Keep ds3_gather_for_generation: true (the default) or use vllm."
             )
         if loss_config.dynamic_sampling and train_dataset is not None and not hasattr(train_dataset, "__len__"):
             raise ValueError(
@@ -341,9 +339,8 @@ class ArpoTrainer(GRPOTrainer):
             tool_metrics = combine_tool_metrics(self._eval_tool_shards)
         finally:
             self._eval_records, self._eval_tool_shards = {}, []
-        warning = no_tool_call_warning("validation", sum(r.num_tool_calls for r in records), len(records))
-        if warning and self.is_world_process_zero():
-            logger.warning(f"[agentic] step {self.state.global_step}: {warning}")
+        if self.is_world_process_zero():  # a validation without a single tool call is warned about
+            warn_no_tool_calls("validation", records, self.state.global_step)
         values = self._metrics["eval"]
         for key, value in validation_metrics(records, values, tool_metrics).items():
             output.metrics[f"{metric_key_prefix}_{key}"] = value
@@ -364,8 +361,7 @@ class ArpoTrainer(GRPOTrainer):
     def _load_rng_state(self, checkpoint: str | None) -> None:
         r"""Restore what `_save_rng_state` wrote (a checkpoint without the rollout file is resumed with a warning)."""
         super()._load_rng_state(checkpoint)
-        if checkpoint is not None and hasattr(self.step.source, "load_state"):  # the async producer's position
-            self.step.source.load_state(checkpoint, self.state.global_step)
+        self.step.source.load_state(checkpoint, self.state.global_step)  # the async producer's position, if any
         rank = self.args.process_index
         if checkpoint is not None and not self.session.restore_rng_state(
             checkpoint, rank, self.step_logger.rollout_rng

@@ -205,10 +205,9 @@ def run_arpo(
         check_rl_resume(training_args.resume_from_checkpoint, finetuning_args.stage)  # not another stage's
         _warn_start(model_args, training_args)
     effective = resolve_presets(finetuning_args, verbose=training_args.should_log)
-    if finetuning_args.arpo_rollout_backend == "vllm":
-        from ...rollout.vllm_engine import require_vllm
+    from ...rollout.engine import check_engine_available
 
-        require_vllm()  # the install hint before anything is built or loaded
+    check_engine_available(finetuning_args.arpo_rollout_backend)  # e.g. vLLM's install hint before anything loads
     if training_args.should_save:
         save_agentic_config(effective, training_args.output_dir, finetuning_args)  # every key: eval train_val
     ArpoLossConfig.from_args(finetuning_args)  # the loss keys and their combination, before any model loads (§4.8)
