@@ -1,6 +1,6 @@
 .PHONY: install demo system-deps test test-fast bench quality style
 
-check_dirs := llamafactory_agentic tests benchmarks setup.py _llamafactory_agentic_hook.py
+check_dirs := llamafactory_agentic tests benchmarks examples setup.py _llamafactory_agentic_hook.py
 
 # `make demo` and `make test` set up the project's virtual environment (.venv, or VENV=...) when it is missing or
 # older than setup.py / constraints.txt, installing with the pinned constraints; an activated venv is not needed.
