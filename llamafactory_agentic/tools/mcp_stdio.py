@@ -33,7 +33,7 @@ import json
 import os
 import re
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -141,6 +141,7 @@ async def bounded_stdio_client(
     cwd: str | None,
     errlog: Any,
     max_message_bytes: int,
+    kill_at_once: Callable[[], bool] | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     r"""Start `command args` and yield the `(read_stream, write_stream)` pair that `mcp.Client` takes as a transport.
 
@@ -152,6 +153,8 @@ async def bounded_stdio_client(
         errlog: where its stderr goes (a file object with a descriptor).
         max_message_bytes: bound of one message from the server; a longer one is dropped and its request answered
             with a `TOO_LARGE` error.
+        kill_at_once: asked when the transport closes; True skips the `EXIT_GRACE_S` grace and kills the process
+            group at once (a server that did not answer a ping: a stopped process never exits on its own).
 
     Raises:
         OSError: the program cannot be started.
@@ -201,18 +204,19 @@ async def bounded_stdio_client(
             yield read_stream, write_stream
         finally:
             with anyio.CancelScope(shield=True):
-                await _stop(process)
+                await _stop(process, grace_s=0.0 if kill_at_once is not None and kill_at_once() else EXIT_GRACE_S)
             tg.cancel_scope.cancel()
 
 
-async def _stop(process: Any) -> None:
-    r"""Close stdin, give the server `EXIT_GRACE_S` to exit, then kill its process group."""
+async def _stop(process: Any, grace_s: float = EXIT_GRACE_S) -> None:
+    r"""Close stdin, give the server `grace_s` seconds to exit, then kill its process group."""
     try:
         await process.stdin.aclose()
     except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         pass
-    with anyio.move_on_after(EXIT_GRACE_S):
-        await process.wait()
+    if grace_s > 0:
+        with anyio.move_on_after(grace_s):
+            await process.wait()
     if process.returncode is None:
         try:
             os.killpg(process.pid, signal.SIGKILL)  # the whole session: a stopped server and its children too

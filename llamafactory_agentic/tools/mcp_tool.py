@@ -80,6 +80,14 @@ def _import_mcp() -> Any:
     return mcp
 
 
+class _SessionStop(asyncio.Event):
+    r"""The event that ends one session; `wedged` is set when it ends because the server stopped answering."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wedged = False
+
+
 class MCPServerConnection:
     r"""One MCP server session, opened lazily, shared by threads, reopened after it is lost.
 
@@ -131,7 +139,7 @@ class MCPServerConnection:
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._client: Any = None  # the entered mcp.Client; only touched on the loop thread
-        self._stop: asyncio.Event | None = None
+        self._stop: _SessionStop | None = None
         self._runner: asyncio.Task | None = None
         self._lock: asyncio.Lock | None = None
         self.connects = 0  # sessions opened so far (the first one included)
@@ -175,17 +183,19 @@ class MCPServerConnection:
             ) from None
 
     # ------------------------------------------------------------------ session (runs on the loop thread)
-    def _transport(self) -> Any:
+    def _transport(self, stop: Any = None) -> Any:
         r"""The session's transport (a new one per session).
 
         stdio: `mcp_stdio.bounded_stdio_client` (byte bound, environment allowlist); HTTP: the package's client with
         a transport that can close one call's response stream (`mcp_http.CallStreams`) and `max_sse_event_size`.
+        `stop`: the session's `_SessionStop`; a stdio server dropped as wedged is killed without the exit grace.
         """
         if self.command:
             from .mcp_stdio import bounded_stdio_client, server_environment
 
             return bounded_stdio_client(self.command, self.args, server_environment(self.env), self.cwd,
-                                        self.errlog or sys.stderr, self.max_result_bytes)  # fmt: skip
+                                        self.errlog or sys.stderr, self.max_result_bytes,
+                                        kill_at_once=(lambda: stop.wedged) if stop is not None else None)  # fmt: skip
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
@@ -203,7 +213,7 @@ class MCPServerConnection:
 
         client = None
         try:
-            async with Client(self._transport(), mode="legacy", cache=None) as client:
+            async with Client(self._transport(stop), mode="legacy", cache=None) as client:
                 if not ready.done():
                     ready.set_result(client)
                 await stop.wait()
@@ -225,7 +235,7 @@ class MCPServerConnection:
             if self._client is not None and self._runner is not None and not self._runner.done():
                 return self._client
             ready: asyncio.Future = asyncio.get_running_loop().create_future()
-            stop = asyncio.Event()
+            stop = _SessionStop()
             runner = asyncio.create_task(self._run_session(ready, stop))
             self._stop, self._runner = stop, runner
             try:
@@ -246,10 +256,11 @@ class MCPServerConnection:
             self.connects += 1
             return client
 
-    def _drop(self, client: Any) -> None:
+    def _drop(self, client: Any, wedged: bool = False) -> None:
         if self._client is client:
             self._client = None
             if self._stop is not None:
+                self._stop.wedged = wedged
                 self._stop.set()
 
     async def _call(self, method: str, timeout_s: float, *args: Any, **kwargs: Any) -> Any:
@@ -335,7 +346,7 @@ class MCPServerConnection:
                     wait_s,
                     _describe_exc(exc),
                 )
-                self._drop(client)
+                self._drop(client, wedged=True)
 
         self._probe = asyncio.get_running_loop().create_task(_probe())
 
