@@ -31,6 +31,12 @@ Writes to `--work-dir` (default saves/compare_algorithms/<scale>):
     compare_algorithms.png   held-out accuracy curve, tool calls per trajectory, branches, consecutive branches, mean
                  token entropy, generated tokens, wall time
 Finished runs are kept and skipped when the script is run again (split the work with --seeds / --algorithms).
+
+`--mix`, `--sft-mix` and `--skip-tool-rate` (KIND=VALUE, added to the generator's defaults, as in `llamafactory-agentic
+task generate`) change the task; a stateful kind (`python_session_count`, docs/tasks.md §2) with weight makes every RL
+run and held-out evaluation of the seed use a tool config with `python`, `search` and `python_session`
+(`<seed>/tools.yaml`), and runs.csv gains the held-out rate of second `python_session` calls that use the variable the
+first defined (docs/tasks.md §6, "Stateful variant").
 """
 
 import argparse
@@ -47,6 +53,9 @@ from pathlib import Path
 
 
 REPO = Path(__file__).resolve().parents[1]
+# the tool config of a task with a stateful kind: the demo's two tools plus the `python_session` environment
+# (docs/tools.md "Environments"); python and python_session take the recipe's agentic_python_* limits
+SESSION_TOOLS = "tools:\n  - name: python\n  - name: search\n  - name: python_session\n"
 STAGES = ("grpo", "arpo", "aepo", "aepo-paper")
 # the policy losses of docs/algorithms.md §4.8 on ARPO's rollout (`stage: arpo` preset), each by its recipe keys;
 # GSPO with the paper's sequence-ratio clip ranges, CISPO without a lower bound on the IS weight (as in the paper) and
@@ -153,6 +162,8 @@ def heldout(workdir: Path, model: str, env: dict) -> dict:
     if not result.is_file():
         command = [cli("llamafactory-agentic"), "task", "eval", model, "--data", "data/heldout.jsonl"]
         command += ["--search-index", "data/search_index", "--by-kind", "--json", f"{model}/heldout.json"]
+        if (workdir / "tools.yaml").is_file():
+            command += ["--tool-config", "tools.yaml"]
         with open(workdir / f"{model}_heldout.log", "w") as f:
             proc = subprocess.run(command, cwd=workdir, stdout=f, stderr=subprocess.STDOUT, env=env)
         if proc.returncode != 0:
@@ -164,10 +175,13 @@ def prepare_seed(root: Path, seed: int, scale: dict, env: dict) -> Path:
     """Task, model and cold start of one seed (shared by every algorithm); skipped when already done."""
     from llamafactory_agentic.tasks.demo import DEMO_SIZES, copy_recipes
     from llamafactory_agentic.tasks.model import build_task_model
-    from llamafactory_agentic.tasks.synthetic import TaskConfig, generate_task
+    from llamafactory_agentic.tasks.synthetic import STATEFUL_KINDS, TaskConfig, generate_task
 
     workdir = root / f"seed{seed}"
     settings = {"model": scale["model"], "model_extra": scale["model_extra"], "sft": scale["sft"]}
+    task = scale.get("task") or {}
+    if task:  # recorded only when set, so that work dirs of the default task stay reusable
+        settings["task"] = task
     if (workdir / "sft" / "config.json").is_file():
         recorded = workdir / "cold_start.json"
         if recorded.is_file() and json.loads(recorded.read_text()) != settings:
@@ -178,7 +192,10 @@ def prepare_seed(root: Path, seed: int, scale: dict, env: dict) -> Path:
         heldout(workdir, "sft", env)
         return workdir
     workdir.mkdir(parents=True, exist_ok=True)
-    generate_task(TaskConfig(seed=seed, sizes=dict(scale["sizes"] or DEMO_SIZES)), workdir / "data")
+    generate_task(TaskConfig(seed=seed, sizes=dict(scale["sizes"] or DEMO_SIZES), **task), workdir / "data")
+    mixes = [task.get("mix") or {}, task.get("sft_mix") or {}]
+    if any(mix.get(kind, 0) > 0 for mix in mixes for kind in STATEFUL_KINDS):
+        (workdir / "tools.yaml").write_text(SESSION_TOOLS)
     build_task_model(
         workdir / "model", workdir / "data", size=scale["model"], seed=seed, overrides=scale["model_extra"]
     )
@@ -209,6 +226,7 @@ def run_algorithm(workdir: Path, seed: int, algorithm: str, scale: dict, extra: 
         "arpo_rollout_log_ratio=0",
         *stage_overrides(algorithm),
         *scale["rl"],
+        *(["agentic_tool_config=tools.yaml"] if (workdir / "tools.yaml").is_file() else []),
         *extra,
     ]
     seconds = train(workdir, "recipes/arpo_cpu.yaml", overrides, workdir / f"{algorithm}.log", env)
@@ -229,6 +247,8 @@ def run_algorithm(workdir: Path, seed: int, algorithm: str, scale: dict, extra: 
         "final_tool_calls_per_question": final["tool_calls_per_question"],
         "sft_by_kind": start["by_kind"],
         "final_by_kind": final["by_kind"],
+        "sft_session_reuse": start.get("session_reuse", {}),
+        "final_session_reuse": final.get("session_reuse", {}),
         "curves": curves,
     }
     done.write_text(json.dumps(result))
@@ -272,8 +292,14 @@ def write_outputs(root: Path, results: list[dict]) -> list[dict]:
                 "wall_s": round(r["wall_s"], 1),
             }
         )
+        for model in ("sft", "final"):  # tasks with a stateful kind: second calls using the first call's variable
+            reuse = r.get(f"{model}_session_reuse") or {}
+            if reuse.get("two_calls"):
+                run_rows[-1][f"{model}_session_reuse"] = round(reuse["reused"] / reuse["two_calls"], 4)
+                run_rows[-1][f"{model}_session_two_calls"] = reuse["two_calls"]
+    fields = list(dict.fromkeys(key for row in run_rows for key in row))
     with open(root / "runs.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(run_rows[0]))
+        writer = csv.DictWriter(f, fieldnames=fields, restval="")
         writer.writeheader()
         writer.writerows(run_rows)
     with open(root / "curves.csv", "w", newline="") as f:
@@ -297,8 +323,8 @@ def write_outputs(root: Path, results: list[dict]) -> list[dict]:
         if not rows:
             continue
         entry = {"algorithm": algorithm, "seeds": len(rows)}
-        for key in list(run_rows[0])[2:]:
-            values = [row[key] for row in rows]
+        for key in fields[2:]:
+            values = [row.get(key) for row in rows]
             entry[key] = round(mean(values), 4)
             entry[key + "_std"] = round(std(values), 4)
         summary.append(entry)
@@ -372,11 +398,39 @@ def main() -> None:
         default=[],
         help="key=value integers replacing the model size's shape (hidden_size=160)",
     )
+    parser.add_argument(
+        "--mix",
+        nargs="*",
+        default=[],
+        metavar="KIND=WEIGHT",
+        help="RL and held-out question kinds, added to the default mix (python_session_count=1)",
+    )
+    parser.add_argument(
+        "--sft-mix",
+        nargs="*",
+        default=[],
+        metavar="KIND=WEIGHT",
+        help="cold-start question kinds, added to the default cold-start mix",
+    )
+    parser.add_argument(
+        "--skip-tool-rate",
+        nargs="*",
+        default=[],
+        metavar="KIND=RATE",
+        help="cold-start rate of answering KIND without a tool, added to the defaults",
+    )
     parser.add_argument("--report-only", action="store_true", help="only rebuild the tables from finished runs")
     args = parser.parse_args()
+    from llamafactory_agentic.tasks.cli import parse_kind_values
     from llamafactory_agentic.tasks.model import MODEL_SIZES
+    from llamafactory_agentic.tasks.synthetic import DEFAULT_MIX, DEFAULT_SFT_MIX, DEFAULT_SKIP_TOOL_RATE
 
     scale = dict(SCALES[args.scale])
+    scale["task"] = {}
+    for name, items, default in (("mix", args.mix, DEFAULT_MIX), ("sft_mix", args.sft_mix, DEFAULT_SFT_MIX),
+                                 ("skip_tool_rate", args.skip_tool_rate, DEFAULT_SKIP_TOOL_RATE)):  # fmt: skip
+        if items:
+            scale["task"][name] = parse_kind_values(items, default, "--" + name.replace("_", "-"))
     scale["sft"] = scale["sft"] + args.sft_extra
     scale["model_extra"] = dict(scale.get("model_extra", {}))  # the scale's pinned shape, then --model-extra
     for item in args.model_extra:

@@ -24,17 +24,28 @@ import sys
 from .synthetic import ALL_KINDS, DEFAULT_MIX, DEFAULT_SFT_MIX, DEFAULT_SKIP_TOOL_RATE
 
 
-def _parse_mix(items: list[str] | None) -> dict[str, float]:
-    mix = dict(DEFAULT_MIX)
+def parse_kind_values(items: list[str] | None, default: dict[str, float], flag: str = "--mix") -> dict[str, float]:
+    r"""`KIND=WEIGHT` items of a command-line flag, added to (replacing entries of) `default`.
+
+    Used by `task generate --mix` and `benchmarks/compare_algorithms.py` (`--mix`, `--sft-mix`, `--skip-tool-rate`).
+
+    Raises:
+        SystemExit: an item that is not `KIND=NUMBER` with KIND in `synthetic.ALL_KINDS` (the message names `flag`).
+    """
+    values = dict(default)
     for item in items or []:
         kind, sep, weight = item.partition("=")
         if not sep or kind not in ALL_KINDS:
-            raise SystemExit(f"--mix expects KIND=WEIGHT with KIND in {', '.join(ALL_KINDS)}, got {item!r}")
+            raise SystemExit(f"{flag} expects KIND=WEIGHT with KIND in {', '.join(ALL_KINDS)}, got {item!r}")
         try:
-            mix[kind] = float(weight)
+            values[kind] = float(weight)
         except ValueError:
-            raise SystemExit(f"--mix {item!r}: the weight must be a number") from None
-    return mix
+            raise SystemExit(f"{flag} {item!r}: the weight must be a number") from None
+    return values
+
+
+def _parse_mix(items: list[str] | None) -> dict[str, float]:
+    return parse_kind_values(items, DEFAULT_MIX, "--mix")
 
 
 def _parse_skip(items: list[str] | None) -> float | dict[str, float] | None:
@@ -121,11 +132,17 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             search_topk=args.search_topk,
             reward=args.reward,
             device=args.device,
+            tool_config=args.tool_config,
         )
         rows.append(result)
         if args.by_kind:
             for kind, values in result.by_kind.items():
                 print(f"{model}  {kind:<14} accuracy {values['accuracy']:.3f}  tool calls {values['tool_calls']:.2f}")
+        if result.session_reuse["two_calls"]:
+            reuse = result.session_reuse
+            print(
+                f"{model}  second python_session calls using the first's variable: {reuse['reused']}/{reuse['two_calls']}"
+            )
     print(f"{'model':<40} {'questions':>9} {'accuracy':>9} {'tool calls/q':>13} {'reward':>7}")
     for r in rows:
         print(f"{r.model:<40} {r.questions:>9} {r.accuracy:>9.3f} {r.tool_calls_per_question:>13.2f} {r.reward:>7.3f}")
@@ -212,6 +229,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--search-topk", type=int, default=DEFAULT_SEARCH_TOPK)
     p.add_argument("--reward", default="em")
     p.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: the first visible GPU, else the CPU)")
+    p.add_argument("--tool-config", help="tool config (agentic_tool_config), e.g. with python_session")
     p.add_argument("--by-kind", action="store_true", help="also print accuracy per question kind")
     p.add_argument("--json", help="write the results to this file")
     p.set_defaults(func=_cmd_eval)

@@ -23,6 +23,7 @@ protocol (pass@k, judges, endpoints); this is the quick in-process check of a ch
 
 import json
 import os
+import re
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -45,6 +46,9 @@ class EvalResult:
         format_ok: Share passing the format gate.
         by_kind: `{kind: {"accuracy", "tool_calls", "questions"}}` (kind = the row's `ability`).
         seconds: Wall time of the evaluation (model loading excluded).
+        session_reuse: For the `python_session` environment (docs/tools.md "Environments"): `{"two_calls":
+            trajectories with at least two python_session calls, "reused": those whose second call ran without error
+            and names a variable the first call assigned}`; zeros when no trajectory called it twice.
     """
 
     model: str
@@ -55,10 +59,34 @@ class EvalResult:
     format_ok: float
     by_kind: dict[str, dict[str, float]] = field(default_factory=dict)
     seconds: float = 0.0
+    session_reuse: dict[str, int] = field(default_factory=lambda: {"two_calls": 0, "reused": 0})
 
     def to_dict(self) -> dict[str, Any]:
         r"""Plain dict (JSON-serialisable)."""
         return asdict(self)
+
+
+_ASSIGNED = re.compile(r"^\s*([A-Za-z_]\w*)\s*=(?!=)", re.MULTILINE)
+
+
+def second_call_reuses_state(calls: list[Any], tool: str = "python_session") -> bool | None:
+    r"""Whether a trajectory's second `tool` call uses a variable its first call assigned (and ran without error).
+
+    Args:
+        calls: The trajectory's `ToolCallRecord`s (`tool`, `content`, `status`), in order.
+        tool: The environment's tag.
+
+    Returns:
+        None when the trajectory made fewer than two `tool` calls; else True when the first call assigns a name
+        (`xs = [...]` on a line of its own) that the second call's code names and the second call's status is `ok`
+        (a `NameError` in a fresh interpreter is status `error`).
+    """
+    session = [c for c in calls if c.tool == tool]
+    if len(session) < 2:
+        return None
+    names = set(_ASSIGNED.findall(session[0].content))
+    used = set(re.findall(r"[A-Za-z_]\w*", session[1].content))
+    return bool(names & used) and session[1].status == "ok"
 
 
 def read_rl_rows(path: str | os.PathLike, max_samples: int | None = None) -> list[dict[str, Any]]:
@@ -102,6 +130,7 @@ def evaluate_policy(
     batch_size: int = 128,
     python_timeout: float = 10.0,
     device: str | None = None,
+    tool_config: str | os.PathLike | None = None,
 ) -> EvalResult:
     r"""Greedy held-out accuracy and tool calls per question of the policy in `model_dir`.
 
@@ -122,6 +151,8 @@ def evaluate_policy(
         device: Torch device of the policy; None picks the first visible GPU when there is one, else the CPU. The
             weights stay in float32 on every device, so a GPU and a CPU evaluation decode the same greedy tokens up
             to floating-point reduction order.
+        tool_config: A tool config (`agentic_tool_config`, docs/tools.md), e.g. one with `python_session` for the
+            synthetic task's stateful kind; None: the `python` and `search` tools.
 
     Returns:
         `EvalResult`.
@@ -170,12 +201,14 @@ def evaluate_policy(
         agentic_search_topk=search_topk,
         agentic_search_index=str(search_index) if search_index else None,
         agentic_cache_path=None,
+        agentic_tool_config=str(tool_config) if tool_config else None,
     )
     session = open_rollout_session(config, tokenizer, tools=tool_keys, model=model)
     reward_fn = get_reward_function(reward)
     start = time.perf_counter()
     per_kind: dict[str, list[tuple[float, int]]] = defaultdict(list)
     rewards, formats, correct, calls = [], [], [], []
+    reuse = {"two_calls": 0, "reused": 0}
     try:
         with torch.no_grad():
             for begin in range(0, len(prompts), batch_size):
@@ -192,6 +225,10 @@ def evaluate_policy(
                     correct.append(ok)
                     calls.append(int(traj.num_tool_calls))
                     per_kind[row.ability or "unknown"].append((ok, int(traj.num_tool_calls)))
+                    reused = second_call_reuses_state(list(traj.tool_calls))
+                    if reused is not None:
+                        reuse["two_calls"] += 1
+                        reuse["reused"] += int(reused)
     finally:
         session.close()
     n = max(len(rows), 1)
@@ -212,4 +249,5 @@ def evaluate_policy(
         format_ok=sum(formats) / n,
         by_kind=by_kind,
         seconds=time.perf_counter() - start,
+        session_reuse=reuse,
     )
