@@ -85,3 +85,38 @@ def test_the_command_line_mix_accepts_the_stateful_kind():
     assert _parse_mix(["python_session_count=1", "python_count=0"])["python_session_count"] == 1.0
     with pytest.raises(SystemExit, match="python_session_count"):
         _parse_mix(["python_sessions=1"])
+
+
+def test_second_call_reuse_is_counted_from_the_executors_status():
+    """The held-out metric of `benchmarks/compare_algorithms.py`: a second call that uses the first's variable counts
+    only when it ran (a fresh interpreter per call answers NameError, status `error`)."""
+    from llamafactory_agentic.rollout.trajectory import ToolCallRecord
+    from llamafactory_agentic.tasks.cli import parse_kind_values
+    from llamafactory_agentic.tasks.evaluate import second_call_reuses_state
+
+    code = ["xs = [3, 5, 1, 3, 2]", "print('count =', xs.count(3))"]
+    with (
+        ToolExecutor([PythonSessionTool(timeout_s=20)]) as executor,
+        ToolExecutor([PythonTool(timeout_s=20)]) as fresh,
+    ):
+        session = [executor.execute([ToolCall("python_session", c, "t0")])[0] for c in code]
+        stateless = [fresh.execute([ToolCall("python", c, "t1")])[0] for c in code]
+
+    def records(tool, results, contents=code):
+        return [ToolCallRecord(tool, c, 0, r.status, 0.0, False, 0) for c, r in zip(contents, results)]
+
+    assert second_call_reuses_state(records("python_session", session)) is True
+    # the same code run as two python_session calls whose second failed (as the stateless tool fails it)
+    assert second_call_reuses_state(records("python_session", stateless)) is False
+    assert second_call_reuses_state(records("python_session", session, ["ys = [1]", code[1]])) is False  # other name
+    assert (
+        second_call_reuses_state(records("python_session", session, ["xs == [1]", code[1]])) is False
+    )  # no assignment
+    assert second_call_reuses_state(records("python_session", session[:1])) is None  # one call only
+    assert second_call_reuses_state(records("python", stateless)) is None  # not the environment
+    assert parse_kind_values(["python_session_count=0.7"], {"python_count": 0.7}, "--skip-tool-rate") == {
+        "python_count": 0.7,
+        "python_session_count": 0.7,
+    }
+    with pytest.raises(SystemExit, match="--sft-mix"):
+        parse_kind_values(["python_sessions=1"], {}, "--sft-mix")
