@@ -46,7 +46,12 @@ NO_BALANCED_CLIP = ("gspo", "cispo")
 
 
 def resolve_loss_settings(
-    policy_loss: str, loss_agg_mode: str | None, advantage_std_norm: bool | None, balanced_clip: bool
+    policy_loss: str,
+    loss_agg_mode: str | None,
+    advantage_std_norm: bool | None,
+    balanced_clip: bool,
+    dual_clip: float | None = None,
+    epsilon_high: float | None = None,
 ) -> tuple[str, bool]:
     r"""The aggregation mode and advantage normalisation of a run, from its loss and the two keys (None: the loss's own).
 
@@ -59,6 +64,8 @@ def resolve_loss_settings(
         loss_agg_mode: `rl_loss_agg_mode` (None: the loss's own).
         advantage_std_norm: `rl_advantage_std_norm` (None: the loss's own).
         balanced_clip: `aepo_balanced_clip` after the presets (on in the `aepo` and `aepo-paper` presets).
+        dual_clip: `rl_dual_clip` (None: off).
+        epsilon_high: `rl_epsilon_high` after the presets (None: not checked).
 
     Returns:
         `(loss_agg_mode, advantage_std_norm)`, resolved.
@@ -66,8 +73,9 @@ def resolve_loss_settings(
     Raises:
         ValueError: an unknown aggregation mode; a mode or normalisation the loss fixes otherwise (GSPO's objective is
             a mean over sequences of a sequence-level term; Dr. GRPO is defined by the unnormalised advantage and the
-            constant normaliser); or `aepo_balanced_clip` with `gspo`/`cispo`, which do not implement it. Each message
-            names the keys and the fix.
+            constant normaliser); `aepo_balanced_clip` with `gspo`/`cispo`, which do not implement it; or `cispo` with
+            `rl_dual_clip` c < 1 + `rl_epsilon_high`, where the dual clip would cut IS weights that CISPO's own clip
+            keeps (docs/algorithms.md §4.8, "Dual clip"). Each message names the keys and the fix.
     """
     if loss_agg_mode is not None and loss_agg_mode not in LOSS_AGG_MODES:
         raise ValueError(f"Unknown `rl_loss_agg_mode` {loss_agg_mode!r}; choose one of {', '.join(LOSS_AGG_MODES)}.")
@@ -92,6 +100,14 @@ def resolve_loss_settings(
             "`aepo_balanced_clip: true` (the `aepo` presets' value). Set `aepo_balanced_clip: false` to pair "
             f"{policy_loss} with AEPO's rollout (entropy pre-monitoring, branch penalty) and entropy-aware advantage, "
             "which do not depend on the loss; or use `rl_policy_loss: ppo_clip` or `dr_grpo`, which do."
+        )
+    if policy_loss == "cispo" and dual_clip is not None and epsilon_high is not None and dual_clip < 1 + epsilon_high:
+        raise ValueError(
+            f"`rl_policy_loss: cispo` bounds every importance-sampling weight by 1 + rl_epsilon_high = "
+            f"{1 + epsilon_high:g}, and `rl_dual_clip: {dual_clip:g}` is below that bound, so it would cut the weights "
+            'of negative-advantage tokens that CISPO keeps (docs/algorithms.md §4.8, "Dual clip"). Set '
+            f"`rl_dual_clip: null` (CISPO as in its paper), or `rl_dual_clip` >= {1 + epsilon_high:g}, where the "
+            "weight clip already holds the dual-clip bound."
         )
     mode = loss_agg_mode or fixed_mode or "token_mean"
     norm = advantage_std_norm if advantage_std_norm is not None else (fixed_norm if fixed_norm is not None else True)
@@ -129,6 +145,7 @@ def _metrics(
     lower: torch.Tensor,
     log_ratio: torch.Tensor,
     ratio: torch.Tensor,
+    dual: torch.Tensor | None = None,
 ) -> dict[str, float]:
     # the metric names of `compute_policy_loss` (the step logger reads them), one device -> host transfer
     with torch.no_grad():
@@ -146,7 +163,7 @@ def _metrics(
                 frac(clipped),
                 frac(upper),
                 frac(lower),
-                count * 0,
+                frac(dual) if dual is not None else count * 0,
                 count * 0,
                 (-log_ratio.detach() * maskf).sum() / denom,
                 (ratio * maskf).sum() / denom,
@@ -171,6 +188,7 @@ def compute_gspo_loss(
     *,
     epsilon_low: float = 3e-4,
     epsilon_high: float = 4e-4,
+    dual_clip: float | None = None,
     num_sequences: int | float | torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     r"""GSPO: sequence-level importance ratio and clipping (GSPO-token form), mean over sequences.
@@ -181,6 +199,7 @@ def compute_gspo_loss(
     s_i   = exp( Σ_t m_it·(ℓ_it − ℓ_old,it) / |y_i| )                 sequence-level ratio
     s_it  = sg(s_i) · exp(ℓ_it − sg(ℓ_it))                           value s_i, gradient s_i·∇ℓ_it
     L_it  = max( −A_it·s_it , −A_it·clip(s_it, 1 − ε_low, 1 + ε_high) )
+    L_it  = min( L_it , −c·A_it )   where A_it < 0                     dual clip c (`dual_clip`), if set
     loss  = Σ_i ( Σ_t m_it·L_it / |y_i| ) / N_seq                     (`seq_mean_token_mean`)
     ```
 
@@ -188,7 +207,9 @@ def compute_gspo_loss(
     the gradient is −A_i·∇s_i / N_seq = −A_i·s_i·mean_t ∇ℓ_it / N_seq unless the clip is active, and 0 for every token
     of a sequence whose clipped term is active (A_i > 0 and s_i > 1 + ε_high, or A_i < 0 and s_i < 1 − ε_low). With
     token advantages (hard attribution) it is the paper's GSPO-token. The mean log-ratio is clamped to ±20 against
-    overflow. No dual clip (GSPO has none; `rl_dual_clip` is not read).
+    overflow. The dual clip (not in the paper; `rl_dual_clip` of the registered form) is PPO's, on the sequence ratio:
+    a sequence with A_i < 0 and s_i > c contributes the constant −c·A_i and no gradient; it changes nothing while
+    s_i <= c.
 
     Source: docs/algorithms.md §4.8; GSPO, arXiv 2507.18071 (§4.1 the sequence-level objective, §4.3 GSPO-token); the
     default ranges are the paper's (3e-4, 4e-4).
@@ -200,6 +221,7 @@ def compute_gspo_loss(
         loss_mask: `[batch, seq_len]`, 1 for trained tokens.
         epsilon_low: Lower clip range of the sequence ratio.
         epsilon_high: Upper clip range of the sequence ratio.
+        dual_clip: Dual-clip constant c > 1 on the sequence ratio for A < 0 (None, the paper's GSPO: none).
         num_sequences: Sequence-mean normaliser (default: the rows of this call); the update's global trajectory count
             when micro-batch losses are summed.
 
@@ -207,14 +229,17 @@ def compute_gspo_loss(
         `(loss, metrics)` with the metric names of `compute_policy_loss`: `loss/clip_frac` is the share of loss-mask
         tokens whose clipped term is active (whole sequences with one advantage), `loss/clip_frac_upper` / `_lower`
         the tokens of sequences with A > 0 and s > 1 + ε_high / A < 0 and s < 1 − ε_low, `loss/ratio_mean` and
-        `loss/ratio_max` the sequence ratio s_i over the tokens, `loss/approx_kl` the token mean of ℓ_old − ℓ.
+        `loss/ratio_max` the sequence ratio s_i over the tokens, `loss/approx_kl` the token mean of ℓ_old − ℓ,
+        `loss/dual_clip_frac` the tokens of sequences whose dual-clip bound is active.
 
     Raises:
-        ValueError: shapes disagree, or ε_low not in [0, 1) or ε_high < 0.
+        ValueError: shapes disagree, ε_low not in [0, 1) or ε_high < 0, or dual_clip <= 1.
     """
     _check_shapes(log_probs, ("old_log_probs", old_log_probs), ("advantages", advantages), ("loss_mask", loss_mask))
     if not 0 <= epsilon_low < 1 or epsilon_high < 0:
         raise ValueError(f"need 0 <= epsilon_low < 1 and epsilon_high >= 0; got {epsilon_low}, {epsilon_high}.")
+    if dual_clip is not None and dual_clip <= 1.0:
+        raise ValueError(f"dual_clip must be > 1, got {dual_clip}.")
     mask, logp, old, adv, dtype = _masked_inputs(log_probs, old_log_probs, advantages, loss_mask)
     log_ratio = logp - old
     lengths = mask.sum(dim=-1).clamp(min=1).to(dtype)
@@ -225,6 +250,12 @@ def compute_gspo_loss(
     loss_unclipped = -adv * token_ratio
     loss_clipped = -adv * torch.clamp(token_ratio, lower, upper)
     token_loss = torch.maximum(loss_unclipped, loss_clipped)
+    dual_active = None
+    if dual_clip is not None:  # PPO's dual clip on the sequence ratio (docs/algorithms.md §4.8, "Dual clip")
+        loss_dual = -adv * dual_clip
+        negative = adv < 0
+        dual_active = negative & (token_loss.detach() > loss_dual)
+        token_loss = torch.where(negative, torch.minimum(token_loss, loss_dual), token_loss)
     loss = aggregate_loss(token_loss, mask, "seq_mean_token_mean", num_sequences=num_sequences)
     ratio_t = seq_ratio[:, None].expand_as(logp)
     metrics = _metrics(
@@ -236,6 +267,7 @@ def compute_gspo_loss(
         lower=(adv < 0) & (ratio_t < lower),
         log_ratio=log_ratio,
         ratio=ratio_t,
+        dual=dual_active,
     )
     return loss, metrics
 
@@ -268,7 +300,9 @@ def compute_cispo_loss(
     the variant of the paper's Eq. (4)-(5), the token-level normalisation Σ_i |o_i| included (with `token_mean`),
     and without the token mask of its generalised form (Eq. 6-7); ε_low = `rl_epsilon`, ε_high = `rl_epsilon_high`.
     The paper imposes no lower bound (a large ε_low) and tunes only ε_high: `rl_epsilon: 1.0` gives that (lower bound
-    0, which no ratio goes below). No dual clip (`rl_dual_clip` is not read).
+    0, which no ratio goes below). The dual clip's bound on a negative-advantage token, a coefficient of at most
+    c·|A|, already holds when c >= 1 + ε_high (w <= 1 + ε_high); `resolve_loss_settings` refuses `rl_dual_clip` below
+    that, where it would cut weights that CISPO keeps (docs/algorithms.md §4.8, "Dual clip").
 
     Source: docs/algorithms.md §4.8; MiniMax-M1, arXiv 2506.13585 §3.1.
 
@@ -326,7 +360,8 @@ def gspo_loss(
         old_log_probs: `[batch, seq_len]`.
         advantages: `[batch, seq_len]`.
         loss_mask: `[batch, seq_len]`.
-        config: The run's loss config (`epsilon_low`, `epsilon_high`; GSPO's paper uses 3e-4 and 4e-4).
+        config: The run's loss config (`epsilon_low`, `epsilon_high`, GSPO's paper uses 3e-4 and 4e-4; `dual_clip`,
+            on the sequence ratio).
         balanced_clip_mask: Must be None (GSPO has no balanced clip; `resolve_loss_settings` refuses the key).
         num_tokens: Not used (GSPO averages over sequences).
         num_sequences: Sequence-mean normaliser (the update's global trajectory count).
@@ -344,6 +379,7 @@ def gspo_loss(
         loss_mask,
         epsilon_low=config.epsilon_low,
         epsilon_high=config.epsilon_high,
+        dual_clip=getattr(config, "dual_clip", None),
         num_sequences=num_sequences,
     )
 

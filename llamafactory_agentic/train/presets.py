@@ -353,7 +353,12 @@ def resolve_presets(finetuning_args: Any, output_dir: str | None = None, verbose
 
     agg_mode, std_norm = finetuning_args.rl_loss_agg_mode, finetuning_args.rl_advantage_std_norm
     finetuning_args.rl_loss_agg_mode, finetuning_args.rl_advantage_std_norm = resolve_loss_settings(
-        finetuning_args.rl_policy_loss, agg_mode, std_norm, bool(finetuning_args.aepo_balanced_clip)
+        finetuning_args.rl_policy_loss,
+        agg_mode,
+        std_norm,
+        bool(finetuning_args.aepo_balanced_clip),
+        dual_clip=finetuning_args.rl_dual_clip,
+        epsilon_high=finetuning_args.rl_epsilon_high,
     )
     derived += [
         key for key, value in (("rl_loss_agg_mode", agg_mode), ("rl_advantage_std_norm", std_norm)) if value is None

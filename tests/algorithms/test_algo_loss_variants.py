@@ -264,3 +264,31 @@ def test_the_new_losses_are_registered_and_read_the_config():
     for name in ("gspo", "cispo"):
         with pytest.raises(ValueError, match="no balanced clip"):
             get_policy_loss(name)(log_probs, old, adv, mask, config, balanced_clip_mask=mask.bool())
+
+
+# ---------------------------------------------------------------------------------------------- dual clip
+def test_gspo_applies_rl_dual_clip_to_the_sequence_ratio():
+    # docs/algorithms.md §4.8 "Dual clip": PPO's dual clip with the sequence ratio s_i in place of the token ratio
+    old = torch.tensor([[-1.0, -2.0], [-1.0, -2.0], [-1.0, -2.0]])
+    log_ratios = torch.tensor([[1.5, 1.5], [0.5, 0.5], [1.5, 1.5]])  # s = e^1.5 = 4.48, e^0.5 = 1.65, 4.48
+    log_probs = (old + log_ratios).clone().requires_grad_(True)
+    mask = torch.ones(3, 2)
+    adv = torch.tensor([[-1.0, -1.0], [-1.0, -1.0], [1.0, 1.0]])
+    s_hi, s_mid = math.exp(1.5), math.exp(0.5)
+    config = SimpleNamespace(epsilon_low=0.2, epsilon_high=0.2, dual_clip=3.0, balanced_clip=False)
+    loss, metrics = get_policy_loss("gspo")(log_probs, old, adv, mask, config)
+    # row 0: A < 0, s = 4.48 > c = 3 -> the constant -c*A = 3, no gradient; row 1: A < 0, s = 1.65 <= c -> -A*s
+    # (unchanged by the dual clip); row 2: A > 0, s > 1.2 -> clipped -1.2
+    assert loss.item() == pytest.approx((3.0 + s_mid - 1.2) / 3, rel=1e-6)
+    assert metrics["loss/dual_clip_frac"] == pytest.approx(2 / 6)
+    loss.backward()
+    expected = torch.tensor([[0.0, 0.0], [s_mid / 2 / 3] * 2, [0.0, 0.0]])
+    torch.testing.assert_close(log_probs.grad, expected)
+    # without the dual clip (rl_dual_clip: null, the paper's GSPO) row 0 is -A*s, unbounded in s
+    loss_off, metrics_off = get_policy_loss("gspo")(
+        log_probs, old, adv, mask, SimpleNamespace(**{**vars(config), "dual_clip": None})
+    )
+    assert loss_off.item() == pytest.approx((s_hi + s_mid - 1.2) / 3, rel=1e-6)
+    assert metrics_off["loss/dual_clip_frac"] == 0.0
+    with pytest.raises(ValueError, match="dual_clip must be > 1"):
+        compute_gspo_loss(log_probs, old, adv, mask, dual_clip=1.0)

@@ -181,3 +181,23 @@ def test_resolve_presets_derives_the_loss_keys_and_prints_them():
     # the AEPO preset's balanced clip with gspo: refused when the presets are resolved, before any model loads
     with pytest.raises(ValueError, match="aepo_balanced_clip: false"):
         resolve_presets(agentic_args("aepo", rl_policy_loss="gspo"), verbose=False)
+
+
+def test_rl_dual_clip_with_cispo_is_refused_where_it_would_cut_weights():
+    # docs/algorithms.md §4.8 "Dual clip": CISPO's weights are at most 1 + eps_high; a dual clip c below that would cut
+    # the weights of negative-advantage tokens, which CISPO keeps: refused, with the key and the fix
+    with pytest.raises(ValueError, match=r"`rl_dual_clip: 3` is below that bound.*`rl_dual_clip: null`"):
+        default_loss_config(rl_policy_loss="cispo", rl_epsilon=1.0, rl_epsilon_high=4.0)
+    from llamafactory_agentic.train.presets import resolve_presets
+
+    from ._helpers import agentic_args
+
+    with pytest.raises(ValueError, match="rl_dual_clip"):  # before any model loads
+        resolve_presets(agentic_args("arpo", rl_policy_loss="cispo", rl_epsilon_high=2.5), verbose=False)
+    # c >= 1 + eps_high: the weight clip already holds the bound (the default 3.0 with eps_high 0.2), or no dual clip
+    assert default_loss_config(rl_policy_loss="cispo", rl_epsilon=1.0, rl_epsilon_high=0.2).dual_clip == 3.0
+    assert default_loss_config(rl_policy_loss="cispo", rl_epsilon_high=4.0, rl_dual_clip=None).dual_clip is None
+    assert default_loss_config(rl_policy_loss="cispo", rl_epsilon_high=4.0, rl_dual_clip=5.0).dual_clip == 5.0
+    # the PPO-clip losses and gspo apply the dual clip themselves: any epsilon_high is accepted
+    for loss in ("ppo_clip", "dr_grpo", "gspo"):
+        assert default_loss_config(rl_policy_loss=loss, rl_epsilon_high=4.0).dual_clip == 3.0

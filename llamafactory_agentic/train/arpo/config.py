@@ -123,7 +123,12 @@ class ArpoLossConfig:
         validate_loss_keys(values["policy_loss"], values["attribution"], values["balanced_clip_scope"])
         # the loss's aggregation and advantage normalisation; refuses combinations that are not the named method
         values["loss_agg_mode"], values["advantage_std_norm"] = resolve_loss_settings(
-            a.rl_policy_loss, a.rl_loss_agg_mode, a.rl_advantage_std_norm, bool(a.aepo_balanced_clip)
+            a.rl_policy_loss,
+            a.rl_loss_agg_mode,
+            a.rl_advantage_std_norm,
+            bool(a.aepo_balanced_clip),
+            dual_clip=a.rl_dual_clip,
+            epsilon_high=values["epsilon_high"],
         )
         values["max_response_length"] = int(a.arpo_max_response_length)
         return cls(**values)
