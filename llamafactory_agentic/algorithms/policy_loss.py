@@ -61,6 +61,114 @@ def masked_mean(
     return total / _normaliser(mask, num_tokens)
 
 
+def check_loss_shapes(log_probs: torch.Tensor, **others: torch.Tensor) -> None:
+    r"""Check that every tensor of `others` (by name) has the shape of `log_probs`.
+
+    Raises:
+        ValueError: naming the first tensor whose shape differs, with both shapes.
+    """
+    for name, tensor in others.items():
+        if tensor.shape != log_probs.shape:
+            raise ValueError(f"{name} has shape {tuple(tensor.shape)}, log_probs {tuple(log_probs.shape)}.")
+
+
+def masked_loss_inputs(
+    log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor, loss_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.dtype]:
+    r"""The inputs every policy loss computes on, zero outside the loss mask (shared by `policy_loss_variants`).
+
+    No term then reads a padding or observation position, where the inputs may hold inf or NaN.
+
+    Args:
+        log_probs: `[batch, seq_len]` (keeps its gradient).
+        old_log_probs: `[batch, seq_len]` (detached).
+        advantages: `[batch, seq_len]` (detached).
+        loss_mask: `[batch, seq_len]`, 1 for trained tokens.
+
+    Returns:
+        `(mask, logp, old_logp, adv, dtype)`: the bool mask and the three tensors in `dtype` (float64 when `log_probs`
+        is float64, else float32).
+    """
+    mask = loss_mask.bool()
+    dtype = torch.float64 if log_probs.dtype == torch.float64 else torch.float32
+    logp = torch.where(mask, log_probs.to(dtype), torch.zeros((), dtype=dtype, device=log_probs.device))
+    old_logp = torch.where(mask, old_log_probs.detach().to(dtype), torch.zeros_like(logp))
+    adv = torch.where(mask, advantages.detach().to(dtype), torch.zeros_like(logp))
+    return mask, logp, old_logp, adv, dtype
+
+
+LOSS_METRIC_NAMES = (
+    "loss/pg_loss",
+    "loss/clip_frac",
+    "loss/clip_frac_upper",
+    "loss/clip_frac_lower",
+    "loss/dual_clip_frac",
+    "loss/balanced_clip_frac",
+    "loss/approx_kl",
+    "loss/ratio_mean",
+    "loss/ratio_max",
+    "loss/num_tokens",
+)
+
+
+def policy_loss_metrics(
+    loss: torch.Tensor,
+    mask: torch.Tensor,
+    dtype: torch.dtype,
+    *,
+    clipped: torch.Tensor,
+    upper: torch.Tensor,
+    lower: torch.Tensor,
+    log_ratio: torch.Tensor,
+    ratio: torch.Tensor,
+    dual: torch.Tensor | None = None,
+    preserved: torch.Tensor | None = None,
+) -> dict[str, float]:
+    r"""The metrics of every policy loss (`LOSS_METRIC_NAMES`, read by the step logger), in one device -> host copy.
+
+    Each `loss/*_frac` is the share of this call's loss-mask tokens whose flag is set.
+
+    Args:
+        loss: The scalar loss (`loss/pg_loss`).
+        mask: Bool loss mask `[batch, seq_len]`.
+        dtype: The loss's compute dtype.
+        clipped: `[batch, seq_len]` flags: the clipped term is active (`loss/clip_frac`).
+        upper: Flags of the upper clip (`loss/clip_frac_upper`).
+        lower: Flags of the lower clip (`loss/clip_frac_lower`).
+        log_ratio: ℓ − ℓ_old `[batch, seq_len]` (`loss/approx_kl` is the token mean of its negative).
+        ratio: The ratio the loss reports `[batch, seq_len]` (`loss/ratio_mean`, `loss/ratio_max`).
+        dual: Flags of the active dual-clip bound (None: 0).
+        preserved: Flags of the tokens whose gradient AEPO's balanced clip preserved (None: 0).
+
+    Returns:
+        `{name: float}` for each name of `LOSS_METRIC_NAMES`; `loss/num_tokens` is the mask count.
+    """
+    with torch.no_grad():
+        maskf = mask.to(dtype)
+        count = maskf.sum()
+        denom = count.clamp(min=1)
+
+        def frac(flags: torch.Tensor | None) -> torch.Tensor:
+            return (flags & mask).to(dtype).sum() / denom if flags is not None else count * 0
+
+        ratio = ratio.detach()
+        values = torch.stack(
+            [
+                loss.detach().to(dtype),
+                frac(clipped),
+                frac(upper),
+                frac(lower),
+                frac(dual),
+                frac(preserved),
+                (-log_ratio.detach() * maskf).sum() / denom,
+                (ratio * maskf).sum() / denom,
+                torch.where(mask, ratio, torch.zeros_like(ratio)).max() if mask.numel() else count * 0,
+                count,
+            ]
+        ).tolist()
+    return {name: float(value) for name, value in zip(LOSS_METRIC_NAMES, values)}
+
+
 def compute_policy_loss(
     log_probs: torch.Tensor,
     old_log_probs: torch.Tensor,
@@ -129,9 +237,7 @@ def compute_policy_loss(
             `num_tokens`, or `balanced_clip_mask` given without `balanced_clip`.
     """
     shape = log_probs.shape
-    for name, tensor in (("old_log_probs", old_log_probs), ("advantages", advantages), ("loss_mask", loss_mask)):
-        if tensor.shape != shape:
-            raise ValueError(f"{name} has shape {tuple(tensor.shape)}, log_probs {tuple(shape)}.")
+    check_loss_shapes(log_probs, old_log_probs=old_log_probs, advantages=advantages, loss_mask=loss_mask)
     if dual_clip is not None and dual_clip <= 1.0:
         raise ValueError(f"dual_clip must be > 1, got {dual_clip}.")
     if epsilon_low < 0 or epsilon_high < 0 or epsilon_low >= 1:
@@ -144,13 +250,7 @@ def compute_policy_loss(
                 f"balanced_clip_mask has shape {tuple(balanced_clip_mask.shape)}, expected {tuple(shape)}."
             )
 
-    mask = loss_mask.bool()
-    compute_dtype = torch.float64 if log_probs.dtype == torch.float64 else torch.float32
-    logp = torch.where(
-        mask, log_probs.to(compute_dtype), torch.zeros((), dtype=compute_dtype, device=log_probs.device)
-    )
-    old_logp = torch.where(mask, old_log_probs.detach().to(compute_dtype), torch.zeros_like(logp))
-    adv = torch.where(mask, advantages.detach().to(compute_dtype), torch.zeros_like(logp))
+    mask, logp, old_logp, adv, compute_dtype = masked_loss_inputs(log_probs, old_log_probs, advantages, loss_mask)
 
     log_ratio = logp - old_logp
     ratio = torch.exp(log_ratio)
@@ -177,7 +277,7 @@ def compute_policy_loss(
         dual_active = negative & (token_loss > loss_dual)
         token_loss = torch.where(negative, torch.minimum(token_loss, loss_dual), token_loss)
     else:
-        dual_active = torch.zeros_like(mask)
+        dual_active = None
 
     if loss_agg_mode == "token_mean":
         loss = masked_mean(token_loss, mask, num_tokens)
@@ -186,50 +286,24 @@ def compute_policy_loss(
 
         loss = aggregate_loss(token_loss, mask, loss_agg_mode, num_tokens=num_tokens, num_sequences=num_sequences)
 
-    with torch.no_grad():
-        positive = adv > 0
-        if balanced_clip:
-            preserved = positive & upper_hit
-            if balanced_clip_mask is not None:
-                preserved = preserved & balanced_clip_mask.bool()
-        else:
-            preserved = torch.zeros_like(mask)
-        # one device -> host transfer for all metrics
-        maskf = mask.to(compute_dtype)
-        count = maskf.sum()
-        denom = count.clamp(min=1)
-        ratio_det = ratio.detach()
-
-        def frac(flags: torch.Tensor) -> torch.Tensor:
-            return (flags & mask).to(compute_dtype).sum() / denom
-
-        values = torch.stack(
-            [
-                loss.detach().to(compute_dtype),
-                frac(loss_clipped.detach() > loss_unclipped.detach()),
-                frac(positive & upper_hit),
-                frac(negative & lower_hit),
-                frac(dual_active),
-                frac(preserved),
-                (-log_ratio.detach() * maskf).sum() / denom,
-                (ratio_det * maskf).sum() / denom,
-                torch.where(mask, ratio_det, torch.zeros_like(ratio_det)).max() if mask.numel() else count * 0,
-                count,
-            ]
-        ).tolist()
-        names = [
-            "loss/pg_loss",
-            "loss/clip_frac",
-            "loss/clip_frac_upper",
-            "loss/clip_frac_lower",
-            "loss/dual_clip_frac",
-            "loss/balanced_clip_frac",
-            "loss/approx_kl",
-            "loss/ratio_mean",
-            "loss/ratio_max",
-            "loss/num_tokens",
-        ]
-        metrics = {name: float(value) for name, value in zip(names, values)}
+    positive = adv > 0
+    preserved = None
+    if balanced_clip:
+        preserved = positive & upper_hit
+        if balanced_clip_mask is not None:
+            preserved = preserved & balanced_clip_mask.bool()
+    metrics = policy_loss_metrics(
+        loss,
+        mask,
+        compute_dtype,
+        clipped=loss_clipped.detach() > loss_unclipped.detach(),
+        upper=positive & upper_hit,
+        lower=negative & lower_hit,
+        log_ratio=log_ratio,
+        ratio=ratio,
+        dual=dual_active,
+        preserved=preserved,
+    )
     return loss, metrics
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from .aggregation import LOSS_AGG_MODES, aggregate_loss
-from .policy_loss import compute_policy_loss
+from .policy_loss import check_loss_shapes, compute_policy_loss, masked_loss_inputs, policy_loss_metrics
 from .registry import register_policy_loss
 
 
@@ -115,65 +115,12 @@ def resolve_loss_settings(
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def _check_shapes(log_probs: torch.Tensor, *others: tuple[str, torch.Tensor]) -> None:
-    for name, tensor in others:
-        if tensor.shape != log_probs.shape:
-            raise ValueError(f"{name} has shape {tuple(tensor.shape)}, log_probs {tuple(log_probs.shape)}.")
+def _check_inputs(
+    log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor, loss_mask: torch.Tensor
+) -> None:
+    check_loss_shapes(log_probs, old_log_probs=old_log_probs, advantages=advantages, loss_mask=loss_mask)
     if log_probs.dim() != 2:
         raise ValueError(f"log_probs must be [batch, seq_len], got {tuple(log_probs.shape)}.")
-
-
-def _masked_inputs(
-    log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor, loss_mask: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.dtype]:
-    # zeros outside the loss mask, so that no term reads a padding or observation position (inf or NaN there)
-    mask = loss_mask.bool()
-    dtype = torch.float64 if log_probs.dtype == torch.float64 else torch.float32
-    zero = torch.zeros((), dtype=dtype, device=log_probs.device)
-    logp = torch.where(mask, log_probs.to(dtype), zero)
-    old = torch.where(mask, old_log_probs.detach().to(dtype), zero)
-    adv = torch.where(mask, advantages.detach().to(dtype), zero)
-    return mask, logp, old, adv, dtype
-
-
-def _metrics(
-    loss: torch.Tensor,
-    mask: torch.Tensor,
-    dtype: torch.dtype,
-    clipped: torch.Tensor,
-    upper: torch.Tensor,
-    lower: torch.Tensor,
-    log_ratio: torch.Tensor,
-    ratio: torch.Tensor,
-    dual: torch.Tensor | None = None,
-) -> dict[str, float]:
-    # the metric names of `compute_policy_loss` (the step logger reads them), one device -> host transfer
-    with torch.no_grad():
-        maskf = mask.to(dtype)
-        count = maskf.sum()
-        denom = count.clamp(min=1)
-
-        def frac(flags: torch.Tensor) -> torch.Tensor:
-            return (flags & mask).to(dtype).sum() / denom
-
-        ratio = ratio.detach()
-        values = torch.stack(
-            [
-                loss.detach().to(dtype),
-                frac(clipped),
-                frac(upper),
-                frac(lower),
-                frac(dual) if dual is not None else count * 0,
-                count * 0,
-                (-log_ratio.detach() * maskf).sum() / denom,
-                (ratio * maskf).sum() / denom,
-                torch.where(mask, ratio, torch.zeros_like(ratio)).max() if mask.numel() else count * 0,
-                count,
-            ]
-        ).tolist()
-    names = ["loss/pg_loss", "loss/clip_frac", "loss/clip_frac_upper", "loss/clip_frac_lower", "loss/dual_clip_frac",
-             "loss/balanced_clip_frac", "loss/approx_kl", "loss/ratio_mean", "loss/ratio_max", "loss/num_tokens"]  # fmt: skip
-    return {name: float(value) for name, value in zip(names, values)}
 
 
 # ---------------------------------------------------------------------------------------------- GSPO
@@ -235,12 +182,12 @@ def compute_gspo_loss(
     Raises:
         ValueError: shapes disagree, ε_low not in [0, 1) or ε_high < 0, or dual_clip <= 1.
     """
-    _check_shapes(log_probs, ("old_log_probs", old_log_probs), ("advantages", advantages), ("loss_mask", loss_mask))
+    _check_inputs(log_probs, old_log_probs, advantages, loss_mask)
     if not 0 <= epsilon_low < 1 or epsilon_high < 0:
         raise ValueError(f"need 0 <= epsilon_low < 1 and epsilon_high >= 0; got {epsilon_low}, {epsilon_high}.")
     if dual_clip is not None and dual_clip <= 1.0:
         raise ValueError(f"dual_clip must be > 1, got {dual_clip}.")
-    mask, logp, old, adv, dtype = _masked_inputs(log_probs, old_log_probs, advantages, loss_mask)
+    mask, logp, old, adv, dtype = masked_loss_inputs(log_probs, old_log_probs, advantages, loss_mask)
     log_ratio = logp - old
     lengths = mask.sum(dim=-1).clamp(min=1).to(dtype)
     seq_log_ratio = (log_ratio.sum(dim=-1) / lengths).clamp(-GSPO_MAX_LOG_RATIO, GSPO_MAX_LOG_RATIO)  # [batch]
@@ -258,7 +205,7 @@ def compute_gspo_loss(
         token_loss = torch.where(negative, torch.minimum(token_loss, loss_dual), token_loss)
     loss = aggregate_loss(token_loss, mask, "seq_mean_token_mean", num_sequences=num_sequences)
     ratio_t = seq_ratio[:, None].expand_as(logp)
-    metrics = _metrics(
+    metrics = policy_loss_metrics(
         loss,
         mask,
         dtype,
@@ -325,10 +272,10 @@ def compute_cispo_loss(
     Raises:
         ValueError: shapes disagree, ε_low not in [0, 1] or ε_high < 0, or an unknown aggregation mode.
     """
-    _check_shapes(log_probs, ("old_log_probs", old_log_probs), ("advantages", advantages), ("loss_mask", loss_mask))
+    _check_inputs(log_probs, old_log_probs, advantages, loss_mask)
     if not 0 <= epsilon_low <= 1 or epsilon_high < 0:
         raise ValueError(f"need 0 <= epsilon_low <= 1 and epsilon_high >= 0; got {epsilon_low}, {epsilon_high}.")
-    mask, logp, old, adv, dtype = _masked_inputs(log_probs, old_log_probs, advantages, loss_mask)
+    mask, logp, old, adv, dtype = masked_loss_inputs(log_probs, old_log_probs, advantages, loss_mask)
     log_ratio = (logp - old).detach()
     ratio = torch.exp(log_ratio)
     lower, upper = 1.0 - epsilon_low, 1.0 + epsilon_high
@@ -336,7 +283,16 @@ def compute_cispo_loss(
     token_loss = -weight * adv * logp
     loss = aggregate_loss(token_loss, mask, loss_agg_mode, num_tokens=num_tokens, num_sequences=num_sequences)
     upper_hit, lower_hit = ratio > upper, ratio < lower
-    metrics = _metrics(loss, mask, dtype, upper_hit | lower_hit, upper_hit, lower_hit, log_ratio, ratio)
+    metrics = policy_loss_metrics(
+        loss,
+        mask,
+        dtype,
+        clipped=upper_hit | lower_hit,
+        upper=upper_hit,
+        lower=lower_hit,
+        log_ratio=log_ratio,
+        ratio=ratio,
+    )
     return loss, metrics
 
 
