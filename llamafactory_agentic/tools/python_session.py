@@ -50,9 +50,7 @@ from typing import Any
 from ..common.log import get_logger
 from ..hparams import PYTHON_ISOLATION, PYTHON_MAX_OUTPUT_CHARS, PYTHON_TIMEOUT_S
 from .base import (
-    STATUS_EMPTY,
     STATUS_ERROR,
-    STATUS_OK,
     STATUS_TIMEOUT,
     ToolOutput,
     TransientToolError,
@@ -74,7 +72,7 @@ from .sandbox.isolation import (
     _sandbox_command,
     measure_isolation,
 )
-from .sandbox.process import rewrite_last_expression, timeout_text
+from .sandbox.process import code_result, rewrite_last_expression, timeout_text
 
 
 logger = get_logger(__name__)
@@ -436,11 +434,8 @@ class PythonSession(Environment):
             out = _bounded(reply["out"], self.max_output_chars)
             err = _bounded(reply["err"], self.max_output_chars)
             meta = {RESET_META: "before"} if restarted else {}  # state lost before this call: it holds this call
-            if reply.get("exit") == 0:
-                if out:
-                    return ToolOutput(out, STATUS_OK, meta=meta)
-                return ToolOutput(f"Tool({self.name}) returned empty output.", STATUS_EMPTY, meta=meta)
-            return ToolOutput(err or out or "Error.", STATUS_ERROR, meta=meta)
+            status, text = code_result(self.name, reply.get("exit") == 0, out, err, "Error.")
+            return ToolOutput(text, status, meta=meta)
 
     def close(self) -> None:
         r"""Kill the interpreter and release its uid and files."""

@@ -33,16 +33,12 @@ from ..common import outbound
 from ..common.log import get_logger
 from ..hparams import PYTHON_ISOLATION, PYTHON_MAX_OUTPUT_CHARS, PYTHON_TIMEOUT_S, TOOL_RETRIES
 from .base import (
-    STATUS_EMPTY,
-    STATUS_ERROR,
-    STATUS_OK,
     STATUS_TIMEOUT,
     BaseTool,
     ToolError,
     ToolOutput,
     TransientToolError,
     check_number,
-    empty_output_text,
     truncate_middle,
 )
 from .registry import register_tool
@@ -54,7 +50,7 @@ from .sandbox.isolation import (
     _execute,
     measure_isolation,
 )
-from .sandbox.process import rewrite_last_expression, timeout_text
+from .sandbox.process import code_result, rewrite_last_expression, timeout_text
 
 
 logger = get_logger(__name__)
@@ -162,9 +158,8 @@ def run_remote_code(
         raise TransientToolError(f"sandbox error: {message}")
     stdout = truncate_middle(str(run.get("stdout") or ""), max_output_chars)
     stderr = truncate_middle(str(run.get("stderr") or ""), max_output_chars)
-    if run.get("return_code") == 0 and run.get("status") in (None, "Finished"):
-        return (STATUS_OK, stdout) if stdout else (STATUS_EMPTY, empty_output_text("python"))
-    return STATUS_ERROR, stderr or stdout or f"Process ended with status {run.get('status')}."
+    succeeded = run.get("return_code") == 0 and run.get("status") in (None, "Finished")
+    return code_result("python", succeeded, stdout, stderr, f"Process ended with status {run.get('status')}.")
 
 
 @register_tool("python")

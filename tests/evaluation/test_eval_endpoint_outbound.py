@@ -20,8 +20,8 @@ failing one was retried on itself and the request failed while the other was hea
 """
 
 import json
-import threading
-import time
+
+from outbound_helpers import call_with_limit, trickling_server
 
 from llamafactory_agentic.evaluation.endpoint import OpenAICompletionsEngine
 from llamafactory_agentic.rollout.engine import GenerationRequest, SamplingSettings
@@ -32,29 +32,21 @@ COMPLETION = json.dumps({"choices": [{"text": "ok", "token_ids": [5, 6], "finish
 
 def _generate(engine, n: int, limit_s: float):
     """`(results, seconds)` of one round of `n` requests run in a thread the test waits `limit_s` for."""
-    out = {}
     requests = [GenerationRequest(key=i, prompt_ids=[1, 2, 3], response_ids=[], max_tokens=2) for i in range(n)]
-
-    def run():
-        out["results"] = engine.generate(requests, SamplingSettings(temperature=0.0, stop_strings=()))
-
-    start = time.perf_counter()
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(limit_s)
-    return out.get("results"), time.perf_counter() - start
+    return call_with_limit(
+        lambda: engine.generate(requests, SamplingSettings(temperature=0.0, stop_strings=())), limit_s
+    )
 
 
 def test_trickling_eval_server_ends_within_its_request_timeout(local_http, tiny_tokenizer):
-    box = []
-    box.append(local_http(lambda h, m, b: box[0].trickle(h, body=COMPLETION.encode() + b" " * 60)))
-    engine = OpenAICompletionsEngine([box[0].url], tiny_tokenizer, model="m", timeout_s=1.5, retries=2,
+    server = trickling_server(local_http, COMPLETION.encode() + b" " * 60)
+    engine = OpenAICompletionsEngine([server.url], tiny_tokenizer, model="m", timeout_s=1.5, retries=2,
                                      retry_wait_s=0.01, workers=2)  # fmt: skip
     results, seconds = _generate(engine, 1, 12.0)
     print(f"trickling eval server: error after {seconds:.2f} s")
     assert results is not None, "the request was still running after 12 s (timeout 1.5 s x 2 attempts)"
     assert results[0].finish_reason == "error" and "within 1.5 seconds" in results[0].error
-    assert seconds < 3.6 and len(box[0].requests) == 2
+    assert seconds < 3.6 and len(server.requests) == 2
     engine.close()
 
 

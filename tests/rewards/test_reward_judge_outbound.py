@@ -20,11 +20,10 @@ timeout and retries (before: 120 s x 3 fixed), and a hedging reply (before: coun
 """
 
 import json
-import threading
-import time
 from types import SimpleNamespace
 
 import pytest
+from outbound_helpers import call_with_limit, trickling_server
 
 from llamafactory_agentic.rewards import judge as judge_module
 from llamafactory_agentic.rewards.compound import judge_settings_from_args
@@ -37,28 +36,18 @@ def _chat(text: str) -> str:
 
 def _judge_in_thread(judge, limit_s: float):
     """`(verdict, seconds)` of one judge call run in a thread that the test waits `limit_s` for (None: still running)."""
-    out = {}
-
-    def run():
-        out["verdict"] = judge.judge_one("Capital of France?", ["Paris"], "Lyon", equivalent=False)
-
-    start = time.perf_counter()
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(limit_s)
-    return out.get("verdict"), time.perf_counter() - start
+    return call_with_limit(lambda: judge.judge_one("Capital of France?", ["Paris"], "Lyon", equivalent=False), limit_s)
 
 
 def test_trickling_judge_ends_within_timeout_times_retries(local_http, tmp_path):
-    box = []
-    box.append(local_http(lambda h, m, b: box[0].trickle(h, body=_chat("Correct").encode() + b" " * 100)))
-    judge = LLMJudge(box[0].url, "judge", VerdictCache(tmp_path / "v.sqlite"), timeout_s=1.5, retries=2,
+    server = trickling_server(local_http, _chat("Correct").encode() + b" " * 100)
+    judge = LLMJudge(server.url, "judge", VerdictCache(tmp_path / "v.sqlite"), timeout_s=1.5, retries=2,
                      retry_wait_s=0.01)  # fmt: skip
     verdict, seconds = _judge_in_thread(judge, 12.0)
     print(f"trickling judge: error after {seconds:.2f} s")
     assert verdict is not None, "the judge call was still running after 12 s (timeout 1.5 s x 2 attempts)"
     assert verdict.source == "error" and "no complete answer from 127.0.0.1 within" in verdict.error
-    assert seconds < 3.6 and len(box[0].requests) == 2
+    assert seconds < 3.6 and len(server.requests) == 2
     judge.close()
 
 

@@ -198,8 +198,7 @@ def _run_and_collect(
         text = err.value() or out.value()
         return STATUS_ERROR, f"{text}\n{stopped}" if text else stopped
     if proc.returncode == 0:
-        text = out.value()
-        return (STATUS_OK, text) if text else (STATUS_EMPTY, empty_output_text("python"))
+        return code_result("python", True, out.value(), "", "")
     text = err.value() or out.value()
     cause = _signal_text(proc.returncode, cpu_time_s)
     if cause:  # what the code printed before it was killed, then why it ended
@@ -209,4 +208,26 @@ def _run_and_collect(
     return STATUS_ERROR, text
 
 
-__all__ = ["rewrite_last_expression", "timeout_text"]
+def code_result(tool_name: str, succeeded: bool, stdout: str, stderr: str, failure: str) -> tuple[str, str]:
+    r"""`(status, observation)` of a finished code run, as every python tool reports it (docs/tools.md).
+
+    Shared by the local sandbox (`_run_and_collect`), the SandboxFusion client (`python_tool.run_remote_code`) and
+    the `python_session` environment.
+
+    Args:
+        tool_name: The tool's name, for the empty-output text (`Tool(python) returned empty output.`).
+        succeeded: The run ended normally (exit status 0).
+        stdout: Its bounded standard output, stripped.
+        stderr: Its bounded standard error (the traceback), stripped.
+        failure: The observation of a failed run that printed nothing.
+
+    Returns:
+        `("ok", stdout)`, `("empty", the empty-output text)` for a successful run, else `("error", stderr or stdout or
+        failure)`.
+    """
+    if succeeded:
+        return (STATUS_OK, stdout) if stdout else (STATUS_EMPTY, empty_output_text(tool_name))
+    return STATUS_ERROR, stderr or stdout or failure
+
+
+__all__ = ["code_result", "rewrite_last_expression", "timeout_text"]
