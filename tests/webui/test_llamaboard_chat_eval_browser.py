@@ -231,3 +231,17 @@ def test_load_recipe(page, board_env):  # noqa: F811
     assert extra["max_steps"] == 2 and extra["save_steps"] == 2, extra  # save_steps 2: under the slider's minimum
     assert page.get_by_label("Stage", exact=True).filter(visible=True).first.input_value() == "ARPO (agentic RL)"
     ui.shot("load_recipe", at=page.locator("#agentic_panel"))
+
+    # issue 35: in Chinese the labels were translated, but help texts and check messages stayed English
+    ui.choose("Language", "zh")
+    try:
+        label = page.locator("#ag-arpo_rollout_n")
+        ui.wait_text(label, r"组大小 M \(arpo_rollout_n\)", timeout=20)
+        assert "组大小 M：每个提示的轨迹数" in label.inner_text(), label.inner_text()  # its help text
+        page.locator("#agentic_check_btn").click()
+        checks = ui.wait_text(page.locator("#agentic_checks"), r"启动前检查 · \d", timeout=60)
+        assert re.search(r"每次展开产生 \d+ × \d+ 条轨迹，供 \d+ 次优化器更新使用", checks), checks
+        assert "each rollout gives" not in checks and "the recipes use" not in checks, checks
+        ui.shot("load_recipe_zh", at=page.locator("#agentic_panel"))
+    finally:
+        ui.choose("语言", "en")  # the language drop-down's own label is translated too
