@@ -684,7 +684,8 @@ def build_locales() -> dict[str, dict[str, dict[str, str]]]:
             " ".join(part for part in (plain_help(field.help), preset_summary(field)) if part), quote=False
         )
         info_zh = html.escape(
-            " ".join(part for part in (FIELD_HELP_ZH[field.name], preset_summary(field, "预设：")) if part), quote=False
+            " ".join(part for part in (FIELD_HELP_ZH[field.name], preset_summary(field, "预设：")) if part),
+            quote=False,
         )
         locales[field.name] = _entry({"label": (english, chinese), "info": (info, info_zh)})
     for name, texts in OTHER_LABELS.items():
