@@ -46,7 +46,7 @@ import math
 import os
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from transformers.trainer_callback import TrainerCallback
@@ -70,6 +70,13 @@ class GamingWarning:
     cause: str
     key: str
     step: int  # the record (global step) at which it was raised
+    # the numbers of `window` and `evidence` by name, so a page in another language can say the same
+    # (`webui.locales`, `gaming_<pattern>`); JSON values only
+    params: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def detail(self) -> dict[str, Any]:
+        r"""`{"pattern", "step", "params"}`: what `trainer_log.jsonl` keeps beside the message (`warning_details`)."""
+        return {"pattern": self.pattern, "step": self.step, "params": dict(self.params)}
 
     def message(self) -> str:
         r"""One line for the log and `trainer_log.jsonl`."""
@@ -148,6 +155,11 @@ class GamingMonitor:
             return None
         return values[: self.window], values[-self.window :]
 
+    def _window_params(self) -> dict[str, int]:
+        n, w = len(self.steps), self.window
+        return {"w": w, "first": self.steps[0], "wth": self.steps[w - 1], "start": n - w + 1, "n": n,
+                "recent": self.steps[n - w], "last": self.steps[-1]}  # fmt: skip
+
     def _window_text(self) -> str:
         n, w = len(self.steps), self.window
         return (
@@ -174,8 +186,9 @@ class GamingMonitor:
         before, after = pair
         return welch_t(before, after) < self.min_t, statistics.fmean(before), statistics.fmean(after)
 
-    def _warn(self, pattern, metric, evidence, cause, key) -> GamingWarning:
-        return GamingWarning(pattern, metric, self._window_text(), evidence, cause, key, self.steps[-1])
+    def _warn(self, pattern, metric, evidence, cause, key, **params) -> GamingWarning:
+        params = {**self._window_params(), **params}
+        return GamingWarning(pattern, metric, self._window_text(), evidence, cause, key, self.steps[-1], params)
 
     # ---------------------------------------------------------------------------------------------- patterns
     def _no_signal(self) -> GamingWarning | None:
@@ -191,9 +204,12 @@ class GamingMonitor:
             same = f" (reward mean {', '.join(f'{r:g}' for r in reward)})" if reward else ""
             evidence = f"every group's rewards were identical in each of the first {n} rollouts{same}"
             window = f"rollout records 1-{n} (steps {self.steps[0]}-{self.steps[n - 1]})"
+            params = {"kind": "identical", "n": n, "first": self.steps[0], "last": self.steps[n - 1]}
+            params["rewards"] = ", ".join(f"{r:g}" for r in reward)
         elif len(self.grad_norms) >= n and all(g == 0.0 for _, g in self.grad_norms[:n]):
             evidence = f"grad_norm was 0 at each of the first {n} optimiser steps"
             window = f"optimiser steps {self.grad_norms[0][0]}-{self.grad_norms[n - 1][0]}"
+            params = {"kind": "grad_norm", "n": n, "first": self.grad_norms[0][0], "last": self.grad_norms[n - 1][0]}
         if evidence is None:
             return None
         return GamingWarning(
@@ -208,6 +224,7 @@ class GamingMonitor:
             "trajectories (arpo_rollout_log_ratio > 0, rollouts.jsonl) to see why they score alike; "
             "rl_dynamic_sampling: true keeps only groups whose rewards differ",
             self.last_step,
+            params,
         )
 
     def _tool_calls(self) -> GamingWarning | None:
@@ -237,7 +254,9 @@ class GamingMonitor:
             "the reward pays for tool use that the answers do not need (e.g. a search before python that finds "
             "nothing, docs/algorithms.md §6.4).",
             bonus,
-        )
+            calls_before=calls[1], calls_after=calls[2], t=calls[3], per_correct_before=per_correct_before,
+            per_correct_after=per_correct_after, acc_before=acc[1], acc_after=acc[2], tool_bonus=self.tool_bonus,
+        )  # fmt: skip
 
     def _length(self) -> GamingWarning | None:
         length = self._rises("rollout/response_length", relative=MIN_RISE)
@@ -252,7 +271,9 @@ class GamingMonitor:
             "responses grow without earning reward: longer reasoning or more tool output that the answers do not "
             "use, or a length-biased loss.",
             "arpo_max_response_length (a tighter budget), agentic_max_tool_calls",
-        )
+            length_before=length[1], length_after=length[2], t=length[3], reward_before=reward[1],
+            reward_after=reward[2],
+        )  # fmt: skip
 
     def _format_only(self) -> GamingWarning | None:
         pairs = [self._windows(k) for k in ("reward/format_ok_rate", "reward/mean", "reward/accuracy")]
@@ -269,7 +290,8 @@ class GamingMonitor:
             "the reward pays for well-formed answers that are wrong (partial-credit F1 on wrong answers, a format "
             "term, or a tool bonus on wrong answers).",
             "agentic_reward (em instead of f1) or the custom reward function",
-        )
+            format_ok=fmt, reward=reward, accuracy=acc,
+        )  # fmt: skip
 
     def _identical(self) -> GamingWarning | None:
         rise = self._rises("reward/identical_groups", absolute=MIN_RISE)
@@ -282,7 +304,8 @@ class GamingMonitor:
             "more groups are solved (or failed) by every trajectory, and carry no gradient; a reward that saturates "
             "(all right, or all paid the same bonus) does this.",
             "rl_dynamic_sampling: true (replaces equal-reward groups), harder data, or arpo_rollout_n",
-        )
+            before=rise[1], after=rise[2], t=rise[3],
+        )  # fmt: skip
 
     def _repeats(self) -> GamingWarning | None:
         rise = self._rises("rollout/repeated_tool_calls_rate", absolute=0.0)
@@ -296,7 +319,8 @@ class GamingMonitor:
             "repeated identical queries add calls (and search-API cost) without new information: a reward paid per "
             "call, or a policy stuck in a loop.",
             "agentic_reward_tool_bonus, agentic_max_tool_calls",
-        )
+            before=rise[1], after=rise[2], t=rise[3],
+        )  # fmt: skip
 
 
 _KEYS = (
@@ -359,6 +383,7 @@ class GamingMonitorCallback(TrainerCallback):
 
             messages = [w.message() for w in new]
             record["warnings"] = record.get("warnings", []) + messages  # reporters get `logs`, numbers only
+            record["warning_details"] = record.get("warning_details", []) + [w.detail() for w in new]
             logger = get_logger(__name__)
             for message in messages:
                 logger.warning(message)

@@ -91,8 +91,9 @@ def extend_log_callback(callbacks: list[TrainerCallback] | None) -> None:
                 for k, v in record.items()
                 if k not in _STANDARD_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool)
             }
-            if isinstance(record.get("warnings"), list):  # the reward-gaming monitor's (guards/gaming.py)
-                extra["warnings"] = record["warnings"]
+            for key in ("warnings", "warning_details"):  # the reward-gaming monitor's (guards/gaming.py)
+                if isinstance(record.get(key), list):
+                    extra[key] = record[key]
             pool = self.thread_pool
             if pool is None or not extra:
                 result = super().on_log(args, state, control, **kwargs)

@@ -65,6 +65,10 @@ CHAT_KEYS = {
 }
 
 
+# the field value of a key that training recorded as unset (None)
+CHAT_UNSET = {"tool_config": BUILTIN_TOOLS, "search_index": ""}
+
+
 def checkpoint_folders(
     model_path: str | None, finetuning_type: str | None, checkpoints: list[str] | str | None, save_dir: Any
 ) -> list[str]:
@@ -93,7 +97,8 @@ def checkpoint_chat_settings(folders: list[str]) -> tuple[dict[str, Any], str]:
 
     Returns:
         `(settings, path)`: `settings` maps the `ChatTools` field names (and `system_prompt`) to the recorded values
-        (only those recorded, `None` values left out); `path` is the file read, or `({}, "")` when there is none.
+        (only those recorded; a tool config or index recorded as None gives `CHAT_UNSET`'s value, other `None` values
+        are left out); `path` is the file read, or `({}, "")` when there is none.
 
     Raises:
         EvalConfigError: the file is not valid JSON (the message names it).
@@ -106,6 +111,11 @@ def checkpoint_chat_settings(folders: list[str]) -> tuple[dict[str, Any], str]:
             continue
         values = read_training_config(folder)
         settings = {name: values[key] for name, key in CHAT_KEYS.items() if values.get(key) is not None}
+        # recorded as unset (the built-in tools, the default index): the field's own "unset", not the value a model
+        # loaded before left in it
+        settings.update(
+            {name: unset for name, unset in CHAT_UNSET.items() if name not in settings and CHAT_KEYS[name] in values}
+        )
         try:
             import json
 

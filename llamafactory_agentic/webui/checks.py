@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from ..hparams import AgenticArguments, agentic_default
 from .fields import RL_STAGES, SFT_STAGES
+from .locales import Text
 from .rollouts import plural
 
 
@@ -61,6 +62,21 @@ class Finding:
     subject: str
     message: str
     fix: str = ""
+    texts: dict[str, Text] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    def show(self, part: Literal["subject", "message", "fix"], lang: str | None) -> str:
+        r"""`subject`, `message` or `fix` in LLaMA-Board's language `lang` (the English text when it has no other)."""
+        text = self.texts.get(part)
+        return text.show(lang) if text is not None else getattr(self, part)
+
+
+def said(
+    level: Literal["error", "warning", "info"], subject: "str | Text", message: "str | Text", fix: "str | Text" = ""
+) -> Finding:
+    r"""A `Finding` whose parts may be `locales.Text` (shown in the page's language; English in the attributes)."""
+    parts = {"subject": subject, "message": message, "fix": fix}
+    texts = {part: value for part, value in parts.items() if isinstance(value, Text)}
+    return Finding(level, str(subject), str(message), str(fix), texts)
 
 
 # ---------------------------------------------------------------------------------------------- keys and values
@@ -84,8 +100,8 @@ def check_unknown_keys(args: dict[str, Any]) -> list[Finding]:
         if key in known:
             continue
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.7)
-        fix = f"did you mean `{close[0]}`?" if close else "remove it from Extra arguments"
-        findings.append(Finding("error", f"`{key}`", "is not a key of llamafactory-cli train", fix))
+        fix = Text("unknown_key_close", close=close[0]) if close else Text("unknown_key_remove")
+        findings.append(said("error", f"`{key}`", Text("unknown_key"), fix))
     return findings
 
 
@@ -121,12 +137,8 @@ def argument_errors(stage: str, args: dict[str, Any]) -> tuple[list[str], Any]:
     return messages, namespace
 
 
-# the fix of each sampling key's error (`validation.check_rl_sampling` checks them in this order)
-SAMPLING_FIXES = {
-    "temperature": "turn sampling on (do_sample) and set Temperature above 0 (the recipes use 1.0)",
-    "top_p": "set Top-p in (0, 1]; 1.0 turns the nucleus filter off (the recipes use 1.0)",
-    "top_k": "set Top-k to a whole number >= 0; 0 turns the top-k filter off (the recipes use 0)",
-}
+# the fix of each sampling key's error (`validation.check_rl_sampling` checks them in this order; texts in locales)
+SAMPLING_FIXES = {key: f"sampling_fix_{key}" for key in ("temperature", "top_p", "top_k")}
 
 
 def sampling_errors(sampling: dict[str, Any]) -> list[Finding]:
@@ -141,7 +153,7 @@ def sampling_errors(sampling: dict[str, Any]) -> list[Finding]:
         try:
             check_rl_sampling(types.SimpleNamespace(**alone))
         except ValueError as err:
-            findings.append(Finding("error", "sampling", str(err), fix))
+            findings.append(said("error", Text("subject_sampling"), str(err), Text(fix)))
     return findings
 
 
@@ -155,12 +167,10 @@ def check_values(stage: str, args: dict[str, Any], world_size: int = 1) -> list[
     findings = []
     messages, namespace = argument_errors(stage, args)
     for text in messages:
-        findings.append(
-            Finding("error", "arguments", text, "change the value in the agentic panel or Extra arguments")
-        )
+        findings.append(said("error", Text("subject_arguments"), text, Text("value_error_fix")))
     if not messages and stage in RL_STAGES:
         for warning in resolve_presets(namespace, verbose=False)["warnings"]:  # keys set with no effect
-            findings.append(Finding("warning", "arguments", warning))
+            findings.append(said("warning", Text("subject_arguments"), warning))
 
     if stage not in RL_STAGES:
         return findings
@@ -181,19 +191,20 @@ def check_values(stage: str, args: dict[str, Any], world_size: int = 1) -> list[
                 max(int(world_size), 1),
             )
         except ValueError as err:
-            findings.append(
-                Finding(
-                    "error", "batch sizes", str(err), "change Prompts per rollout, Group size M or the batch sizes"
-                )
-            )
+            findings.append(said("error", Text("subject_batch"), str(err), Text("batch_error_fix")))
         else:
             updates = steps // int(args.get("gradient_accumulation_steps", 1))
             findings.append(
-                Finding(
+                said(
                     "info",
-                    "batch sizes",
-                    f"each rollout gives {namespace.arpo_rollout_batch_size} x {namespace.arpo_rollout_n} "
-                    f"trajectories for {plural(updates, 'optimiser update')}; one training step is one update",
+                    Text("subject_batch"),
+                    Text(
+                        "batch_info",
+                        prompts=namespace.arpo_rollout_batch_size,
+                        group=namespace.arpo_rollout_n,
+                        updates=plural(updates, "optimiser update"),
+                        count=updates,
+                    ),
                 )
             )
 
@@ -203,23 +214,10 @@ def check_values(stage: str, args: dict[str, Any], world_size: int = 1) -> list[
     findings += bad_sampling
     if not bad_sampling and any(sampling[key] != value for key, value in RECIPE_SAMPLING.items()):
         shown = ", ".join(f"{key} {sampling[key]}" for key in RECIPE_SAMPLING)
-        findings.append(
-            Finding(
-                "info",
-                "sampling",
-                f"the rollout samples with {shown}; the recipes use temperature 1.0, top_p 1.0, top_k 0",
-            )
-        )
+        findings.append(said("info", Text("subject_sampling"), Text("sampling_info", shown=shown)))
 
     if not namespace.arpo_rollout_log_ratio:
-        findings.append(
-            Finding(
-                "info",
-                "`arpo_rollout_log_ratio`",
-                "is 0: no rollouts.jsonl is written, so the rollout viewer will stay empty",
-                "set Groups written to rollouts.jsonl above 0 (e.g. 0.1)",
-            )
-        )
+        findings.append(said("info", "`arpo_rollout_log_ratio`", Text("log_ratio_zero"), Text("log_ratio_fix")))
     return findings
 
 
@@ -235,11 +233,11 @@ def check_preset_overrides(stage: str, args: dict[str, Any]) -> list[Finding]:
     for key, value in args.items():
         if key in preset and not callable(preset[key]) and preset[key] != value:
             findings.append(
-                Finding(
+                said(
                     "info",
                     f"`{key}`",
-                    f"is set to {value}, so the `{stage}` preset's {preset[key]} does not apply",
-                    "clear the field to use the preset",
+                    Text("preset_override", value=value, stage=stage, preset=preset[key]),
+                    Text("preset_override_fix"),
                 )
             )
     return findings
@@ -260,20 +258,14 @@ def dataset_fit(stage: str, info: dict[str, Any]) -> int:
     return 1
 
 
-def _fit_problem(stage: str, formatting: str, ranking: bool) -> str:
+def _fit_problem(stage: str, formatting: str, ranking: bool) -> Text:
     from ..data.converters import RL_FORMATTING, SFT_FORMATTING
 
     if ranking:
-        return "is a ranking (preference) dataset"
+        return Text("dataset_ranking")
     if stage in RL_STAGES:
-        return (
-            f"has `formatting: {formatting}`; stage `{stage}` needs `formatting: {RL_FORMATTING}` "
-            "(prompts with a ground truth: prompt, reward_model.ground_truth, data_source, ability)"
-        )
-    return (
-        f"has `formatting: {formatting}`: prompts with a ground truth and no trajectory; agentic SFT trains on "
-        f"tool trajectories (`formatting: {SFT_FORMATTING}`, or sharegpt)"
-    )
+        return Text("dataset_not_rl", formatting=formatting, stage=stage, needed=RL_FORMATTING)
+    return Text("dataset_not_sft", formatting=formatting, needed=SFT_FORMATTING)
 
 
 def check_datasets(stage: str, dataset_dir: str, names: Iterable[str]) -> tuple[list[Finding], list[Any]]:
@@ -290,15 +282,15 @@ def check_datasets(stage: str, dataset_dir: str, names: Iterable[str]) -> tuple[
         try:
             attr = get_dataset_list([name], dataset_dir)[0]
         except Exception as err:  # LLaMA-Factory's own message (undefined dataset, missing dataset_info.json)
-            findings.append(Finding("error", f"dataset `{name}`", str(err), "choose a dataset of the Data dir"))
+            findings.append(said("error", Text("subject_dataset", name=name), str(err), Text("dataset_fix_choose")))
             continue
 
         if dataset_fit(stage, infos.get(name, {"formatting": attr.formatting})) == 2:
             better = [n for n, info in infos.items() if dataset_fit(stage, info) == 0][:3]
-            fix = "choose " + ", ".join(f"`{n}`" for n in better) if better else "choose a dataset that fits"
-            findings.append(
-                Finding("error", f"dataset `{name}`", _fit_problem(stage, attr.formatting, attr.ranking), fix)
-            )
+            names_text = ", ".join(f"`{n}`" for n in better)
+            fix = Text("dataset_fix_fitting", names=names_text) if better else Text("dataset_fix_any")
+            problem = _fit_problem(stage, attr.formatting, attr.ranking)
+            findings.append(said("error", Text("subject_dataset", name=name), problem, fix))
             continue
         fitting.append((name, attr))
     return findings, fitting
@@ -448,8 +440,9 @@ def check_rows(
     mask_results = args.get("agentic_sft_mask_results", agentic_default("agentic_sft_mask_results"))
     for name, attr in fitting:
         if attr.load_from != "file":
-            findings.append(Finding("info", f"dataset `{name}`", f"comes from {attr.load_from}; its rows are checked "
-                                    "when the run loads them"))  # fmt: skip
+            findings.append(
+                said("info", Text("subject_dataset", name=name), Text("dataset_remote", source=attr.load_from))
+            )
             continue
         if stage in SFT_STAGES and (
             attr.formatting != SFT_FORMATTING
@@ -459,7 +452,14 @@ def check_rows(
         try:
             report = _bad_rows(stage, dataset_dir, attr, max_samples, (mask_results,))
         except Exception as err:  # missing file, unreadable file: LLaMA-Factory's loader message
-            findings.append(Finding("error", f"dataset `{name}`", f"cannot be read: {err}", "fix dataset_info.json"))
+            findings.append(
+                said(
+                    "error",
+                    Text("subject_dataset", name=name),
+                    Text("dataset_unreadable", error=str(err)),
+                    Text("dataset_unreadable_fix"),
+                )
+            )
             continue
         bad = report.bad
         other_format = report.looks_like in (RL_FORMATTING, SFT_FORMATTING) and report.looks_like != attr.formatting
@@ -475,11 +475,9 @@ def check_rows(
             ", ..." if len(bad) > MAX_LISTED_ROWS else ""
         )
         if skip_bad_rows:
-            findings.append(
-                Finding(
-                    "warning", f"dataset `{name}`", f"{plural(len(bad), 'malformed row')} ({rows}) will be skipped"
-                )
-            )
+            malformed = plural(len(bad), "malformed row")
+            skipped = Text("rows_skipped", malformed=malformed, count=len(bad), rows=rows)
+            findings.append(said("warning", Text("subject_dataset", name=name), skipped))
             continue
         row, problem = bad[0]
         if stage in RL_STAGES:
@@ -488,11 +486,11 @@ def check_rows(
         else:
             first = f"{label} row {row}: {problem}"
         findings.append(
-            Finding(
+            said(
                 "error",
-                f"dataset `{name}`",
-                f"{plural(len(bad), 'malformed row')} ({rows}); first: {first}",
-                "fix the rows in the file, or tick *Skip bad rows* (agentic_skip_bad_rows) to drop them",
+                Text("subject_dataset", name=name),
+                Text("rows_bad", malformed=plural(len(bad), "malformed row"), count=len(bad), rows=rows, first=first),
+                Text("rows_bad_fix"),
             )
         )
     return findings
@@ -501,27 +499,22 @@ def check_rows(
 def _wrong_format(name: str, attr: Any, report: RowReport) -> Finding:
     r"""The error for a dataset whose rows are not of its registered `formatting` (all bad, or another plugin format)."""
     shown = ", ".join(report.columns[:8]) + (", ..." if len(report.columns) > 8 else "")
-    looks = f"rows look like `{report.looks_like}`" if report.looks_like != "unknown" else "rows have another format"
+    unknown = report.looks_like == "unknown"
+    looks = Text("format_looks_unknown") if unknown else Text("format_looks", looks=report.looks_like)
     if report.looks_like not in ("unknown", attr.formatting):
-        fix = (
-            f'register it with the format of its rows (`"formatting": "{report.looks_like}"` in '
-            "dataset_info.json) and choose it for a stage that trains on that format, or choose a dataset whose rows "
-            f"are `{attr.formatting}` rows"
-        )
+        fix = Text("format_fix_register", looks=report.looks_like, formatting=attr.formatting)
     else:
-        fix = "fix the file, or its `formatting` and `columns` in dataset_info.json (see data/README.md)"
+        fix = Text("format_fix_file")
     if len(report.bad) == report.total:
         first_row, problem = report.bad[0]
-        found = f"none of its {report.total} rows is a valid `{attr.formatting}` row"
-        detail = f"; row {first_row}: {problem}. Skip bad rows would leave no row to train on"
+        found = Text("format_none_valid", total=report.total, formatting=attr.formatting)
+        detail: str | Text = Text("format_none_detail", row=first_row, problem=problem)
     else:
-        found, detail = f"its {report.total} rows are not `{attr.formatting}` rows", ""
-    return Finding(
-        "error",
-        f"dataset `{name}`",
-        f"is registered as `formatting: {attr.formatting}`, but {found}: the {looks} (columns: {shown}){detail}",
-        fix,
+        found, detail = Text("format_other", total=report.total, formatting=attr.formatting), ""
+    problem_text = Text(
+        "format_wrong", formatting=attr.formatting, found=found, looks=looks, columns=shown, detail=detail
     )
+    return said("error", Text("subject_dataset", name=name), problem_text, fix)
 
 
 # ---------------------------------------------------------------------------------------------- output, tools, reward
@@ -544,17 +537,11 @@ def check_output_dir(stage: str, args: dict[str, Any], suggestion: str | None = 
     from ..train.checkpoints import last_complete_checkpoint
 
     output_dir = args.get("output_dir")
-    fix = f"choose a new output directory, e.g. `{suggestion}`" if suggestion else "choose a new output directory"
+    fix = Text("output_fix_suggest", suggestion=suggestion) if suggestion else Text("output_fix")
+    subject = Text("subject_output_dir")
     starts = [args.get("model_name_or_path")] + str(args.get("adapter_name_or_path") or "").split(",")
     if any(_same_path(output_dir, start) for start in starts):
-        return [
-            Finding(
-                "error",
-                "output directory",
-                f"`{output_dir}` is the model the run starts from; training would overwrite it",
-                fix,
-            )
-        ]
+        return [said("error", subject, Text("output_is_model", path=output_dir), fix)]
 
     previous = os.path.join(str(output_dir), TRAINING_ARGS)
     if output_dir and os.path.isfile(previous):
@@ -565,12 +552,11 @@ def check_output_dir(stage: str, args: dict[str, Any], suggestion: str | None = 
             previous_stage = None
         if previous_stage and previous_stage != stage:
             return [
-                Finding(
+                said(
                     "error",
-                    "output directory",
-                    f"`{output_dir}` holds a `{previous_stage}` run; a `{stage}` run there would resume its "
-                    "checkpoints",
-                    fix + f" (start from it with Checkpoint path `{os.path.basename(str(output_dir))}`)",
+                    subject,
+                    Text("output_other_stage", path=output_dir, previous=previous_stage, stage=stage),
+                    Text("output_other_stage_fix", base=fix, name=os.path.basename(str(output_dir))),
                 )
             ]
     finished = finished_run(str(output_dir)) if output_dir else None
@@ -578,37 +564,42 @@ def check_output_dir(stage: str, args: dict[str, Any], suggestion: str | None = 
     if last is None and output_dir and any(os.path.isfile(os.path.join(output_dir, n)) for n in CHECKPOINT_NAMES):
         # LLaMA-Factory's parser: a folder with a saved model and no checkpoint to resume is refused
         # ("Please set `overwrite_output_dir`"), e.g. after an Abort that stopped before the first save_steps
-        saved = f" (step {finished[0]})" if finished else ""
+        saved: str | Text = Text("output_saved_step", step=finished[0]) if finished else ""
         return [
-            Finding(
+            said(
                 "error",
-                "output directory",
-                f"`{output_dir}` holds a saved model{saved} and no complete checkpoint to resume from: LLaMA-Factory "
-                "refuses to train there (it asks for `overwrite_output_dir`)",
-                fix + f" (to continue from that model, set Checkpoint path `{os.path.basename(str(output_dir))}`)",
+                subject,
+                Text("output_saved_model", path=output_dir, saved=saved),
+                Text("output_saved_model_fix", base=fix, name=os.path.basename(str(output_dir))),
             )
         ]
     if finished is not None and last is not None and finished[1] and finished[0] < finished[1]:
         step, max_steps = finished
         return [
-            Finding(
+            said(
                 "info",
-                "output directory",
-                f"`{output_dir}` holds a run stopped at step {step} of {max_steps} (aborted); Start resumes it from "
-                f"`{os.path.basename(last)}`",
-                fix + " to start a new run instead",
+                subject,
+                Text(
+                    "output_aborted",
+                    path=output_dir,
+                    step=step,
+                    max_steps=max_steps,
+                    checkpoint=os.path.basename(last),
+                ),
+                Text("output_aborted_fix", base=fix),
             )
         ]
     if finished is not None:
         step, max_steps = finished
-        steps = f"step {step} of {max_steps}" if max_steps else f"step {step}"
+        steps = (
+            Text("output_steps_of", step=step, max_steps=max_steps) if max_steps else Text("output_steps", step=step)
+        )
         return [
-            Finding(
+            said(
                 "warning",
-                "output directory",
-                f"`{output_dir}` holds a finished run ({steps}); Start would resume it from its last checkpoint and "
-                "train on past its end instead of starting a new run",
-                fix + " (or raise Max steps / Epochs on purpose to continue it)",
+                subject,
+                Text("output_finished", path=output_dir, steps=steps),
+                Text("output_finished_fix", base=fix),
             )
         ]
     return []
@@ -649,11 +640,11 @@ def check_tools(args: dict[str, Any]) -> list[Finding]:
                 resolve_tool_class(spec.name)
         except (OSError, ValueError, KeyError, TypeError, ImportError) as err:
             return [
-                Finding(
+                said(
                     "error",
-                    f"tool config `{config_path}`",
-                    f"does not load: {err}",
-                    "fix the file (see recipes/tools/ for examples) or clear Tool config file",
+                    Text("subject_tool_config", path=config_path),
+                    Text("tool_config_error", error=str(err)),
+                    Text("tool_config_fix"),
                 )
             ]
         return []
@@ -667,15 +658,11 @@ def check_tools(args: dict[str, Any]) -> list[Finding]:
     if not os.path.isfile(corpus):
         folder = location if corpus.name != os.path.basename(location) else os.path.dirname(location) or "."
         return [
-            Finding(
+            said(
                 "error",
-                "local search index",
-                f"no corpus at `{corpus}`: every search call would fail (`agentic_search_index`, default "
-                "`$AGENTIC_SEARCH_INDEX` or ~/.cache/llamafactory_agentic/search_index)",
-                f"write your documents to `{corpus}` (one JSON object per line with a `text` field; the BM25 index is "
-                "built at the first search), or build it from a recorded search cache with `llamafactory-agentic "
-                f"index build --cache-json <your cache>.json --output {folder}`, or set Local search index to an "
-                "existing index, or choose another Search backend (replay, web, retriever)",
+                Text("subject_search_index"),
+                Text("search_no_corpus", corpus=corpus),
+                Text("search_no_corpus_fix", corpus=corpus, folder=folder),
             )
         ]
     return []
@@ -694,27 +681,21 @@ def check_precision(args: dict[str, Any]) -> list[Finding]:
     if is_torch_bf16_gpu_available() or is_torch_xla_available():
         return []
     key = "pure_bf16" if args.get("pure_bf16") else "bf16"
-    return [
-        Finding(
-            "error",
-            f"`{key}`",
-            "is set (Compute type bf16) but this machine has no device with bf16 support (no CUDA GPU of compute "
-            'capability 8.0 or newer): the training process would stop with "Your setup doesn\'t support bf16/gpu"',
-            "choose Compute type fp32 (or fp16 on an older GPU)",
-        )
-    ]
+    return [said("error", f"`{key}`", Text("bf16_missing"), Text("bf16_fix"))]
 
 
 def check_cold_start(args: dict[str, Any]) -> list[Finding]:
     r"""RL from a policy with no sign of a cold start on the tags usually has no learning signal (a warning)."""
-    from ..guards.cold_start import cold_start_warning
+    from ..guards.cold_start import COLD_START_MARKER, cold_start_warning
 
     text = cold_start_warning(args.get("model_name_or_path"), args.get("adapter_name_or_path"))
     if text is None:
         return []
     problem, _, fix = text.partition(" Fix: ")
     subject, _, problem = problem.partition(" shows ")
-    return [Finding("warning", f"`{subject}`", "shows " + problem, fix)]
+    finding = Finding("warning", f"`{subject}`", "shows " + problem, fix)  # the guard's English text, as in the log
+    finding.texts = {"message": Text("cold_start", marker=COLD_START_MARKER), "fix": Text("cold_start_fix")}
+    return [finding]
 
 
 # ---------------------------------------------------------------------------------------------- all
@@ -740,9 +721,7 @@ def run_checks(
     findings = check_unknown_keys(args)
     findings += check_values(stage, args, world_size)
     for key in overridden:
-        findings.append(
-            Finding("info", f"`{key}`", "is set in the panel and in Extra arguments; Extra arguments wins")
-        )
+        findings.append(said("info", f"`{key}`", Text("extra_wins")))
 
     dataset_dir = args.get("dataset_dir") or "data"
     names = [
@@ -780,6 +759,7 @@ def format_findings(findings: list[Finding], lang: str | None = "en", checked_at
         lines.append(f"✔ {message('checks_ok', lang)}")
         lines.append("")
     for f in findings:
-        fix = f" — *{message('fix', lang)}:* {f.fix}" if f.fix else ""
-        lines.append(f"- {icons[f.level]} **{message(f.level, lang)}** {f.subject} {f.message}{fix}")
+        fix = f" — *{message('fix', lang)}:* {f.show('fix', lang)}" if f.fix else ""
+        subject, text = f.show("subject", lang), f.show("message", lang)
+        lines.append(f"- {icons[f.level]} **{message(f.level, lang)}** {subject} {text}{fix}")
     return "\n".join(lines)

@@ -262,11 +262,11 @@ def stage_preset(stage: str | None, aepo_variant: str | None = None) -> dict[str
     return dict(PRESETS[preset_name(args)])
 
 
-def preset_summary(field: PanelField) -> str:
-    r"""`"Preset: arpo 2 · aepo 2 · aepo-paper 2"` for a preset key ("" otherwise)."""
+def preset_summary(field: PanelField, title: str = "Preset: ") -> str:
+    r"""`"Preset: arpo 2 · aepo 2 · aepo-paper 2"` for a preset key ("" otherwise); `title` is the word before it."""
     if not field.preset:
         return ""
-    return "Preset: " + " · ".join(f"{name} {_show(values[field.key])}" for name, values in PRESETS.items())
+    return title + " · ".join(f"{name} {_show(values[field.key])}" for name, values in PRESETS.items())
 
 
 def _show(value: Any) -> str:

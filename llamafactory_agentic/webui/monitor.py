@@ -173,23 +173,41 @@ def gaming_warnings(records: list[dict[str, Any]], lang: str | None = "en") -> s
     r"""Markdown of the reward-gaming monitor's warnings in a run's trainer log ("" when there are none).
 
     The live monitor (`guards.gaming.GamingMonitorCallback`) adds a `warnings` list of messages to the record of the
-    step that raised them; each is listed with that step, in log order.
+    step that raised them (and `warning_details`, their numbers); each is listed with that step, in log order, in
+    English as logged or said again in `lang` from its numbers (`locales.GAMING_MESSAGES`).
 
     Args:
         records: Records of `trainer_log.jsonl` (`read_jsonl`).
         lang: LLaMA-Board's language.
     """
-    found = [
-        (record.get("current_steps", "?"), str(text))
-        for record in records
-        if isinstance(record.get("warnings"), list)
-        for text in record["warnings"]
-    ]
+    found = []
+    for record in records:
+        texts = record.get("warnings")
+        if not isinstance(texts, list):
+            continue
+        details = record.get("warning_details")
+        details = details if isinstance(details, list) and len(details) == len(texts) else [None] * len(texts)
+        found += [
+            (record.get("current_steps", "?"), _warning_text(str(text), detail, lang))
+            for text, detail in zip(texts, details)
+        ]
     if not found:
         return ""
     lines = [message("gaming_warnings", lang, count=len(found)), ""]
     lines += ["- " + message("gaming_warning", lang, step=step, text=text) for step, text in found]
     return "\n".join(lines)
+
+
+def _warning_text(english: str, detail: Any, lang: str | None) -> str:
+    r"""One logged warning in `lang`: said again from its `warning_details` entry, else the logged English text."""
+    if lang in (None, "en") or not isinstance(detail, dict) or not isinstance(detail.get("params"), dict):
+        return english
+    params = detail["params"]
+    key = f"gaming_{detail.get('pattern')}" + (f"_{params.get('kind')}" if "kind" in params else "")
+    try:
+        return message(key, lang, english=english, **params)
+    except (KeyError, ValueError, TypeError, IndexError):  # a log of another version: its own text
+        return english
 
 
 def is_aepo_run(output_path: str) -> bool:

@@ -500,7 +500,10 @@ def start_error(runner: Any, data: dict["Component", Any], from_preview: bool) -
     errors = [f for f in findings if f.level == "error"]
     if not errors:
         return ""
-    lines = [message("start_blocked", get("top.lang"))] + [f"- {f.subject} {f.message}" for f in errors]
+    lang = get("top.lang")
+    lines = [message("start_blocked", lang)] + [
+        f"- {f.show('subject', lang)} {f.show('message', lang)}" for f in errors
+    ]
     return "\n".join(lines)
 
 

@@ -306,6 +306,38 @@ def test_recorded_stop_strings_are_those_of_the_configured_tools(tmp_path, monke
     assert resolve_protocol(EvalArguments(), template).stop_strings == ["</answer>"]  # native calls close no tag
 
 
+def test_recorded_stop_strings_are_what_the_agent_loop_sends(tmp_path, monkeypatch, tiny_tokenizer):
+    """The protocol's stop strings (run.json) against those of a real `AgenticRollout` built as the runner builds it,
+    with the executor of the same tool config (issue 35: the record and the rollout must not drift apart). The
+    rollout adds `<result>` exactly when the protocol drops self-written results (`drop_self_results`, recorded)."""
+    from llamafactory_agentic.evaluation.runner import SELF_RESULT_STOP, rollout_config_for
+    from llamafactory_agentic.rollout.agent_loop import AgenticRollout
+    from llamafactory_agentic.tools import build_executor_from_args
+
+    monkeypatch.syspath_prepend(str(REPO / "tests" / "train"))
+    config = tmp_path / "tools.yaml"
+    config.write_text("tools:\n  - name: calc_tool:CalcTool\n  - name: python\n")
+    for tool_config in (None, str(config)):
+        for drop in (True, False):
+            ft = SimpleNamespace(**vars(FT), agentic_tool_config=tool_config)
+            protocol = resolve_protocol(EvalArguments(eval_drop_self_results=drop), ft)
+            keys = SimpleNamespace(
+                agentic_tool_config=tool_config, agentic_search_backend="replay", agentic_tool_workers=1
+            )
+            executor = build_executor_from_args(keys)
+            try:
+                rollout_config = rollout_config_for(protocol, tiny_tokenizer.eos_token_id, "hf", 1, 0)
+                sent = list(AgenticRollout(None, executor, tiny_tokenizer, rollout_config).stop_strings)
+            finally:
+                executor.close()
+            assert sent == protocol.stop_strings + ([SELF_RESULT_STOP] if drop else []), (tool_config, drop, sent)
+    assert protocol.stop_strings == [
+        "</python>",
+        "</calc>",
+        "</answer>",
+    ]  # the preset's order first (rollout_stop_strings)
+
+
 def test_train_val_preset_reads_the_training_config(tmp_path):
     ft = SimpleNamespace(**vars(FT), arpo_max_prompt_length=1536, arpo_max_response_length=4096,
                          agentic_max_tool_calls=None)  # fmt: skip

@@ -166,7 +166,12 @@ def test_live_callback_writes_warnings_to_trainer_log(tmp_path):
     step = written[flagged[0]]["current_steps"]
     assert shown.startswith("⚠ **Run monitor** (reward gaming, learning signal): 1 warning(s)"), shown
     assert f"- step {step}: reward gaming? [tool_calls_per_correct]" in shown, shown
-    assert "第 " in gaming_warnings(read_jsonl(str(tmp_path / "trainer_log.jsonl")), "zh")
+    # the numbers are kept beside the message, so a page in Chinese says it again in Chinese (issue 35)
+    assert written[flagged[0]]["warning_details"][0]["pattern"] == "tool_calls_per_correct"
+    chinese = gaming_warnings(read_jsonl(str(tmp_path / "trainer_log.jsonl")), "zh")
+    assert f"第 {step} 步：疑似奖励投机 [tool_calls_per_correct]" in chinese and "reward gaming?" not in chinese, (
+        chinese
+    )
     assert gaming_warnings(records) == ""  # the recorded run's own records carry no warnings
 
 
