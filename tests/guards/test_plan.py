@@ -174,6 +174,7 @@ def test_unplanned_stage_names_the_recipe(tmp_path):
         make_plan(recipe, gpu="h200")
 
 
+@pytest.mark.slow  # two CLI subprocesses
 def test_plan_names_a_deepspeed_file_that_is_not_json(tmp_path):
     # issue 34 low: `plan` on a recipe whose DeepSpeed file is not JSON raised a raw JSONDecodeError (a traceback)
     ds = tmp_path / "ds_z3.json"

@@ -15,6 +15,7 @@ import math
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from llamafactory_agentic.rollout import AgenticRollout, GenerationRequest, SamplingSettings
@@ -57,7 +58,8 @@ def test_engine_logprobs_equal_a_teacher_forced_forward(tiny_model, tiny_tokeniz
             assert torch.allclose(got, want[len(req.response_ids) :], atol=ATOL), (got - want).abs().max()
 
 
-def test_trajectory_behaviour_logprobs_follow_tokens_branches_and_observations(tiny_tokenizer, tmp_path, shared_data):
+@pytest.mark.slow  # fits a tool-calling policy first (60 steps)
+def test_trajectory_behaviour_logprobs_follow_tokens_branches_and_observations(tiny_tokenizer, tmp_path, arpo_data):
     """A real multi-round rollout with tool calls and branches: every sampled token carries its log-prob (equal to
     the teacher-forced one of the whole trajectory, copied prefixes of branches included), observations and the EOS
     appended at the call limit carry NaN, and the trajectory carries the engine's weight version."""
@@ -69,7 +71,7 @@ def test_trajectory_behaviour_logprobs_follow_tokens_branches_and_observations(t
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
     from _helpers import fit_tool_policy, render_qwen_prompt  # the trainer tests' tool-calling policy
 
-    rows = pq.read_table(shared_data / "arpo" / "rl" / "train_10k.parquet").slice(0, 4).to_pylist()
+    rows = pq.read_table(arpo_data / "arpo" / "rl" / "train_10k.parquet").slice(0, 4).to_pylist()
     fit_tool_policy(build_tiny_model(tmp_path / "tiny"), tmp_path / "policy", rows, steps=60, context=48)
     model = AutoModelForCausalLM.from_pretrained(str(tmp_path / "policy")).float().eval()
     eos = tiny_tokenizer.convert_tokens_to_ids("<|im_end|>")

@@ -24,6 +24,9 @@ def _cli(*argv, cwd=None, pythonpath=(), timeout=180):
                           timeout=timeout)  # fmt: skip
 
 
+pytestmark = pytest.mark.slow  # every test runs the console entry point in subprocesses
+
+
 @pytest.fixture(scope="module")
 def units(tmp_path_factory):
     root = tmp_path_factory.mktemp("init")

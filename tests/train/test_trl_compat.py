@@ -16,6 +16,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 def _fake_vllm(root):
     pkg = root / "vllm"
@@ -35,6 +37,7 @@ def _run(code: str, path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", env_code], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # a subprocess importing the trainer
 def test_trainer_imports_with_vllm_022_installed(tmp_path):
     _fake_vllm(tmp_path)
     # the stand-in is what TRL sees: found, version 0.22.1, and TRL's own import of GRPOTrainer reaches into vLLM's
