@@ -68,6 +68,7 @@ from .pipeline import (
     MemoryCallback,
     MicroBatch,
     PolicyScorer,
+    ServerWeightPush,
     StepClock,
     StepLogger,
     StepTimer,
@@ -190,6 +191,8 @@ class ArpoTrainer(GRPOTrainer):
             args.seed,
         )
         self.add_callback(MemoryCallback(self))
+        if session.capabilities.separate_process and loss_config.max_staleness == 0:
+            self.add_callback(ServerWeightPush(self))  # before StepClock: the push counts in time/step
         self.add_callback(StepClock(self._metrics["train"]))
         status = os.path.join(args.output_dir, ROLLOUT_PROGRESS_NAME) if args.should_save else None
         session.show_progress(self.accelerator.is_main_process, status)
