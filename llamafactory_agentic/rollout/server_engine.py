@@ -400,7 +400,7 @@ class VLLMServerEngine(OpenAICompletionsEngine):
         dtype = self.server_config.get("dtype")
         backend = self.server_config.get("weight_transfer")
         transport = weight_transfer if weight_transfer != "auto" else (backend or "disk")
-        if transport in ("nccl", "ipc") and backend != transport:
+        if transport in ("nccl", "ipc") and backend != transport and self.server_config.get("known", True):
             raise ServerSetupError(
                 f'{roots[0]} runs without --weight-transfer-config \'{{"backend":"{transport}"}}\' (it has '
                 f"{backend or 'none'}); restart it with that flag or set arpo_server_weight_transfer to "
@@ -441,7 +441,11 @@ class VLLMServerEngine(OpenAICompletionsEngine):
                                       max_bytes=16 << 20).response()  # fmt: skip
             if response.status_code == 404:
                 raise ServerSetupError(f"{root}/server_info answers HTTP 404: {DEV_MODE_HINT}")
-            response.raise_for_status()
+            if not response.is_success:  # the routes exist (dev mode) but the config could not be read: go on
+                logger.warning("[agentic] %s/server_info answers HTTP %d: its flags are not checked (%s)", root,
+                               response.status_code, response.text[:200])  # fmt: skip
+                found = {"dtype": None, "weight_transfer": None, "max_model_len": None, "known": False}
+                continue
             config = response.json().get("vllm_config") or {}
             model_config = config.get("model_config") or {}
             mode = model_config.get("logprobs_mode")
@@ -471,8 +475,9 @@ class VLLMServerEngine(OpenAICompletionsEngine):
                 "dtype": str(model_config.get("dtype") or "").replace("torch.", "") or None,
                 "weight_transfer": transfer.get("backend") if isinstance(transfer, dict) else None,
                 "max_model_len": length,
+                "known": True,
             }
-            if found and info["weight_transfer"] != found["weight_transfer"]:
+            if found.get("known") and info["weight_transfer"] != found["weight_transfer"]:
                 raise ServerSetupError(f"the servers run different weight-transfer backends ({self.roots})")
             found = info
         return found

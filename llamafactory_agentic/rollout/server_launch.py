@@ -144,7 +144,10 @@ def run(args: Any) -> int:
     print(format_command(argv, env), flush=True)
     if args.dry_run:
         return 0
-    executable = shutil.which("vllm")
+    # next to this interpreter first: a virtual environment's `bin` need not be on PATH
+    executable = shutil.which(
+        "vllm", path=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    )
     if executable is None:
         print(
             "vllm is not installed here: `pip install -c constraints.txt llamafactory-agentic[vllm]`", file=sys.stderr

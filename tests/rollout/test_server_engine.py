@@ -84,7 +84,7 @@ def test_results_carry_ids_behaviour_logprobs_entropies_and_version(tiny_model_d
                 assert len(res.logprobs) == 12 and res.weight_version == 3
                 ref = teacher_forced(policy, list(req.prompt_ids) + list(req.response_ids), res.token_ids, temperature)
                 want = ref.gather(-1, torch.tensor(res.token_ids)[:, None])[:, 0]
-                assert torch.allclose(torch.tensor(res.logprobs), want, atol=ATOL), (torch.tensor(res.logprobs) - want)
+                assert torch.allclose(torch.tensor(res.logprobs), want, atol=ATOL), torch.tensor(res.logprobs) - want
                 # entropy terms of the first 4 positions: the top-5 entries plus the sampled token, as vLLM returns
                 assert len(res.entropy_terms) == 4
                 for j in range(4):
@@ -204,7 +204,9 @@ def test_ipc_push_sends_every_unit_between_start_and_finish(tiny_model_dir, tiny
         def trainer_send_weights(iterator, args):
             pairs = list(iterator)
             sent.append([t.dtype for _, t in pairs])
-            args["send_mode"](Info([n for n, _ in pairs], ["bfloat16"] * len(pairs), [list(t.shape) for _, t in pairs]))
+            args["send_mode"](
+                Info([n for n, _ in pairs], ["bfloat16"] * len(pairs), [list(t.shape) for _, t in pairs])
+            )
 
     module = types.ModuleType("vllm.distributed.weight_transfer.ipc_engine")
     module.IPCWeightTransferEngine = IPCWeightTransferEngine

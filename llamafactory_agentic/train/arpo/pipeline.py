@@ -370,15 +370,17 @@ class PolicyGeneration:
     def push(self, model_wrapped: Any, global_step: int) -> None:
         r"""Push the weights into an engine that holds its own copy, once per version (every rank calls it).
 
-        Pushed again when the engine holds another version than this caller's last push (a second caller on the same
-        engine, e.g. validation while an asynchronous producer owns the server: `rl_max_staleness > 0`).
+        Nothing is sent when the engine holds `global_step` already: built on the policy (version 0, pushed by the
+        engine itself), or pushed by this caller. Pushed again when the engine holds another version than this caller's
+        last push (a second caller on the same engine, e.g. validation while an asynchronous producer owns the server:
+        `rl_max_staleness > 0`).
         """
         session = self.session
         if session.engine is None or session.capabilities.shares_policy_weights:
             return
         held = getattr(getattr(session.engine, "_engine", session.engine), "weight_version", None)
-        if self._synced_step == global_step and held == global_step:
-            return
+        if held == global_step and self._synced_step in (None, global_step):
+            return  # the engine holds this version already (pushed when it was built, or by this caller)
         # under ZeRO-3 the engine gathers one module at a time (rollout.weight_sync), so the whole model is never
         # materialised on one GPU for the copy. Under FSDP the parameters the module holds are shards (FSDP2:
         # DTensors; v1: views of the flat shard, names with `_fsdp_wrapped_module.`): `fsdp_unsharded` gathers the
