@@ -395,6 +395,8 @@ class VLLMServerEngine(OpenAICompletionsEngine):
         self._prefer = threading.local()
         super().__init__([r + "/v1" for r in roots], tokenizer, api_key=api_key, timeout_s=timeout_s,
                          retries=retries, workers=workers, check=True)  # fmt: skip
+        # the parent keeps what `check_endpoints` found under `capabilities`: the engine's own declaration wins
+        self.endpoint_info, self.capabilities = self.capabilities, VLLM_SERVER_CAPABILITIES
         self.entropy_topk = int(entropy_topk)
         self.server_config = self.check_training_server(max_model_len)
         dtype = self.server_config.get("dtype")

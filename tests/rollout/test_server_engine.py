@@ -71,6 +71,7 @@ def test_results_carry_ids_behaviour_logprobs_entropies_and_version(tiny_model_d
     prefix = tok.encode(" <think> Let me", add_special_tokens=False)
     with VLLMStandIn(tiny_model_dir) as server:
         engine = _engine(server, policy, tok, tmp_path, entropy_topk=5)
+        assert engine.capabilities == engine_spec("vllm_server").capabilities
         engine.weight_version = 3
         requests = [
             GenerationRequest(0, prompt, [], 12, seed=1),
