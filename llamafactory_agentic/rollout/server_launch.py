@@ -102,6 +102,24 @@ def vllm_serve_command(
     return argv + list(extra), env
 
 
+FASTAPI_HINT = (
+    "this environment's FastAPI has `_IncludedRouter` routes, which prometheus-fastapi-instrumentator (imported by vLLM "
+    "0.22.1's server for /metrics) cannot read: every request of `vllm serve` then fails with \"'_IncludedRouter' "
+    "object has no attribute 'path'\" (seen on an H200 with fastapi 0.163.2 and the instrumentator 7.1.0). Install "
+    "`pip install fastapi==0.135.0` (the newest release checked without them) in the server's environment, or pass "
+    "--ignore-fastapi"
+)
+
+
+def fastapi_breaks_vllm_server() -> bool:
+    r"""Whether the installed FastAPI has the `_IncludedRouter` routes that vLLM 0.22.1's metrics middleware fails on."""
+    try:
+        import fastapi.routing
+    except ImportError:
+        return False
+    return hasattr(fastapi.routing, "_IncludedRouter")
+
+
 def format_command(argv: Sequence[str], env: dict[str, str]) -> str:
     r"""The shell line: `VAR=value ... vllm serve ...`, quoted so that it can be pasted."""
     return " ".join([f"{k}={shlex.quote(v)}" for k, v in env.items()] + [shlex.quote(a) for a in argv])
@@ -130,6 +148,9 @@ def add_subcommand(subparsers: Any) -> None:
     p.add_argument("--served-model-name")
     p.add_argument("--api-key")
     p.add_argument("--dry-run", action="store_true", help="print the line and exit")
+    p.add_argument(
+        "--ignore-fastapi", action="store_true", help="start although FastAPI's routes break vLLM's metrics"
+    )
     p.add_argument("extra", nargs="*", help="more `vllm serve` arguments (after --)")
     p.set_defaults(func=run)
 
@@ -144,6 +165,9 @@ def run(args: Any) -> int:
     print(format_command(argv, env), flush=True)
     if args.dry_run:
         return 0
+    if fastapi_breaks_vllm_server() and not args.ignore_fastapi:
+        print(FASTAPI_HINT, file=sys.stderr)
+        return 2
     # next to this interpreter first: a virtual environment's `bin` need not be on PATH
     executable = shutil.which(
         "vllm", path=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])

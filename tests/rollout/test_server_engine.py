@@ -243,3 +243,20 @@ def test_rollout_server_command_prints_the_vllm_serve_line(capsys):
     assert main(["rollout-server", "--model", "/m/policy", "--gpus", "6,7", "--dry-run"]) == 0
     line = capsys.readouterr().out.strip()
     assert "CUDA_VISIBLE_DEVICES=6,7" in line and "--tensor-parallel-size 2" in line and '"nccl"' in line
+
+
+def test_rollout_server_refuses_a_fastapi_that_breaks_vllms_server(capsys, monkeypatch):
+    """Seen on the H200: fastapi 0.163.2 made every request of vLLM 0.22.1's server fail in its metrics middleware."""
+    import fastapi.routing
+
+    from llamafactory_agentic.cli import main
+
+    monkeypatch.setattr(fastapi.routing, "_IncludedRouter", object, raising=False)
+    assert main(["rollout-server", "--model", "/m/policy"]) == 2
+    err = capsys.readouterr().err
+    assert "_IncludedRouter" in err and "fastapi==0.135.0" in err
+    monkeypatch.delattr(fastapi.routing, "_IncludedRouter")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    assert main(["rollout-server", "--model", "/m/policy"]) == 2  # past the check: no vllm here
+    assert "vllm is not installed" in capsys.readouterr().err
