@@ -258,6 +258,18 @@ class StepClock(TrainerCallback):
             self.start = None
 
 
+def step_callbacks(trainer: Any, session: RolloutSession, loss_config: Any) -> list[TrainerCallback]:
+    r"""The trainer's per-step callbacks, in their order.
+
+    `MemoryCallback`, then `ServerWeightPush` for an engine in another process at `rl_max_staleness: 0` (before the
+    clock, so the push counts in `time/step`), then `StepClock`.
+    """
+    callbacks: list[TrainerCallback] = [MemoryCallback(trainer)]
+    if session.capabilities.separate_process and loss_config.max_staleness == 0:
+        callbacks.append(ServerWeightPush(trainer))
+    return [*callbacks, StepClock(trainer._metrics["train"])]
+
+
 # ---------------------------------------------------------------------------------------------- score
 def score_groups(
     reward_fn: RewardFunction, tokenizer: Any, eos_ids: Any, groups: list[list[Any]], rows: list[dict], group_ids: Any
