@@ -260,3 +260,34 @@ def test_rollout_server_refuses_a_fastapi_that_breaks_vllms_server(capsys, monke
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
     assert main(["rollout-server", "--model", "/m/policy"]) == 2  # past the check: no vllm here
     assert "vllm is not installed" in capsys.readouterr().err
+
+
+def test_lora_policy_is_pushed_merged_under_base_names(tiny_model_dir, tiny_tokenizer, policy, tmp_path):
+    """The server holds the base architecture: it gets the adapters merged, never `lora_*` tensors or a stale adapter."""
+    from peft import LoraConfig, get_peft_model
+
+    tok = tiny_tokenizer
+    lora = get_peft_model(policy, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0))
+    with torch.no_grad():
+        for name, p in lora.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)  # a trained adapter (B = 0 would merge to the base weights)
+    prompt = tok.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+    sampling = SamplingSettings(temperature=1.0, stop_strings=(), eos_token_ids=(), entropy_tokens=0)
+    with VLLMStandIn(tiny_model_dir) as server:
+        engine = _engine(server, lora, tok, tmp_path)
+        names = server.updates[0]["names"]
+        assert names and not any("lora" in n or "base_layer" in n or n.startswith("base_model") for n in names)
+        assert "model.layers.0.self_attn.q_proj.weight" in names
+        for step in (1, 2):  # each push carries the adapter as it is now
+            res = engine.generate([GenerationRequest(0, prompt, [], 8, seed=step)], sampling)[0]
+            ref = teacher_forced(lora, prompt, res.token_ids, 1.0).gather(-1, torch.tensor(res.token_ids)[:, None])
+            assert torch.allclose(torch.tensor(res.logprobs), ref[:, 0], atol=ATOL)
+            with torch.no_grad():
+                for name, p in lora.named_parameters():
+                    if "lora_B" in name:
+                        p.add_(0.3)
+            engine.weight_version = step
+            engine.set_model(lora)
+        assert [u["version"] for u in server.updates] == [0, 1, 2]
+        engine.close()
