@@ -252,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .evaluation.cli import add_subcommands as add_eval_subcommands
     from .guards.gaming import add_subcommand as add_gaming_subcommand
     from .guards.plan import add_subcommand as add_plan_subcommand
+    from .rollout.server_launch import add_subcommand as add_rollout_server_subcommand
     from .tasks.cli import add_subcommands as add_task_subcommands
     from .tools.cli import add_subcommands as add_tool_subcommands
 
@@ -260,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_subcommands(subparsers)
     add_plan_subcommand(subparsers)
     add_gaming_subcommand(subparsers)
+    add_rollout_server_subcommand(subparsers)
     return parser
 
 

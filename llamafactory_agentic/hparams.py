@@ -159,9 +159,13 @@ class AgenticArguments:
         default=4096,
         metadata={"help": "Response budget R in tokens, observations included."},
     )
-    arpo_rollout_backend: Literal["hf", "vllm"] = field(
+    arpo_rollout_backend: Literal["hf", "vllm", "vllm_server"] = field(
         default="hf",
-        metadata={"help": "Generation backend of the rollout: `hf` (transformers, CPU and GPU) or `vllm` (extra)."},
+        metadata={
+            "help": "Generation backend of the rollout: `hf` (transformers, CPU and GPU), `vllm` (extra, colocated) or "
+            "`vllm_server` (vLLM's own server at `arpo_server_urls`, weights pushed after every optimiser step; "
+            "docs/scaling.md)."
+        },
     )
     arpo_rollout_batch_size: int = field(
         default=128,
@@ -204,6 +208,36 @@ class AgenticArguments:
     arpo_vllm_enable_sleep_mode: bool = field(
         default=True,
         metadata={"help": "vllm backend: release the engine's memory during the optimisation phase."},
+    )
+    arpo_server_urls: str | None = field(
+        default=None,
+        metadata={
+            "help": "vllm_server backend: the rollout servers' URLs, comma-separated (`http://127.0.0.1:8000/v1`; a "
+            "loopback or private address is reached because it is named here)."
+        },
+    )
+    arpo_server_api_key: str | None = field(
+        default=None,
+        metadata={"help": "vllm_server backend: the servers' API key (`vllm serve --api-key`), None: none."},
+    )
+    arpo_server_timeout: float = field(
+        default=600.0,
+        metadata={"help": "vllm_server backend: seconds for one generation request or weight-update call, whole."},
+    )
+    arpo_server_weight_transfer: Literal["auto", "nccl", "ipc", "disk"] = field(
+        default="auto",
+        metadata={
+            "help": "vllm_server backend: how weights reach the server. `auto`: the server's `--weight-transfer-config` "
+            "backend (`nccl`: GPUs of its own; `ipc`: the trainer's GPU), `disk` when it has none (safetensors in "
+            "`arpo_server_weight_dir`, loaded by vLLM's reload_weights)."
+        },
+    )
+    arpo_server_weight_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "vllm_server backend, `disk` transfer: a folder the server can read (None: `server_weights` in "
+            "the output directory)."
+        },
     )
     arpo_rollout_log_ratio: float = field(
         default=0.0,

@@ -330,8 +330,8 @@ def build_engine(backend: str, model: Any, tokenizer: Any, config: Any, **kwargs
     r"""Create the generation engine registered as `backend` (`register_engine`).
 
     Args:
-        backend: `"hf"` (transformers; CPU and GPU), `"vllm"` (extra `llamafactory-agentic[vllm]`) or another
-            registered name.
+        backend: `"hf"` (transformers; CPU and GPU), `"vllm"` (extra `llamafactory-agentic[vllm]`), `"vllm_server"`
+            (vLLM's own server, `rollout/server_engine.py`) or another registered name.
         model: The policy (`PreTrainedModel`); for `vllm` its `name_or_path` is loaded by vLLM.
         tokenizer: The tokenizer.
         config: `RolloutConfig`.
@@ -374,6 +374,19 @@ VLLM_CAPABILITIES = EngineCapabilities(
 )
 
 
+def _build_vllm_server(model: Any, tokenizer: Any, config: Any, **kwargs: Any) -> GenerationEngine:
+    from .server_engine import build_server_engine
+
+    return build_server_engine(model, tokenizer, config, **kwargs)
+
+
+# vLLM's own server in a process of its own (rollout/server_engine.py): weights pushed, log-probs returned, branches
+# reuse the server's prefix cache
+VLLM_SERVER_CAPABILITIES = EngineCapabilities(
+    shares_policy_weights=False, separate_process=True, returns_logprobs=True, prefix_branching=True
+)
+
+
 def _vllm_preflight() -> None:
     from .vllm_engine import require_vllm
 
@@ -382,3 +395,4 @@ def _vllm_preflight() -> None:
 
 register_engine("hf", HF_CAPABILITIES, _build_hf)
 register_engine("vllm", VLLM_CAPABILITIES, _build_vllm, preflight=_vllm_preflight)
+register_engine("vllm_server", VLLM_SERVER_CAPABILITIES, _build_vllm_server)

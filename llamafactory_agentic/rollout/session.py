@@ -118,10 +118,10 @@ class RolloutSession:
         """
         engine = self.engine
         if engine is not None:
-            engine.set_model(model)
-            if version is not None:
+            if version is not None:  # before the push: a server engine sends the version with the weights
                 inner = engine._engine if isinstance(engine, RolloutProgress) else engine
                 inner.weight_version = int(version)
+            engine.set_model(model)
 
     # ------------------------------------------------------------------------------------------------ observability
     def show_progress(self, enabled: bool, status_path: str | None) -> None:

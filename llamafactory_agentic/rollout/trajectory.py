@@ -227,13 +227,18 @@ class RolloutConfig:
     top_k: int
     eos_token_id: int
     stop_strings: tuple[str, ...]
-    backend: Literal["hf", "vllm"]
+    backend: str  # a registered engine name (`rollout.engine.register_engine`): hf, vllm, vllm_server
     hf_prefix_cache: bool
     hf_generation_batch_size: int
     hf_lora_merge: Literal["gpu", "cpu", "off"]
     schedule: Literal["rounds", "continuous"]
     vllm_gpu_memory_utilization: float
     vllm_enable_sleep_mode: bool
+    server_urls: tuple[str, ...]  # vllm_server: the servers (`arpo_server_urls`)
+    server_api_key: str | None
+    server_timeout_s: float
+    server_weight_transfer: str  # auto, nccl, ipc or disk
+    server_weight_dir: str | None
     seed: int
     max_round_tokens: int | None
     tool_call_limits: dict[str, int] | None

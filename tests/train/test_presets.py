@@ -20,6 +20,8 @@ def test_presets_cover_every_none_default_key():
     none_keys = {k for k, v in vars(AgenticArguments()).items() if v is None} - derived
     # optional paths / limits, not preset values
     none_keys -= {"agentic_tool_config", "agentic_cache_path", "agentic_search_index", "arpo_val_max_samples"}
+    # the vllm_server backend's connection settings (docs/scaling.md): unset unless that backend is chosen
+    none_keys -= {"arpo_server_urls", "arpo_server_api_key", "arpo_server_weight_dir"}
     # optional reward settings (docs/rewards.md): unset = the single `agentic_reward`, no judge
     none_keys -= {k for k in none_keys if k == "agentic_reward_funcs" or k.startswith("agentic_reward_judge_")}
     for name, preset in PRESETS.items():

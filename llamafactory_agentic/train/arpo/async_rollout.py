@@ -39,7 +39,10 @@ batches (`UpdateBatch`) and queues them; the step takes them with `AsyncRolloutS
   waited for weights or buffer room since the last take), `trainer_wait_s` (the step waited for the batch),
   `buffer_depth` (batches ready when the step took its own).
 
-One process only for now (the producer's rollout does not enter the collectives of a multi-rank step).
+Engines: the hf engine (its own copy of the module, decoded in the producer thread) and the `vllm_server` engine (the
+producer pushes its copy's weights, version by version, into the server, `rollout/server_engine.py`; the trainer
+pushes nothing after its steps). One process only for now (the producer's rollout does not enter the collectives of a
+multi-rank step).
 """
 
 import contextlib
@@ -377,17 +380,24 @@ def open_async_source(trainer: Any, step: Any) -> AsyncCallback:
     session = step.session
     if trainer.accelerator.num_processes > 1:
         raise ValueError("rl_max_staleness > 0 runs on one process for now; set rl_max_staleness: 0 for multi-GPU.")
-    if not session.capabilities.shares_policy_weights:
+    caps = session.capabilities
+    if not (caps.shares_policy_weights or caps.separate_process):
         raise ValueError(
-            f"rl_max_staleness > 0 needs an engine that decodes with a module of this process (hf); the "
-            f"{session.backend} engine holds its own weights and would need the server mode (issue 36 item 4)."
+            f"rl_max_staleness > 0 needs an engine that decodes with a module of this process (hf) or a server "
+            f"(vllm_server); the colocated {session.backend} engine shares the trainer's process and GPU memory: use "
+            "arpo_rollout_backend: vllm_server (docs/scaling.md) or rl_max_staleness: 0."
         )
     agent = session.agent
     model = trainer.accelerator.unwrap_model(trainer.model)
     producer_model = copy.deepcopy(model).eval()
     for param in producer_model.parameters():
         param.requires_grad_(False)
-    engine = build_engine(session.backend, producer_model, step.tokenizer, agent.config)
+    if caps.separate_process:
+        # the server holds one set of weights: the producer pushes its copy's version before each batch (the
+        # trainer pushes only for validation or a redone stale batch, and the producer pushes again afterwards)
+        engine = session.engine
+    else:
+        engine = build_engine(session.backend, producer_model, step.tokenizer, agent.config)
     producer_agent = AgenticRollout(
         engine, agent.executor, agent.tokenizer, agent.config, tool_format=getattr(agent, "tool_format", None)
     )

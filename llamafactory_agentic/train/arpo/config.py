@@ -25,6 +25,7 @@ declared defaults with `default_rollout_config` and `default_loss_config`. Value
 `llamafactory_agentic.validation`, the parser's validator.
 """
 
+import os
 from dataclasses import dataclass, fields
 from types import SimpleNamespace
 from typing import Any
@@ -324,9 +325,14 @@ def rollout_config_from_args(
         schedule=a.arpo_rollout_schedule,
         vllm_gpu_memory_utilization=a.arpo_vllm_gpu_memory_utilization,
         vllm_enable_sleep_mode=a.arpo_vllm_enable_sleep_mode,
+        server_urls=tuple(u.strip() for u in (a.arpo_server_urls or "").split(",") if u.strip()),
+        server_api_key=a.arpo_server_api_key,
+        server_timeout_s=a.arpo_server_timeout,
+        server_weight_transfer=a.arpo_server_weight_transfer,
+        server_weight_dir=a.arpo_server_weight_dir,
         contamination_mode=a.agentic_contamination_mode,
     )
-    _unresolved(values)
+    _unresolved(values, optional=("server_api_key", "server_weight_dir"))
     types = {f.name: f.type for f in fields(RolloutConfig)}  # YAML may give 0 for a float key: cast to the field type
     values = {k: types[k](v) if types[k] in (int, float, bool) else v for k, v in values.items()}
     g = generating_args
@@ -458,6 +464,9 @@ def build_run_config(
             generating_args,
             eos_token_id,
             seed=training_args.seed + training_args.process_index,
+            # vllm_server's disk weight transfer: a folder of the run unless the recipe names one the server reads
+            server_weight_dir=finetuning_args.arpo_server_weight_dir
+            or os.path.join(training_args.output_dir, "server_weights"),
         ),
         tools=tools if tools is not None else tools_config_from_args(finetuning_args),
         reward=finetuning_args.agentic_reward,

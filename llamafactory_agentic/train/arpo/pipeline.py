@@ -207,6 +207,29 @@ class MemoryCallback(TrainerCallback):
         self.trainer.step_logger.log_memory(self.trainer.model, self.trainer.optimizer)
 
 
+class ServerWeightPush(TrainerCallback):
+    r"""Pushes the new weights into a server engine right after each optimiser step, with the step as version.
+
+    For engines in another process (`EngineCapabilities.separate_process`, the `vllm_server` backend) in lockstep
+    (`rl_max_staleness: 0`): the server holds version s as soon as step s ends, so the next rollout (or a validation, or
+    the end of training) finds it there. Added before `StepClock`: the push is part of `time/step`, and its seconds are
+    logged as `time/weight_push`. With `rl_max_staleness > 0` the producer pushes the versions it samples with instead.
+
+    Args:
+        trainer: The `ArpoTrainer` (its `step.generation`, `model_wrapped` and `_metrics`, read at each step).
+    """
+
+    def __init__(self, trainer: Any) -> None:
+        r"""See the class docstring."""
+        self.trainer = trainer
+
+    def on_step_end(self, args, state, control, **kwargs):
+        r"""Push version `state.global_step` (every rank: ZeRO-3 gathers are collectives)."""
+        start = time.perf_counter()
+        self.trainer.step.generation.push(self.trainer.model_wrapped, state.global_step)
+        self.trainer._metrics["train"]["time/weight_push"].append(time.perf_counter() - start)
+
+
 class StepClock(TrainerCallback):
     r"""Logs `time/step`: wall seconds of each optimiser step, from `on_step_begin` to `on_step_end`.
 
@@ -233,6 +256,18 @@ class StepClock(TrainerCallback):
         if self.start is not None:
             self.metrics["time/step"].append(time.perf_counter() - self.start)
             self.start = None
+
+
+def step_callbacks(trainer: Any, session: RolloutSession, loss_config: Any) -> list[TrainerCallback]:
+    r"""The trainer's per-step callbacks, in their order.
+
+    `MemoryCallback`, then `ServerWeightPush` for an engine in another process at `rl_max_staleness: 0` (before the
+    clock, so the push counts in `time/step`), then `StepClock`.
+    """
+    callbacks: list[TrainerCallback] = [MemoryCallback(trainer)]
+    if session.capabilities.separate_process and loss_config.max_staleness == 0:
+        callbacks.append(ServerWeightPush(trainer))
+    return [*callbacks, StepClock(trainer._metrics["train"])]
 
 
 # ---------------------------------------------------------------------------------------------- score
@@ -290,7 +325,8 @@ class PolicyGeneration:
     the parameters, a collective), model in eval mode (no gradient checkpointing during decoding) and in its
     generation form (`rollout.generation_weights`: parameters in the training compute dtype, e.g. bf16 instead of
     LLaMA-Factory's float32 master weights, and LoRA adapters merged per `arpo_hf_lora_merge`; restored bit for bit
-    afterwards). vllm engine: the weights are pushed with `session.sync_weights` once per optimiser step (under ZeRO-3
+    afterwards). vllm and vllm_server engines: the weights are pushed with `session.sync_weights` once per optimiser
+    step (`push`; a server engine right after the step, `ServerWeightPush`; under ZeRO-3
     the engine gathers the parameters module by module; under FSDP the whole model is gathered for the copy). A rank
     without prompts still enters the same collectives and gets None.
 
@@ -340,18 +376,33 @@ class PolicyGeneration:
                 finally:
                     model.train(was_training)
 
-        if session.engine is not None and self._synced_step != global_step:
-            # push the weights once per optimiser step; under ZeRO-3 the engine gathers one module at a time
-            # (rollout.weight_sync), so the whole model is never materialised on one GPU for the copy. Under FSDP the
-            # parameters the module holds are shards (FSDP2: DTensors; v1: views of the flat shard, names with
-            # `_fsdp_wrapped_module.`): `fsdp_unsharded` gathers the whole model for the copy (a collective)
-            with (
-                unwrap_model_for_generation(model_wrapped, self.accelerator, gather_deepspeed3_params=False) as model,
-                fsdp_unsharded(model_wrapped, model),
-            ):
-                session.sync_weights(model, version=global_step)
-            self._synced_step = global_step
+        self.push(model_wrapped, global_step)
         return session.rollout(prompts, training=training, ground_truths=ground_truths) if prompts else None
+
+    def push(self, model_wrapped: Any, global_step: int) -> None:
+        r"""Push the weights into an engine that holds its own copy, once per version (every rank calls it).
+
+        Nothing is sent when the engine holds `global_step` already: built on the policy (version 0, pushed by the
+        engine itself), or pushed by this caller. Pushed again when the engine holds another version than this caller's
+        last push (a second caller on the same engine, e.g. validation while an asynchronous producer owns the server:
+        `rl_max_staleness > 0`).
+        """
+        session = self.session
+        if session.engine is None or session.capabilities.shares_policy_weights:
+            return
+        held = getattr(getattr(session.engine, "_engine", session.engine), "weight_version", None)
+        if held == global_step and self._synced_step in (None, global_step):
+            return  # the engine holds this version already (pushed when it was built, or by this caller)
+        # under ZeRO-3 the engine gathers one module at a time (rollout.weight_sync), so the whole model is never
+        # materialised on one GPU for the copy. Under FSDP the parameters the module holds are shards (FSDP2:
+        # DTensors; v1: views of the flat shard, names with `_fsdp_wrapped_module.`): `fsdp_unsharded` gathers the
+        # whole model for the copy (a collective)
+        with (
+            unwrap_model_for_generation(model_wrapped, self.accelerator, gather_deepspeed3_params=False) as model,
+            fsdp_unsharded(model_wrapped, model),
+        ):
+            session.sync_weights(model, version=global_step)
+        self._synced_step = global_step
 
 
 # ---------------------------------------------------------------------------------------------- policy forward

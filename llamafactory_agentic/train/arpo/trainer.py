@@ -65,14 +65,13 @@ from .config import ArpoLossConfig
 from .metrics import ROLLOUT_LOG_NAME, combine_tool_metrics, validation_metrics
 from .pipeline import (
     ArpoStep,
-    MemoryCallback,
     MicroBatch,
     PolicyScorer,
-    StepClock,
     StepLogger,
     StepTimer,
     accumulate_update,
     micro_batch_loss,
+    step_callbacks,
     step_context,
 )
 from .records import ScoredTrajectory
@@ -189,8 +188,8 @@ class ArpoTrainer(GRPOTrainer):
             loss_config.rollout_log_ratio,
             args.seed,
         )
-        self.add_callback(MemoryCallback(self))
-        self.add_callback(StepClock(self._metrics["train"]))
+        for callback in step_callbacks(self, session, loss_config):  # memory split, server weight push, step clock
+            self.add_callback(callback)
         status = os.path.join(args.output_dir, ROLLOUT_PROGRESS_NAME) if args.should_save else None
         session.show_progress(self.accelerator.is_main_process, status)
         self.policy = PolicyScorer(self.temperature, loss_config.logprob_chunk_size, self.model_kwarg_keys)
