@@ -124,7 +124,8 @@ def _run_and_collect(
     r"""Run `cmd`, feed it `source`, collect bounded output until it exits or `timeout_s` passes.
 
     `reap()` (optional) kills every process of the call (its uid) as soon as the interpreter exits and at the end;
-    `check()` (optional) is called every `percall.POLL_S` while the code runs and returns why to stop it (or None).
+    `check()` (optional) is called every `percall.POLL_S` while the code runs, and once after it ends, and returns why
+    to stop it (or None); a reason found at the end makes the call an error like one found while it ran.
     """
     start = time.monotonic()
     deadline = start + timeout_s
@@ -181,6 +182,8 @@ def _run_and_collect(
                 if reap is not None and sel.get_map():
                     reap()  # every process of the call's uid (daemons, detached grandchildren) holding the pipes
                 _kill_group(proc)  # stragglers in the group (daemons the code left behind)
+        if check is not None and stopped is None and not timed_out:
+            stopped = check()  # once more at the end: files written between the last poll and the exit count too
     finally:
         sel.close()
         if reap is not None and exited_at is None:
