@@ -96,6 +96,24 @@ def test_a_batch_within_k_is_trained_and_its_staleness_logged():
     assert metrics["async/groups_dropped_stale"] == 0.0 and metrics["async/buffer_depth"] == 2.0
 
 
+def test_the_producer_rolls_out_no_batch_past_the_runs_last_step():
+    """Before: after the last optimiser step the producer started one more batch (never trained; CI saw its weights
+    pushed to the server). Now `max_steps` bounds it: 3 steps of U = 1 train batches 0-2; with U = 2, 5 steps train
+    batches 0-2 (batch 2's second update never runs); a run resumed at step 2 (batch 2) counts from there."""
+    source, _ = _source(now=0, k=1)
+    source.snapshots = {v: {} for v in range(6)}
+    source.taken = 2
+    assert source._can_start(3)  # no end known: room and weights decide
+    source.plan_steps(3)
+    assert source.last_batch() == 2 and source._can_start(2) and not source._can_start(3)
+    source.updates = 2
+    source.plan_steps(5)
+    assert source.last_batch() == 2
+    source.base_batch, source.base_version, source.updates = 2, 2, 1  # resumed after step 2
+    source.plan_steps(4)
+    assert source.last_batch() == 3 and source._can_start(3) and not source._can_start(4)
+
+
 def test_a_checkpoint_inside_a_generation_batch_is_refused(tmp_path):
     """With U = 2 optimiser steps per generation batch, a checkpoint after step 1 would lose half a batch on resume."""
     source, _ = _source(now=1, k=1)

@@ -28,6 +28,8 @@ batches (`UpdateBatch`) and queues them; the step takes them with `AsyncRolloutS
   rolls it out with exactly version `max(V(j) - k, V0)`, waiting for it, so staleness is at most k and the run is
   as deterministic as the lockstep one. Weights change only between batches: a trajectory in flight always
   finishes on the version it started with (one version per trajectory, recorded on every record).
+* **End.** The producer rolls out no batch past the last one the run trains (`TrainerState.max_steps`), so the end of
+  a run wastes no rollout and no tool call.
 * **Staleness bound.** `take` refuses a batch older than k (counted in `async/groups_dropped_stale`) and rolls
   those prompts out again with the current weights; it never trains a group older than k.
 * **Checkpoints.** `save_state` writes `async_rollout_state.json` (generation batches taken, the version, and the
@@ -146,6 +148,7 @@ class AsyncRolloutSource:
         self.base_version = 0  # V0
         self.taken = 0  # batches taken so far (all epochs), the next one to train is `taken`
         self.next_to_produce = 0
+        self.max_steps = 0  # the run's last optimiser step (TrainerState.max_steps); 0: unknown
         self.idle = 0.0
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
@@ -268,8 +271,25 @@ class AsyncRolloutSource:
                 self.error = err
                 self.cond.notify_all()
 
+    def plan_steps(self, max_steps: int) -> None:
+        r"""The run ends after optimiser step `max_steps`: the producer rolls out no batch that would not be trained."""
+        with self.cond:
+            self.max_steps = max(int(max_steps), 0)
+            self.cond.notify_all()
+
+    def last_batch(self) -> int | None:
+        r"""The last generation batch the run trains (first trained before step `max_steps`); None when unknown."""
+        if self.max_steps <= 0:
+            return None
+        remaining = max(self.max_steps - self.base_version, 0)
+        return self.base_batch + -(-remaining // self.updates) - 1
+
     def _can_start(self, j: int) -> bool:
-        # room: at most k/U + 1 batches ahead of the one being trained; weights: the sampling version is published
+        # end: no batch past the run's last one; room: at most k/U + 1 batches ahead of the one being trained;
+        # weights: the sampling version is published
+        last = self.last_batch()
+        if last is not None and j > last:
+            return False
         if j - self.taken > self.k // self.updates + 1:
             return False
         return self.sampling_version(j) in self.snapshots
@@ -346,6 +366,7 @@ class AsyncCallback(TrainerCallback):
         r"""Publish the starting weights (version `global_step`, 0 or the resumed step)."""
         if self.source.taken == 0 and state.global_step:
             self.source.base_version = self.source.version_now = state.global_step
+        self.source.plan_steps(state.max_steps)
         self.source.publish(self.unwrap(model), state.global_step)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
