@@ -1,4 +1,4 @@
-.PHONY: install demo system-deps test test-fast bench quality style
+.PHONY: install demo system-deps test test-fast test-learning bench quality style
 
 check_dirs := llamafactory_agentic tests benchmarks examples setup.py _llamafactory_agentic_hook.py
 
@@ -22,7 +22,8 @@ demo: $(INSTALLED)
 # The Redis cache tests start their own loopback redis-server (or use $$REDIS_URL); the 25 slowest tests are listed.
 # `make test` runs every test on TEST_WORKERS processes (pytest-xdist; default: two per core; slow tests first and
 # `--dist worksteal`, so an idle worker takes queued tests from a busy one instead of leaving them in one queue);
-# `make test-fast` only the unit tiers (not `slow`, not `browser`), the inner loop while changing code.
+# `make test-fast` only the unit tiers (not `slow`, not `browser`), the inner loop while changing code; `make test` leaves
+# out the `learning` runs, which `make test-learning` runs.
 # Two processes per core: many tests wait (tool deadlines, servers, subprocess start-up), so twice the cores keeps both
 # busy (`make test-fast` on 2 cores: 152 s with 2 workers, 122 s with 4, same run of the suite).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
@@ -34,7 +35,13 @@ system-deps:
 	@bash scripts/ensure_system_deps.sh
 
 test: system-deps $(INSTALLED)
-	$(TEST_ENV) $(PYTHON) -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist worksteal tests/
+	$(TEST_ENV) $(PYTHON) -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist worksteal -m "not benchmark and not learning" tests/
+
+# The minutes-long learning runs (tests/tasks/test_learning.py: the held-out reward rises over a cold start and 10 ARPO
+# steps; tests/tasks/test_compare_smoke.py: the comparison script end to end), one process each; CI runs them after
+# `make test`. Alone they take about 6 and 4 minutes on 2 cores; inside `make test` the cold start alone set its length.
+test-learning: system-deps $(INSTALLED)
+	$(TEST_ENV) $(PYTHON) -m pytest -q -ra --durations=5 -n 2 -m learning tests/
 
 test-fast: system-deps $(INSTALLED)
 	$(TEST_ENV) $(PYTHON) -m pytest -q -ra --durations=10 -n $(TEST_WORKERS) --dist worksteal -m "not slow and not browser and not benchmark" tests/

@@ -192,8 +192,9 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=_schedule_rank)
 
 
-# The two longest tests (about 4-5 minutes each on 2 cores, `--durations` of CI), started before every other one.
-LONGEST = ("tests/tasks/test_learning.py", "tests/tasks/test_compare_smoke.py")
+# The longest tests (`--durations` of CI): the learning runs of `make test-learning` (4-6 minutes each on 2 cores) and,
+# in `make test`, the tutorial's commands (about 4 minutes), started before every other one.
+LONGEST = ("tests/tasks/test_learning.py", "tests/tasks/test_compare_smoke.py", "tests/docs/test_tutorial.py")
 
 
 def _schedule_rank(item) -> int:

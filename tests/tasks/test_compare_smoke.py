@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.learning]
 
 REPO = Path(__file__).resolve().parents[2]
 

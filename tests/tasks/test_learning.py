@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.learning]
 
 BIN = Path(sys.executable).parent
 STEPS = 10

@@ -167,12 +167,14 @@ def fit_tool_policy(
     context: int = 48,
     script=None,
     prompt_suffix: str = "",
+    full_every: int = 0,
 ) -> float:
     r"""A tiny "cold-started" policy: the random tiny model fitted for a few seconds to answer every prompt with SCRIPT
     (a search call, a python call, a boxed answer), so a CPU rollout really calls the tools. Observations are context
     only (not fitted), as in agentic SFT. Only the last `context` prompt tokens are used while fitting (fast on CPU).
     `script`: other `(text, trained)` pieces instead of SCRIPT (an end-of-turn id is written for the text "<EOS>").
-    `prompt_suffix`: text after the assistant header of every prompt (qwen3's empty thought when thinking is off)."""
+    `prompt_suffix`: text after the assistant header of every prompt (qwen3's empty thought when thinking is off).
+    `full_every`: every n-th row is fitted on its whole prompt (0: tails only)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -189,7 +191,12 @@ def fit_tool_policy(
     labels_mask.append(True)
     examples = []
     for row in rows:
-        prompt = tok.encode(render_qwen_prompt(row) + prompt_suffix, add_special_tokens=False)[-context:]
+        rendered = tok.encode(render_qwen_prompt(row) + prompt_suffix, add_special_tokens=False)
+        # the last `context` tokens, and every `full_every`-th row whole: short prompts end alike (the synthetic rows'
+        # questions are a few words after the same system prompt), and a policy fitted on their tails only does not
+        # follow SCRIPT after the whole prompt the rollout sees
+        full = full_every and len(examples) % full_every == 0
+        prompt = rendered if full else rendered[-context:]
         ids = torch.tensor(prompt + response)
         labels = torch.full_like(ids, -100)
         resp_labels = torch.tensor([t if m else -100 for t, m in zip(response, labels_mask)])
