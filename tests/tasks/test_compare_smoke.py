@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from process_helpers import run_group
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]
@@ -34,7 +35,7 @@ def test_compare_algorithms_smoke(tmp_path: Path):
     command = [sys.executable, str(REPO / "benchmarks" / "compare_algorithms.py"), "--scale", "smoke"]
     command += ["--seeds", "0", "--algorithms", "grpo", "arpo", "--work-dir", str(tmp_path)]
     command += ["--model-extra", "num_kv_heads=4", "--sft-extra", "max_steps=3"]  # how the cold-start sweep was run
-    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    proc = run_group(command, cwd=tmp_path, env=env, timeout=900)  # a timeout kills the script's CLIs too
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     model_config = json.loads((tmp_path / "seed0" / "model" / "config.json").read_text())

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import pytest
+from process_helpers import run_group
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]
@@ -39,12 +40,10 @@ MARGIN = 0.10
 
 def train(workdir: Path, recipe: str, overrides: list[str]) -> subprocess.CompletedProcess:
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", WANDB_DISABLED="true", HF_HUB_OFFLINE="1")
-    return subprocess.run(
+    return run_group(
         [str(BIN / "llamafactory-cli"), "train", recipe, *overrides],
         cwd=workdir,
         env=env,
-        capture_output=True,
-        text=True,
         timeout=2400,  # a loaded 2-core machine took 1022 s for the cold start alone
     )
 
