@@ -85,8 +85,17 @@ extra_require = {
     "mcp": ["mcp>=2.3.0,<3"],
     "browse": ["beautifulsoup4>=4.12"],  # HTML to text for the `browse` search mode (tools/browse.py)
     # playwright: the browser tests drive the system's chromium; pytest-xdist: `make test` runs the suite on every
-    # core; mcp: the MCP tool tests start a real MCP server; beautifulsoup4: the browse tests
-    "dev": ["pytest", "pytest-xdist", "ruff", "playwright", "mcp>=2.3.0,<3", "beautifulsoup4>=4.12"],
+    # core; mcp: the MCP tool tests start a real MCP server; beautifulsoup4: the browse tests;
+    # prometheus-fastapi-instrumentator: vLLM's server's /metrics middleware, checked against the pinned FastAPI
+    "dev": [
+        "pytest",
+        "pytest-xdist",
+        "ruff",
+        "playwright",
+        "mcp>=2.3.0,<3",
+        "beautifulsoup4>=4.12",
+        "prometheus-fastapi-instrumentator>=7.0.0",
+    ],
 }
 
 

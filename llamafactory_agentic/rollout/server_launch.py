@@ -103,21 +103,35 @@ def vllm_serve_command(
 
 
 FASTAPI_HINT = (
-    "this environment's FastAPI has `_IncludedRouter` routes, which prometheus-fastapi-instrumentator (imported by vLLM "
-    "0.22.1's server for /metrics) cannot read: every request of `vllm serve` then fails with \"'_IncludedRouter' "
-    "object has no attribute 'path'\" (seen on an H200 with fastapi 0.163.2 and the instrumentator 7.1.0). Install "
-    "`pip install fastapi==0.135.0` (the newest release checked without them) in the server's environment, or pass "
-    "--ignore-fastapi"
+    "this environment's FastAPI ({fastapi}) routes included routers through `_IncludedRouter`, which "
+    "prometheus-fastapi-instrumentator {instrumentator} (vLLM's server, for /metrics) cannot read: every request of "
+    "`vllm serve` then fails with \"'_IncludedRouter' object has no attribute 'path'\" (seen on an H200 with fastapi "
+    "0.163.2 and the instrumentator 7.1.0). Install `pip install fastapi==0.136.3` (constraints.txt's pin: the newest "
+    "release without them; the instrumentator 8.0.2+ reads them but needs starlette>=1.0, which LLaMA-Factory's gradio "
+    "refuses) in the server's environment, or pass --ignore-fastapi"
 )
+FIXED_INSTRUMENTATOR = (8, 0, 2)  # the first prometheus-fastapi-instrumentator that reads `_IncludedRouter` routes
 
 
-def fastapi_breaks_vllm_server() -> bool:
-    r"""Whether the installed FastAPI has the `_IncludedRouter` routes that vLLM 0.22.1's metrics middleware fails on."""
+def fastapi_breaks_vllm_server() -> tuple[str, str] | None:
+    r"""`(fastapi version, instrumentator version)` when vLLM's server would fail every request, else None.
+
+    The pair fails when FastAPI has `_IncludedRouter` routes (0.137.0 and later) and prometheus-fastapi-instrumentator
+    is older than 8.0.2 (vLLM 0.22.1 asks for >= 7.0.0). Without FastAPI or the instrumentator there is nothing to say
+    here (vLLM's own import error is clearer).
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         import fastapi.routing
-    except ImportError:
-        return False
-    return hasattr(fastapi.routing, "_IncludedRouter")
+
+        instrumentator = version("prometheus-fastapi-instrumentator")
+    except (ImportError, PackageNotFoundError):
+        return None
+    parts = tuple(int(p) for p in instrumentator.split(".")[:3] if p.isdigit())
+    if hasattr(fastapi.routing, "_IncludedRouter") and parts < FIXED_INSTRUMENTATOR:
+        return fastapi.__version__, instrumentator
+    return None
 
 
 def format_command(argv: Sequence[str], env: dict[str, str]) -> str:
@@ -165,8 +179,9 @@ def run(args: Any) -> int:
     print(format_command(argv, env), flush=True)
     if args.dry_run:
         return 0
-    if fastapi_breaks_vllm_server() and not args.ignore_fastapi:
-        print(FASTAPI_HINT, file=sys.stderr)
+    broken = fastapi_breaks_vllm_server()
+    if broken and not args.ignore_fastapi:
+        print(FASTAPI_HINT.format(fastapi=broken[0], instrumentator=broken[1]), file=sys.stderr)
         return 2
     # next to this interpreter first: a virtual environment's `bin` need not be on PATH
     executable = shutil.which(

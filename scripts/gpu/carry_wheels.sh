@@ -161,12 +161,6 @@ for item in json.load(open(sys.argv[1]))["install"]:
         print(f"{name}=={version}")
 PY
   )
-  # vLLM 0.22.1's server (`vllm serve`, the vllm_server rollout backend) fails every request with the resolved FastAPI
-  # 0.163.2: prometheus-fastapi-instrumentator 7.1.0 cannot read its `_IncludedRouter` routes (seen on the H200,
-  # 2026-12-05); 0.135.0 is the newest release checked without them (rollout/server_launch.py says so at start)
-  for i in "${!specs[@]}"; do
-    case ${specs[$i]} in fastapi==*) specs[$i]=fastapi==${SERVER_FASTAPI:-0.135.0} ;; esac
-  done
   # vLLM's CUDA IPC weight-transfer engine (one GPU shared by trainer and server) imports ray; its needs are in the image
   specs+=("ray==${RAY_VERSION:-2.52.1}")
   echo "vLLM set (${VLLM_SET:-lean}): ${#specs[@]} packages the GPU image lacks"

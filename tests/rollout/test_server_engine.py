@@ -246,7 +246,8 @@ def test_rollout_server_command_prints_the_vllm_serve_line(capsys):
 
 
 def test_rollout_server_refuses_a_fastapi_that_breaks_vllms_server(capsys, monkeypatch):
-    """Seen on the H200: fastapi 0.163.2 made every request of vLLM 0.22.1's server fail in its metrics middleware."""
+    """Seen on the H200: fastapi 0.163.2 made every request of vLLM 0.22.1's server fail in its metrics middleware
+    (with the instrumentator 7.1.0 that constraints.txt pins, as here)."""
     import fastapi.routing
 
     from llamafactory_agentic.cli import main
@@ -254,7 +255,7 @@ def test_rollout_server_refuses_a_fastapi_that_breaks_vllms_server(capsys, monke
     monkeypatch.setattr(fastapi.routing, "_IncludedRouter", object, raising=False)
     assert main(["rollout-server", "--model", "/m/policy"]) == 2
     err = capsys.readouterr().err
-    assert "_IncludedRouter" in err and "fastapi==0.135.0" in err
+    assert "_IncludedRouter" in err and "fastapi==0.136.3" in err and "7.1.0" in err
     monkeypatch.delattr(fastapi.routing, "_IncludedRouter")
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
