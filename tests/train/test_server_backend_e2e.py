@@ -77,7 +77,9 @@ def _train(env_paths, out, url, env, *extra):
         "arpo_server_timeout=120", *extra,
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    (out.parent / f"{out.name}.stderr.txt").write_text(proc.stderr)  # the whole log, beside the run
+    errors = [line for line in proc.stderr.splitlines() if "Error" in line][:20]  # the ranks' errors come first
+    assert proc.returncode == 0, "\n".join(errors) + "\n" + proc.stderr[-4000:]
     log = [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
     return proc.stdout + proc.stderr, log
 
@@ -121,3 +123,24 @@ def test_async_producer_drives_the_server_within_the_staleness_bound(tmp_path):
     steps = [r for r in log if "loss" in r]
     assert len(steps) == 3 and max(r["async/staleness_max"] for r in steps) <= 1
     assert max(r["async/staleness_max"] for r in steps) == 1
+
+
+@pytest.mark.slow
+def test_two_ranks_share_the_server_and_only_rank_0_pushes(tmp_path):
+    """`FORCE_TORCHRUN=1 NPROC_PER_NODE=2` (gloo): both ranks roll out on the one server; rank 0 pushes each version once
+    while rank 1 waits at the barrier, so no rank samples before the server holds the weights of the last step."""
+    env_paths = _prepare(tmp_path)
+    env = dict(_env(tmp_path), FORCE_TORCHRUN="1", NPROC_PER_NODE="2")
+    updates = tmp_path / "updates.jsonl"
+    out = tmp_path / "two_ranks"
+    with StandIn(env_paths["policy"], updates, env) as server:
+        output, log = _train(env_paths, out, server.url, env, "max_steps=2", "arpo_rollout_batch_size=2")
+    pushes = [json.loads(line)["version"] for line in updates.read_text().splitlines()]
+    assert pushes == [0, 1, 2]  # once per version, not once per rank
+    rollouts = [r for r in log if "reward/mean" in r]
+    assert len(rollouts) == 2 and all(r["rollout/trajectories"] == 8 for r in rollouts)  # 2 prompts x M 4
+    groups = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    by_step = {}
+    for group in groups:
+        by_step.setdefault(group["global_step"], set()).update(t["weight_version"] for t in group["trajectories"])
+    assert by_step == {0: {0}, 1: {1}}, by_step  # every trajectory of step k sampled with version k
