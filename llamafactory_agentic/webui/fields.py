@@ -419,12 +419,27 @@ def effective_values(stage: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"stage": stage, "preset": preset, "rows": rows}
 
 
-def format_effective(effective: dict[str, Any]) -> str:
-    r"""Markdown of `effective_values`' result for LLaMA-Board's preview box: one aligned `key from value` line each."""
-    preset = f", preset `{effective['preset']}`" if effective["preset"] else ""
-    rows = [(key, origin, "-" if value is None else str(value)) for key, value, origin in effective["rows"]]
+def format_effective(effective: dict[str, Any], lang: str | None = None) -> str:
+    r"""Markdown of `effective_values`' result for LLaMA-Board's preview box: one aligned `key from value` line each.
+
+    `lang`: LLaMA-Board's language (`zh`: the title and the origins in Chinese, the keys and values as they are).
+    """
+    from .locales import message  # locales builds on this module
+
+    preset = message("effective_preset", lang, preset=effective["preset"]) if effective["preset"] else ""
+    rows = [
+        (key, message(f"origin_{origin.replace(' ', '_')}", lang), "-" if value is None else str(value))
+        for key, value, origin in effective["rows"]
+    ]
     key_width = max(len(key) for key, _, _ in rows)
-    origin_width = max(len(origin) for _, origin, _ in rows)
-    lines = [f"{key:<{key_width}}  {origin:<{origin_width}}  {value}" for key, origin, value in rows]
-    title = f"**Effective values of the agentic keys** (stage `{effective['stage']}`{preset})"
-    return title + "\n\n```\n" + "\n".join(lines) + "\n```"
+    origin_width = max(_width(origin) for _, origin, _ in rows)
+    lines = [
+        f"{key:<{key_width}}  {origin}{' ' * (origin_width - _width(origin))}  {value}" for key, origin, value in rows
+    ]
+    title = message("effective_title", lang, stage=effective["stage"], preset=preset)
+    return f"**{title}**" + "\n\n```\n" + "\n".join(lines) + "\n```"
+
+
+def _width(text: str) -> int:
+    r"""Columns `text` takes in a monospace block (a CJK character takes two)."""
+    return sum(2 if "\u2e80" <= ch <= "\uffef" else 1 for ch in text)

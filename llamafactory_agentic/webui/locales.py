@@ -337,6 +337,16 @@ MESSAGES: dict[str, tuple[str, str]] = {  # key: (English, Chinese)
         "运行计划（`llamafactory-agentic plan`，docs/plan.md）：预计显存、时间、搜索调用和磁盘",
     ),
     "plan_failed": ("Run plan not available: {error}", "无法给出运行计划：{error}"),
+    "effective_title": (
+        "Effective values of the agentic keys (stage `{stage}`{preset})",
+        "智能体参数的实际取值（阶段 `{stage}`{preset}）",
+    ),
+    "effective_preset": (", preset `{preset}`", "，预设 `{preset}`"),
+    "origin_explicit": ("explicit", "显式设置"),
+    "origin_preset": ("preset", "预设"),
+    "origin_rl_epsilon": ("rl_epsilon", "取自 rl_epsilon"),
+    "origin_default": ("default", "默认值"),
+    "origin_no_effect": ("no effect", "不起作用"),
     "recipe_loaded": (
         "✔ Recipe `{path}` loaded: {board} fields of LLaMA-Board, {panel} agentic fields (the others back to their "
         "defaults); in Extra arguments: {extra}. Check the model path and press *Run checks*.",

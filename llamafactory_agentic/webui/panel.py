@@ -596,7 +596,8 @@ def extend_preview(runner: Any, data: dict["Component", Any], outputs: dict["Com
     if stage not in STAGES or not isinstance(text, str) or not text.startswith("```"):
         return outputs  # LLaMA-Factory's stage, or an error instead of a command
     args = runner._parse_train_args(data)
-    extra = format_effective(effective_values(stage, args)) + "\n\n" + plan_section(args, get("top.lang"))
+    lang = get("top.lang")
+    extra = format_effective(effective_values(stage, args), lang) + "\n\n" + plan_section(args, lang)
     return {**outputs, output_box: text + "\n\n" + extra}
 
 

@@ -103,6 +103,13 @@ def test_effective_values_resolve_presets_like_the_training_process():
     assert rows["arpo_initial_rollouts"] == (8, "preset")  # N is a preset key since the GRPO preset (N = M)
     text = F.format_effective(effective)
     assert "preset `aepo-paper`" in text and "aepo_balanced_clip_scope" in text
+    assert "Effective values of the agentic keys" in text and "explicit" in text
+    chinese = F.format_effective(effective, "zh")  # LLaMA-Board in Chinese: title and origins translated
+    assert "智能体参数的实际取值" in chinese and "预设 `aepo-paper`" in chinese and "显式设置" in chinese
+    assert "explicit" not in chinese and "aepo_balanced_clip_scope" in chinese
+    lines = chinese.split("```")[1].strip().splitlines()
+    values = {line.split()[0]: line.split()[-1] for line in lines}
+    assert values["arpo_rollout_n"] == "12" and values["temperature"] == "0.95"
     sft = F.effective_values("agentic_sft", {"agentic_sft_mask_results": False})
     assert sft["preset"] is None and ("agentic_sft_mask_results", False, "explicit") in sft["rows"]
 
