@@ -39,7 +39,7 @@ test: system-deps $(INSTALLED)
 
 # The minutes-long learning runs (tests/tasks/test_learning.py: the held-out reward rises over a cold start and 10 ARPO
 # steps; tests/tasks/test_compare_smoke.py: the comparison script end to end), one process each; CI runs them after
-# `make test`. Alone they take about 6 and 4 minutes on 2 cores; inside `make test` the cold start alone set its length.
+# `make test`. Side by side on 2 cores they took 524 s and 336 s (9 min); inside `make test` the first set its length.
 test-learning: system-deps $(INSTALLED)
 	$(TEST_ENV) $(PYTHON) -m pytest -q -ra --durations=5 -n 2 -m learning tests/
 
