@@ -345,7 +345,46 @@ if __name__ == "__main__":
         print(build_tiny_model(sys.argv[1] if len(sys.argv) > 1 else "saves/tiny-qwen2"))
 
 
-class FakeJudgeServer:
+class LoopbackServer:
+    r"""A stdlib `ThreadingHTTPServer` on 127.0.0.1 serving `handler` from a daemon thread: the base of the test servers.
+
+    Subclasses build their `BaseHTTPRequestHandler` and call `super().__init__(handler, port)`; `root` is
+    `http://127.0.0.1:<port>` (port 0: a free one). Use as a context manager (serves once entered; `__exit__` stops
+    serving and closes the socket), or call `httpd.serve_forever()` from a script.
+    """
+
+    def __init__(self, handler: Any, port: int = 0) -> None:
+        r"""Bind the server (it serves once entered)."""
+        import threading
+        from http.server import ThreadingHTTPServer
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.httpd.daemon_threads = True
+        self.root = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> Any:
+        r"""Start serving in a daemon thread."""
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        r"""Stop serving and close the socket."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def send_json(handler: Any, status: int, payload: Any) -> None:
+    r"""Answer a `BaseHTTPRequestHandler` request with `payload` (JSON-encoded unless already bytes) and its length."""
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+class FakeJudgeServer(LoopbackServer):
     r"""A local OpenAI-compatible chat endpoint (`POST /v1/chat/completions`) standing in for an LLM judge.
 
     A hosted judge model cannot run here (no model hub, no web API), so tests of the `judge` reward start this stdlib
@@ -360,7 +399,7 @@ class FakeJudgeServer:
         r"""Bind the server (it serves once entered)."""
         import threading
         import time
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import BaseHTTPRequestHandler
 
         self.verdict = verdict or (lambda prompt: "Correct")
         self.delay_s = delay_s
@@ -394,24 +433,7 @@ class FakeJudgeServer:
                 else:
                     message = {"role": "assistant", "content": reply}
                     status, payload = 200, {"object": "chat.completion", "choices": [{"index": 0, "message": message}]}
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, payload)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> "FakeJudgeServer":
-        r"""Start serving in a daemon thread."""
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        r"""Stop serving and close the socket."""
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler, port)
+        self.url = self.root + "/v1"

@@ -31,15 +31,16 @@ kill the model server in the middle of a run and start it again on the same port
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from llamafactory_agentic.evaluation.endpoint import PROBE_USER
+from llamafactory_agentic.testing import LoopbackServer, send_json
 
 
 EOT = "<|im_end|>"
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(LoopbackServer):
     def __init__(self, tokenizer, policy=None, judge=None, delay_s=0.0, model="fake-policy", token_ids=True, port=0):
         self.tokenizer, self.policy, self.judge = tokenizer, policy, judge
         self.delay_s, self.model, self.token_ids = delay_s, model, token_ids
@@ -52,12 +53,7 @@ class FakeOpenAIServer:
                 pass
 
             def _send(self, status, payload):
-                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, payload)
 
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):
@@ -74,18 +70,8 @@ class FakeOpenAIServer:
                 else:
                     self._send(404, {"error": "not found"})
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler, port)
+        self.url = self.root + "/v1"
 
     def _chat_policy(self, body):
         """vLLM's chat contract with `continue_final_message`: the last assistant message is continued, not closed."""

@@ -21,8 +21,7 @@ same trajectories."""
 
 import json
 import sqlite3
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -30,6 +29,7 @@ from llamafactory_agentic.evaluation import evaluate
 from llamafactory_agentic.evaluation.config import EvalConfigError
 from llamafactory_agentic.evaluation.records import load_all_records
 from llamafactory_agentic.evaluation.runner import parse_eval_config
+from llamafactory_agentic.testing import LoopbackServer
 from llamafactory_agentic.tools.browse import Browser, best_passage, html_to_text
 
 from .fake_openai import FakeOpenAIServer
@@ -53,7 +53,7 @@ SCRIPTS = {
 }
 
 
-class PageServer:
+class PageServer(LoopbackServer):
     """Serves `PAGES` on 127.0.0.1 and counts the requests; `/missing.html` is a 404."""
 
     def __init__(self):
@@ -72,17 +72,8 @@ class PageServer:
                 self.end_headers()
                 self.wfile.write((body or "not found").encode())
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
+        self.url = self.root
 
 
 def summarise(prompt):

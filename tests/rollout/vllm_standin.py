@@ -39,13 +39,15 @@ JSON line to `--updates FILE`.
 import json
 import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import torch
 
+from llamafactory_agentic.testing import LoopbackServer, send_json
 
-class VLLMStandIn:
+
+class VLLMStandIn(LoopbackServer):
     def __init__(self, model_dir, *, port=0, dev_mode=True, logprobs_mode="processed_logprobs", max_logprobs=20,
                  max_model_len=4096, weight_transfer=None, served_name=None, updates_file=None):  # fmt: skip
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -67,12 +69,7 @@ class VLLMStandIn:
                 pass
 
             def _send(self, status, payload):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, payload)
 
             def _route(self):
                 parts = urllib.parse.urlsplit(self.path)
@@ -91,19 +88,8 @@ class VLLMStandIn:
                 except Exception as err:  # a 500 with the reason, as vLLM's server answers an engine error
                     self._send(500, {"error": f"{type(err).__name__}: {err}"})
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.httpd.daemon_threads = True
-        self.root = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        super().__init__(Handler, port)
         self.url = self.root + "/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
     # ------------------------------------------------------------------------------------------------ routes
     DEV_ROUTES = {"/server_info", "/collective_rpc", "/reset_prefix_cache", "/init_weight_transfer_engine",

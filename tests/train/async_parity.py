@@ -105,6 +105,21 @@ REWARD = """def score(model_text, ground_truth, metadata):
 """
 
 
+def cli_env(root: Path) -> dict:
+    r"""Environment of a `llamafactory-cli` run: this venv's `bin` first, `root` importable (the reward), the plugin on."""
+    python_path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=python_path)
+    env.pop("LLAMAFACTORY_AGENTIC_DISABLE", None)
+    return env
+
+
+def prepare_with_reward(root: Path) -> dict:
+    r"""`prepare(root)` plus the parity reward module `root/parity_reward.py` (`agentic_reward=parity_reward:score`)."""
+    env_paths = prepare(root)
+    (root / "parity_reward.py").write_text(REWARD)
+    return env_paths
+
+
 def run_parity(root: Path, extra_args: tuple[str, ...] = (), timeout: int = 900) -> dict:
     r"""Run the 3-step ARPO job in `root/out` and return `{"log": [...], "weights_sha256": ...}`."""
     from llamafactory_agentic.tools.cache import normalize_args, open_cache
@@ -138,10 +153,7 @@ def run_parity(root: Path, extra_args: tuple[str, ...] = (), timeout: int = 900)
         *extra_args,
     ]
     (root / "parity_reward.py").write_text(REWARD)
-    python_path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=python_path)
-    env.pop("LLAMAFACTORY_AGENTIC_DISABLE", None)
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, cwd=REPO, env=cli_env(root), capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
     return {"log": log_history(out), "weights_sha256": weights_sha256(out)}

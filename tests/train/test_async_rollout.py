@@ -9,7 +9,6 @@ end-to-end tests run the real `llamafactory-cli train` on the tiny tool-calling 
 """
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -148,13 +147,11 @@ def test_producer_weights_follow_every_publish_including_lora_adapters(tiny_mode
 
 
 # ---------------------------------------------------------------------------------------------- end to end
-def _prepare(tmp_path, num_prompts):
+def _prepare(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from async_parity import REWARD, prepare
+    from async_parity import prepare_with_reward
 
-    env_paths = prepare(tmp_path)
-    (tmp_path / "parity_reward.py").write_text(REWARD)
-    return env_paths
+    return prepare_with_reward(tmp_path)
 
 
 def _cmd(env_paths, out, *extra):
@@ -169,11 +166,9 @@ def _cmd(env_paths, out, *extra):
 
 
 def _env(tmp_path):
-    bin_dir = str(Path(sys.executable).parent)
-    python_path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH", "")) if p)
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=python_path)
-    env.pop("LLAMAFACTORY_AGENTIC_DISABLE", None)
-    return env
+    from async_parity import cli_env  # importable once `_prepare` ran
+
+    return cli_env(tmp_path)
 
 
 def _trained_prompts(out):
@@ -188,7 +183,7 @@ def test_sigkilled_async_run_resumes_and_trains_every_prompt_once(tmp_path):
     run trains the rest. Each prompt of the epoch is trained exactly once (rollouts.jsonl: every group, with its
     prompt; the resumed run drops the records of the steps it repeats), and the checkpoint records the batch that was
     produced ahead and dropped."""
-    env_paths = _prepare(tmp_path, 6)
+    env_paths = _prepare(tmp_path)
     out = tmp_path / "out"
     env = _env(tmp_path)
     first = subprocess.Popen(

@@ -22,7 +22,6 @@ one that needs no GPU.
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,19 +35,15 @@ STANDIN = REPO / "tests" / "rollout" / "vllm_standin.py"
 
 def _prepare(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from async_parity import REWARD, prepare
+    from async_parity import prepare_with_reward
 
-    env_paths = prepare(tmp_path)
-    (tmp_path / "parity_reward.py").write_text(REWARD)
-    return env_paths
+    return prepare_with_reward(tmp_path)
 
 
 def _env(tmp_path):
-    bin_dir = str(Path(sys.executable).parent)
-    python_path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH", "")) if p)
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=python_path)
-    env.pop("LLAMAFACTORY_AGENTIC_DISABLE", None)
-    return env
+    from async_parity import cli_env  # importable once `_prepare` ran
+
+    return cli_env(tmp_path)
 
 
 class StandIn:
@@ -84,15 +79,20 @@ def _train(env_paths, out, url, env, *extra):
     return proc.stdout + proc.stderr, log
 
 
+def _train_on_standin(tmp_path, name, *extra, env_extra=None):
+    """`_train` against a fresh stand-in server: (output, log, run dir, the server's recorded weight pushes)."""
+    env_paths = _prepare(tmp_path)
+    env = dict(_env(tmp_path), **(env_extra or {}))
+    updates = tmp_path / "updates.jsonl"
+    out = tmp_path / name
+    with StandIn(env_paths["policy"], updates, env) as server:
+        output, log = _train(env_paths, out, server.url, env, *extra)
+    return output, log, out, [json.loads(line) for line in updates.read_text().splitlines()]
+
+
 @pytest.mark.slow
 def test_arpo_trains_on_the_server_and_pushes_each_step_with_its_version(tmp_path):
-    env_paths = _prepare(tmp_path)
-    env = _env(tmp_path)
-    updates = tmp_path / "updates.jsonl"
-    out = tmp_path / "sync"
-    with StandIn(env_paths["policy"], updates, env) as server:
-        output, log = _train(env_paths, out, server.url, env, "max_steps=2")
-    pushes = [json.loads(line) for line in updates.read_text().splitlines()]
+    output, log, out, pushes = _train_on_standin(tmp_path, "sync", "max_steps=2")
     # version 0 at the start, then one push right after each optimiser step, every tensor of the policy each time
     assert [(p["route"], p["version"]) for p in pushes] == [("/collective_rpc", v) for v in (0, 1, 2)]
     assert len({tuple(p["names"]) for p in pushes}) == 1 and "model.embed_tokens.weight" in pushes[0]["names"]
@@ -109,13 +109,8 @@ def test_arpo_trains_on_the_server_and_pushes_each_step_with_its_version(tmp_pat
 
 @pytest.mark.slow
 def test_async_producer_drives_the_server_within_the_staleness_bound(tmp_path):
-    env_paths = _prepare(tmp_path)
-    env = _env(tmp_path)
-    updates = tmp_path / "updates.jsonl"
-    out = tmp_path / "async"
-    with StandIn(env_paths["policy"], updates, env) as server:
-        output, log = _train(env_paths, out, server.url, env, "max_steps=3", "rl_max_staleness=1")
-    pushes = [json.loads(line)["version"] for line in updates.read_text().splitlines()]
+    _, log, _, pushed = _train_on_standin(tmp_path, "async", "max_steps=3", "rl_max_staleness=1")
+    pushes = [p["version"] for p in pushed]
     # the producer pushes the versions it samples with (batch j with max(j - 1, 0)); the trainer pushes nothing after
     # its steps. Batches 0 and 1 sample with version 0 (pushed when the engine was built), batch 2 with version 1;
     # no batch past the third (never trained) is rolled out, so versions 2 and 3 are never pushed
@@ -129,13 +124,11 @@ def test_async_producer_drives_the_server_within_the_staleness_bound(tmp_path):
 def test_two_ranks_share_the_server_and_only_rank_0_pushes(tmp_path):
     """`FORCE_TORCHRUN=1 NPROC_PER_NODE=2` (gloo): both ranks roll out on the one server; rank 0 pushes each version once
     while rank 1 waits at the barrier, so no rank samples before the server holds the weights of the last step."""
-    env_paths = _prepare(tmp_path)
-    env = dict(_env(tmp_path), FORCE_TORCHRUN="1", NPROC_PER_NODE="2")
-    updates = tmp_path / "updates.jsonl"
-    out = tmp_path / "two_ranks"
-    with StandIn(env_paths["policy"], updates, env) as server:
-        output, log = _train(env_paths, out, server.url, env, "max_steps=2", "arpo_rollout_batch_size=2")
-    pushes = [json.loads(line)["version"] for line in updates.read_text().splitlines()]
+    _, log, out, pushed = _train_on_standin(
+        tmp_path, "two_ranks", "max_steps=2", "arpo_rollout_batch_size=2",
+        env_extra={"FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2"},
+    )  # fmt: skip
+    pushes = [p["version"] for p in pushed]
     assert pushes == [0, 1, 2]  # once per version, not once per rank
     rollouts = [r for r in log if "reward/mean" in r]
     assert len(rollouts) == 2 and all(r["rollout/trajectories"] == 8 for r in rollouts)  # 2 prompts x M 4
