@@ -163,8 +163,8 @@ class AgenticArguments:
         default="hf",
         metadata={
             "help": "Generation backend of the rollout: `hf` (transformers, CPU and GPU), `vllm` (extra, colocated) or "
-            "`vllm_server` (vLLM's own server at `arpo_server_urls`, weights pushed after every optimiser step; "
-            "docs/scaling.md)."
+            "`vllm_server` (vLLM's own server at `arpo_server_urls`, weights pushed after each optimiser step that a "
+            "rollout reads; docs/scaling.md)."
         },
     )
     arpo_rollout_batch_size: int = field(

@@ -32,7 +32,7 @@ default `raw_logprobs` would give the untempered model's. ARPO's branches are re
 trajectory's context: vLLM's prefix cache (on by default in vLLM's V1 engine, `--enable-prefix-caching`) computes the
 shared prefix once; requests of one prompt go to the same server when there are several.
 
-Weights (`ServerWeightPusher`, after every optimiser step, with the version): the merged base-model tensors of
+Weights (`ServerWeightPusher`, after each optimiser step that a rollout reads, with the version): the merged base-model tensors of
 `weight_sync.push_weights` (LoRA merged per layer, never an adapter; ZeRO-3 gathered per module), in the server's
 dtype, over one of three transports:
 
@@ -486,7 +486,7 @@ class VLLMServerEngine(OpenAICompletionsEngine):
 
     # ---------------------------------------------------------------------------------------------- weights
     def set_model(self, model: Any) -> None:
-        r"""Push `model`'s weights to every server as version `weight_version` (after each optimiser step)."""
+        r"""Push `model`'s weights to every server as version `weight_version` (after an optimiser step)."""
         self.model_module = model
         if model is not None:
             self.pusher.push(model, self.weight_version, gather=self.gather)

@@ -191,6 +191,19 @@ class StepTimer:
         return self.seconds.pop(name, default)
 
 
+def wait_for_stream(device: Any) -> None:
+    r"""Block until the kernels queued on `device`'s current CUDA stream have run (nothing on other devices).
+
+    CUDA launches are asynchronous: without this, the old- and reference-log-prob forwards of
+    `time/advantage_and_logprobs` were only queued when the stage's clock stopped, and their GPU time was charged to
+    the first update after each rollout (`time/training` 2.97 s against 1.24 s at steady state, H200, 2026-12-04;
+    docs/scaling.md, "The first update after each rollout"). Only the current stream is waited for, so an asynchronous producer's generation on
+    its own stream keeps running.
+    """
+    if getattr(device, "type", None) == "cuda" and torch.cuda.is_available():
+        torch.cuda.current_stream(device).synchronize()
+
+
 class MemoryCallback(TrainerCallback):
     r"""Logs the memory split of each update right after its optimiser step (`StepLogger.log_memory`).
 
@@ -208,12 +221,17 @@ class MemoryCallback(TrainerCallback):
 
 
 class ServerWeightPush(TrainerCallback):
-    r"""Pushes the new weights into a server engine right after each optimiser step, with the step as version.
+    r"""Pushes the new weights into a server engine right after an optimiser step that something will read them after.
 
     For engines in another process (`EngineCapabilities.separate_process`, the `vllm_server` backend) in lockstep
-    (`rl_max_staleness: 0`): the server holds version s as soon as step s ends, so the next rollout (or a validation, or
-    the end of training) finds it there. Added before `StepClock`: the push is part of `time/step`, and its seconds are
-    logged as `time/weight_push`. With `rl_max_staleness > 0` the producer pushes the versions it samples with instead.
+    (`rl_max_staleness: 0`): version s goes to the server as soon as step s ends when the next step starts a
+    generation batch (TRL's own rule: micro-step counter `_step` a multiple of `steps_per_generation *
+    num_iterations`), when a validation follows (`control.should_evaluate`) or when training stops (the server ends
+    with the final weights). The later updates of a generation batch push nothing: no rollout reads those versions
+    (H100, Qwen2.5-0.5B over CUDA IPC: 1.4 s of a 1.9 s update, benchmarks/results/server_h100). Any rollout still
+    finds its version there: `PolicyGeneration.push` sends it first when the engine holds another one. Added before
+    `StepClock`: the push is part of `time/step`, and its seconds are logged as `time/weight_push`. With
+    `rl_max_staleness > 0` the producer pushes the versions it samples with instead.
 
     Args:
         trainer: The `ArpoTrainer` (its `step.generation`, `model_wrapped` and `_metrics`, read at each step).
@@ -224,7 +242,12 @@ class ServerWeightPush(TrainerCallback):
         self.trainer = trainer
 
     def on_step_end(self, args, state, control, **kwargs):
-        r"""Push version `state.global_step` (every rank: ZeRO-3 gathers are collectives)."""
+        r"""Push version `state.global_step` when it is read next (every rank: ZeRO-3 gathers are collectives)."""
+        trainer = self.trainer
+        generate_every = trainer.args.steps_per_generation * trainer.num_iterations
+        rollout_next = trainer._step % generate_every == 0  # the condition of `ArpoTrainer._prepare_inputs`
+        if not (rollout_next or control.should_evaluate or control.should_training_stop):
+            return
         start = time.perf_counter()
         self.trainer.step.generation.push(self.trainer.model_wrapped, state.global_step)
         self.trainer._metrics["train"]["time/weight_push"].append(time.perf_counter() - start)
@@ -618,6 +641,7 @@ class ArpoStep:
             assign_advantages(update, self.loss_config, self.reward_fn.name)
             micro = self.micro_batches(update.records)
             self.add_log_probs(micro.flat)
+            wait_for_stream(ctx.accelerator.device)
         update.timing["time/advantage_and_logprobs"] = step.seconds["time/advantage_and_logprobs"]
         update.timing["time/step_rollout_total"] = step.elapsed()
         if self.loss_config.micro_batch_tokens is not None:
