@@ -29,7 +29,8 @@ same recipe for every mode (`_single_gpu.recipe`), `llamafactory-cli train` per 
   updates).
 
 Per mode: mean `time/step` over all steps and over the steady steps (after the first generation batch), mean rollout
-seconds, generated tokens per rollout second, the weight push's seconds, the trainer's peak allocated memory, and the
+seconds, the forward/backward seconds (`time/training`) of the first update of each generation batch against the
+later ones (the first-update slowdown) and the old-log-prob pass (`time/advantage_and_logprobs`), generated tokens per rollout second, the weight push's seconds, the trainer's peak allocated memory, and the
 GPU's peak used memory over all processes (`nvidia-smi`, sampled every 0.5 s during the run, the server included);
 ratios against `hf` measured in the same run. `--smoke` runs on the CPU with the test stand-in for vLLM's server
 (`tests/rollout/vllm_standin.py`, disk weight transfer): it checks this script's path, not speed. Writes
@@ -129,6 +130,12 @@ def summarise(records: list[dict], updates: int) -> dict:
     staleness = [float(r["async/staleness_max"]) for r in steps if "async/staleness_max" in r]
     pushes = [float(r["time/weight_push"]) for r in steps if "time/weight_push" in r]
     peaks = [float(r["perf/peak_gpu_memory_gib"]) for r in steps if "perf/peak_gpu_memory_gib" in r]
+    # forward/backward seconds of each update; the first of each generation batch used to carry the old-log-prob
+    # pass's queued kernels (pipeline.wait_for_stream)
+    training = [float(r["time/training"]) for r in steps if isinstance(r.get("time/training"), (int, float))]
+    first = [t for i, t in enumerate(training) if i % max(updates, 1) == 0]
+    later = [t for i, t in enumerate(training) if i % max(updates, 1) != 0]
+    logprob_pass = [float(r["time/advantage_and_logprobs"]) for r in rollouts if "time/advantage_and_logprobs" in r]
     return {
         "steps": len(steps),
         "step_s": mean([float(r["time/step"]) for r in steps]),
@@ -139,7 +146,11 @@ def summarise(records: list[dict], updates: int) -> dict:
         "weight_push_s": mean(pushes),
         "trainer_peak_gib": max(peaks) if peaks else None,
         "staleness_max": max(staleness) if staleness else None,
+        "first_update_training_s": mean(first),
+        "later_update_training_s": mean(later),
+        "advantage_and_logprobs_s": mean(logprob_pass),
         "step_times": [round(float(r["time/step"]), 3) for r in steps],
+        "training_times": [round(t, 3) for t in training],
     }
 
 
@@ -159,6 +170,7 @@ def main() -> None:
     parser.add_argument("--response", type=int, default=512)
     parser.add_argument("--micro", type=int, default=16)
     parser.add_argument("--accum", type=int, default=2)
+    parser.add_argument("--finetuning", default="full", choices=["full", "lora"])
     parser.add_argument("--rollouts", type=int, default=2, help="generation batches per run (the first warms up)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per training run")
     parser.add_argument("--smoke", action="store_true", help="tiny shape on the CPU, the stand-in as the server")
@@ -194,11 +206,11 @@ def main() -> None:
             values = recipe(model_dir, data_dir, work / f"{mode}_out", prompts=args.prompts, group=args.group,
                             initial=max(args.group // 2, 1), prompt_length=args.prompt_length,
                             response=args.response, micro=args.micro, accum=args.accum,
-                            steps=args.rollouts * updates, extra=extra)  # fmt: skip
+                            steps=args.rollouts * updates, finetuning=args.finetuning, extra=extra)  # fmt: skip
             with GpuMemory() as memory:
                 run = run_train(work, values, args.timeout, mode, logs=out / "logs")
             row = summarise(run["records"], updates)
-            row.update(mode=mode, rc=run["rc"], wall_s=run["wall_s"],
+            row.update(mode=mode, size=args.size, finetuning=args.finetuning, rc=run["rc"], wall_s=run["wall_s"],
                        gpu_peak_gib=memory.peak_mib / 1024 if memory.peak_mib else None)  # fmt: skip
             rows[mode] = results.add("mode", **row)
             push_lines += [f"[{mode}] {line}" for line in run["log"].splitlines() if "pushed to" in line]
