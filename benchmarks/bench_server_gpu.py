@@ -30,9 +30,10 @@ same recipe for every mode (`_single_gpu.recipe`), `llamafactory-cli train` per 
 
 Per mode: mean `time/step` over all steps and over the steady steps (after the first generation batch), mean rollout
 seconds, the forward/backward seconds (`time/training`) of the first update of each generation batch against the
-later ones (the first-update slowdown) and the old-log-prob pass (`time/advantage_and_logprobs`), generated tokens per rollout second, the weight push's seconds, the trainer's peak allocated memory, and the
-GPU's peak used memory over all processes (`nvidia-smi`, sampled every 0.5 s during the run, the server included);
-ratios against `hf` measured in the same run. `--smoke` runs on the CPU with the test stand-in for vLLM's server
+later ones (the first-update slowdown) and the old-log-prob pass (`time/advantage_and_logprobs`), generated tokens
+per rollout second, the weight push's seconds, the trainer's peak allocated memory, and the GPU's peak used memory
+over all processes (`nvidia-smi`, sampled every 0.5 s during the run, the server included); ratios against `hf`
+measured in the same run. `--smoke` runs on the CPU with the test stand-in for vLLM's server
 (`tests/rollout/vllm_standin.py`, disk weight transfer): it checks this script's path, not speed. Writes
 `DIR/results.jsonl`, `DIR/summary.csv`, the runs' logs under `DIR/logs/` and the weight-push log lines in
 `DIR/push_lines.txt`.

@@ -223,8 +223,8 @@ def main() -> int:
                 server.terminate()
                 server.wait(timeout=60)
         for row in rows:
-            print(f"{row['engine']:6s} {row['case']:13s} T={row['temperature']} tokens={row['tokens']} "
-                  f"mean={row['mean']:.4f} p99={row['p99']:.4f} max={row['max']:.4f} {row['problems']}", flush=True)  # fmt: skip
+            print(f"{row['engine']:6s} {row['case']:13s} T={row['temperature']} tokens={row['tokens']} mean="
+                  f"{row['mean']:.4f} p99={row['p99']:.4f} max={row['max']:.4f} {row['problems']}", flush=True)  # fmt: skip
         failed += check(rows)
         del engine, model
         if cuda():

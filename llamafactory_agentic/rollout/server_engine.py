@@ -32,9 +32,9 @@ default `raw_logprobs` would give the untempered model's. ARPO's branches are re
 trajectory's context: vLLM's prefix cache (on by default in vLLM's V1 engine, `--enable-prefix-caching`) computes the
 shared prefix once; requests of one prompt go to the same server when there are several.
 
-Weights (`ServerWeightPusher`, after each optimiser step that a rollout reads, with the version): the merged base-model tensors of
-`weight_sync.push_weights` (LoRA merged per layer, never an adapter; ZeRO-3 gathered per module), in the server's
-dtype, over one of three transports:
+Weights (`ServerWeightPusher`, after each optimiser step that a rollout reads, with the version): the merged
+base-model tensors of `weight_sync.push_weights` (LoRA merged per layer, never an adapter; ZeRO-3 gathered per
+module), in the server's dtype, over one of three transports:
 
 * `nccl` - vLLM's weight-transfer engine, NCCL broadcast from the trainer (rank 0 of a group with the server's
   workers; `--weight-transfer-config '{"backend":"nccl"}'`): the server on GPUs of its own. HTTP `POST

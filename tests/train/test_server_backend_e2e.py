@@ -93,7 +93,8 @@ def _train_on_standin(tmp_path, name, *extra, env_extra=None):
 @pytest.mark.slow
 def test_arpo_trains_on_the_server_and_pushes_each_step_with_its_version(tmp_path):
     output, log, out, pushes = _train_on_standin(tmp_path, "sync", "max_steps=2")
-    # version 0 at the start, then one push right after each step (every step here rolls out next), every tensor of the policy each time
+    # version 0 at the start, then one push right after each step (every step here rolls out next), every tensor of
+    # the policy each time
     assert [(p["route"], p["version"]) for p in pushes] == [("/collective_rpc", v) for v in (0, 1, 2)]
     assert len({tuple(p["names"]) for p in pushes}) == 1 and "model.embed_tokens.weight" in pushes[0]["names"]
     assert "weights version 2 pushed" in output

@@ -197,8 +197,8 @@ def wait_for_stream(device: Any) -> None:
     CUDA launches are asynchronous: without this, the old- and reference-log-prob forwards of
     `time/advantage_and_logprobs` were only queued when the stage's clock stopped, and their GPU time was charged to
     the first update after each rollout (`time/training` 2.97 s against 1.24 s at steady state, H200, 2026-12-04;
-    docs/scaling.md, "The first update after each rollout"). Only the current stream is waited for, so an asynchronous producer's generation on
-    its own stream keeps running.
+    docs/scaling.md, "The first update after each rollout"). Only the current stream is waited for, so an
+    asynchronous producer's generation on its own stream keeps running.
     """
     if getattr(device, "type", None) == "cuda" and torch.cuda.is_available():
         torch.cuda.current_stream(device).synchronize()
