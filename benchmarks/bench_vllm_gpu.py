@@ -131,7 +131,7 @@ def _compare(results: Results, case: str, vllm_side, ref_side, **extra) -> dict:
     )
 
 
-def _perturb(model, seed: int, scale: float) -> None:
+def perturb(model, seed: int, scale: float) -> None:
     r"""Change every weight matrix in place by `scale` x its own std of Gaussian noise (an update's stand-in)."""
     import torch
 
@@ -156,7 +156,7 @@ def run_parity(args: argparse.Namespace, results: Results, size: str) -> None:
     prompts = [tokenizer.encode(render(tokenizer, t), add_special_tokens=False) for t in texts]
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.bfloat16).cuda().eval()
     files = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.bfloat16).cuda().eval()
-    _perturb(model, seed=1, scale=0.5)
+    perturb(model, seed=1, scale=0.5)
     new, topk = args.parity_new, 20
 
     t0 = time.perf_counter()
@@ -176,7 +176,7 @@ def run_parity(args: argparse.Namespace, results: Results, size: str) -> None:
     del files
     torch.cuda.empty_cache()
 
-    _perturb(model, seed=2, scale=0.5)
+    perturb(model, seed=2, scale=0.5)
     t0 = time.perf_counter()
     engine.set_model(model)
     push_s = time.perf_counter() - t0

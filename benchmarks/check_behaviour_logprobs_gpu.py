@@ -40,8 +40,6 @@ is exactly 1, docs/algorithms.md §13). Writes `DIR/results.jsonl` and `DIR/summ
 """
 
 import argparse
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -50,21 +48,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _single_gpu import Results, build_model, cuda, prompt_texts, render  # noqa: E402
+from bench_server_gpu import start_server  # noqa: E402
+from bench_vllm_gpu import perturb  # noqa: E402
 
 
 MEAN_BOUND, P99_BOUND, STALE_FACTOR = 0.03, 0.15, 5.0
-
-
-def perturb(model, seed: int, scale: float) -> None:
-    r"""Add `scale` x each weight matrix's own std of Gaussian noise, in place (an optimiser step's stand-in)."""
-    import torch
-
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                noise = torch.randn(p.shape, generator=gen).to(p.device, p.dtype)
-                p.add_(noise * (p.float().std() * scale).to(p.dtype))
 
 
 def teacher_forced(model, context: list[int], tokens: list[int], temperature: float):
@@ -149,24 +137,6 @@ def run_engine(args, results: Results, name: str, engine, model, prompts: list[l
     return rows
 
 
-def start_server(args, model_dir: Path, max_len: int, log: Path) -> tuple[subprocess.Popen, str]:
-    r"""`llamafactory-agentic rollout-server` (or the CPU stand-in with `--smoke`); returns it and its URL."""
-    from bench_server_gpu import wait_ready
-
-    if args.smoke:
-        cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "tests" / "rollout" / "vllm_standin.py"),
-               str(model_dir), "--port", str(args.port)]  # fmt: skip
-    else:
-        cmd = [sys.executable, "-m", "llamafactory_agentic.cli", "rollout-server", "--model", str(model_dir),
-               "--port", str(args.port), "--gpu-memory-utilization", str(args.fraction), "--max-model-len",
-               str(max_len)]  # fmt: skip
-    handle = open(log, "w", encoding="utf-8")  # noqa: SIM115 (kept open for the server's life)
-    proc = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    url = f"http://127.0.0.1:{args.port}/v1"
-    print(f"server ready in {wait_ready(url, proc, args.server_timeout):.1f} s", flush=True)
-    return proc, url
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="bench_out/behaviour_logprobs")
@@ -175,6 +145,7 @@ def main() -> int:
     parser.add_argument("--size", default="qwen2.5-0.5b")
     parser.add_argument("--fraction", type=float, default=0.25, help="GPU memory share of vLLM")
     parser.add_argument("--port", type=int, default=8013)
+    parser.add_argument("--server-args", default="", help="more `vllm serve` arguments, space-separated")
     parser.add_argument("--server-timeout", type=float, default=300.0)
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--prompt-length", type=int, default=256)
