@@ -204,6 +204,16 @@ def wait_for_stream(device: Any) -> None:
         torch.cuda.current_stream(device).synchronize()
 
 
+def rollout_due(trainer: Any) -> bool:
+    r"""Whether the trainer's next training micro-step rolls out (`ArpoTrainer._prepare_inputs`).
+
+    True when TRL's micro-step counter `_step` is a multiple of `steps_per_generation * num_iterations`, or when
+    nothing is buffered yet.
+    """
+    generate_every = trainer.args.steps_per_generation * trainer.num_iterations
+    return trainer._step % generate_every == 0 or trainer._buffered_inputs is None
+
+
 class MemoryCallback(TrainerCallback):
     r"""Logs the memory split of each update right after its optimiser step (`StepLogger.log_memory`).
 
@@ -225,8 +235,7 @@ class ServerWeightPush(TrainerCallback):
 
     For engines in another process (`EngineCapabilities.separate_process`, the `vllm_server` backend) in lockstep
     (`rl_max_staleness: 0`): version s goes to the server as soon as step s ends when the next step starts a
-    generation batch (TRL's own rule: micro-step counter `_step` a multiple of `steps_per_generation *
-    num_iterations`), when a validation follows (`control.should_evaluate`) or when training stops (the server ends
+    generation batch (`rollout_due`, the rule `ArpoTrainer._prepare_inputs` rolls out by), when a validation follows (`control.should_evaluate`) or when training stops (the server ends
     with the final weights). The later updates of a generation batch push nothing: no rollout reads those versions
     (H100, Qwen2.5-0.5B over CUDA IPC: 1.4 s of a 1.9 s update, benchmarks/results/server_h100). Any rollout still
     finds its version there: `PolicyGeneration.push` sends it first when the engine holds another one. Added before
@@ -243,10 +252,7 @@ class ServerWeightPush(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         r"""Push version `state.global_step` when it is read next (every rank: ZeRO-3 gathers are collectives)."""
-        trainer = self.trainer
-        generate_every = trainer.args.steps_per_generation * trainer.num_iterations
-        rollout_next = trainer._step % generate_every == 0  # the condition of `ArpoTrainer._prepare_inputs`
-        if not (rollout_next or control.should_evaluate or control.should_training_stop):
+        if not (rollout_due(self.trainer) or control.should_evaluate or control.should_training_stop):
             return
         start = time.perf_counter()
         self.trainer.step.generation.push(self.trainer.model_wrapped, state.global_step)

@@ -71,6 +71,7 @@ from .pipeline import (
     StepTimer,
     accumulate_update,
     micro_batch_loss,
+    rollout_due,
     step_callbacks,
     step_context,
 )
@@ -226,8 +227,7 @@ class ArpoTrainer(GRPOTrainer):
         """
         if not self.model.training:
             return generation_batch  # evaluation goes through `prediction_step`
-        generate_every = self.args.steps_per_generation * self.num_iterations
-        if self._step % generate_every == 0 or self._buffered_inputs is None:
+        if rollout_due(self):
             self._buffered_inputs = self._generate_and_score_completions(generation_batch)
         inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
         self._step += 1
