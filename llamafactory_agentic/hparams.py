@@ -583,7 +583,8 @@ class AgenticArguments:
         metadata={
             "help": "Asynchronous rollout: a producer with its own copy of the weights rolls out up to this many "
             "optimiser steps ahead of the trainer, overlapping rollout and update; groups older than this are "
-            "dropped (counted in async/groups_dropped_stale). 0: the lockstep step (docs/algorithms.md §13)."
+            "dropped (counted in async/groups_dropped_stale). 0: the lockstep step (docs/algorithms.md §13). Engines hf "
+            "and vllm_server; one process or DDP/ZeRO-1/2 ranks (ZeRO-3 and FSDP are refused)."
         },
     )
     rl_off_policy_correction: Literal["tis", "decoupled", "none"] = field(

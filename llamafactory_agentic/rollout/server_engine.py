@@ -71,7 +71,7 @@ import httpx
 from ..common.log import get_logger
 from .endpoint import EndpointError, OpenAICompletionsEngine
 from .engine import VLLM_SERVER_CAPABILITIES, GenerationRequest, GenerationResult, SamplingSettings
-from .weight_sync import GatherFn, push_weights, weight_units
+from .weight_sync import GatherFn, current_group, push_weights, weight_units
 
 
 logger = get_logger(__name__)
@@ -177,7 +177,8 @@ class ServerWeightPusher:
         r"""Send `model`'s merged base weights to every server as `version`; every rank calls it (ZeRO-3 gathers).
 
         Only the main process (rank 0, or no process group) sends; the others walk the same units (the gathers are
-        collectives) and wait at a barrier, so no rank generates before the servers hold the new weights.
+        collectives) and wait at a barrier (on `weight_sync.current_group()`: an asynchronous producer's own group), so
+        no rank generates before the servers hold the new weights.
 
         Returns:
             `{"version", "tensors", "bytes", "seconds", "transport"}` of this push (main process; zeros elsewhere).
@@ -210,7 +211,7 @@ class ServerWeightPusher:
             for root in self.roots:
                 self.call("POST", root, "/reset_prefix_cache")
         if distributed:
-            dist.barrier()
+            dist.barrier(group=current_group())  # the producer thread's own group under rl_max_staleness > 0
         record = {"version": int(version), **sent, "seconds": time.perf_counter() - start, "transport": self.transport}
         if main:
             self.pushes.append(record)

@@ -38,6 +38,7 @@ call per unit, so the sync is latency-bound rather than memory-bound. Every rank
 order (they do: the walk depends on the module tree only).
 """
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -47,6 +48,28 @@ import torch
 
 
 GatherFn = Callable[[list[torch.nn.Parameter]], AbstractContextManager]
+_THREAD = threading.local()
+
+
+@contextmanager
+def collective_group(group: Any) -> Iterator[None]:
+    r"""Within the block, this thread's weight pushes synchronise the ranks on `group` (None: the default group).
+
+    An asynchronous rollout producer (`rl_max_staleness > 0` on several ranks) pushes from a thread of its own while
+    the trainer's thread runs the optimiser's collectives on the default group; two threads must never share one
+    group, so the producer's barriers go to a group of their own (`train.arpo.async_rollout`).
+    """
+    previous = getattr(_THREAD, "group", None)
+    _THREAD.group = group
+    try:
+        yield
+    finally:
+        _THREAD.group = previous
+
+
+def current_group() -> Any:
+    r"""The process group this thread's weight pushes synchronise on (`collective_group`); None: the default."""
+    return getattr(_THREAD, "group", None)
 
 
 @dataclass

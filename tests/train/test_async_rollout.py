@@ -9,6 +9,7 @@ end-to-end tests run the real `llamafactory-cli train` on the tiny tool-calling 
 """
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -174,6 +175,69 @@ def _env(tmp_path):
 def _trained_prompts(out):
     groups = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
     return sorted(g["prompt"] for g in groups), groups
+
+
+@pytest.mark.slow
+def test_two_ranks_train_asynchronously_on_the_lockstep_prompts(tmp_path):
+    """`FORCE_TORCHRUN=1 NPROC_PER_NODE=2` (gloo), hf engine, k = 1, validation after every step: each rank's producer
+    rolls out its groups with its own policy copy and gathers them on the producers' gloo group. The run ends, every
+    step trains the prompts the lockstep run (k = 0) trains at that step, each once, at most 1 step stale; the
+    validations (a pause of both producers at the same boundary) all run."""
+    env_paths = _prepare(tmp_path)
+    env = dict(_env(tmp_path), FORCE_TORCHRUN="1", NPROC_PER_NODE="2")
+    runs = {}
+    for k in (0, 1):
+        out = tmp_path / f"k{k}"
+        cmd = _cmd(env_paths, out, "arpo_rollout_batch_size=2", "max_samples=8", "save_strategy='no'",
+                   "eval_strategy=steps", "eval_steps=1", f"rl_max_staleness={k}")  # fmt: skip
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-5000:]
+        prompts, groups = _trained_prompts(out)
+        log = [json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()]
+        runs[k] = ([(g["global_step"], g["prompt"]) for g in groups], groups, log)
+    assert runs[1][0] == runs[0][0] and len({p for _, p in runs[1][0]}) == 8  # 4 steps x 2 prompts, each once
+    train = [r for r in runs[1][2] if "loss" in r]
+    assert [r["async/staleness_max"] for r in train] == [0, 1, 1, 1]
+    assert all(r["rollout/trajectories"] == 8 and r["async/groups_dropped_stale"] == 0 for r in train)
+    assert len([r for r in runs[1][2] if "eval_reward" in r]) == 4
+    versions = [sorted({t["weight_version"] for t in g["trajectories"]}) for g in runs[1][1]]
+    assert versions == [[0], [0], [0], [0], [1], [1], [2], [2]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_producers_of_two_ranks_pause_at_one_boundary(tmp_path, seed):
+    """Two processes (gloo), the real `AsyncRolloutSource` with its thread; random delays put the ranks' trainer
+    threads and producers at each point at different times (`tests/train/async_pause_ranks.py`). 40 steps, 20 pauses
+    with collectives inside: no rank hangs, and no producer starts a batch while its trainer thread is paused."""
+    script = REPO / "tests" / "train" / "async_pause_ranks.py"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    store = tmp_path / "store"
+    args = [[sys.executable, str(script), str(rank), str(store), "40", str(seed)] for rank in (0, 1)]
+    procs = [
+        subprocess.Popen(a, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for a in args
+    ]
+    try:
+        outputs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for p, (stdout, stderr) in zip(procs, outputs):
+        assert p.returncode == 0 and stdout.strip() == "ok 40 20", stdout + stderr[-3000:]
+
+
+def test_async_refuses_parameters_sharded_across_ranks():
+    """ZeRO-3 and FSDP leave no rank a whole policy for the producer's copy: refused with the engines that work."""
+    from llamafactory_agentic.train.arpo.async_rollout import open_async_source
+
+    zero3 = SimpleNamespace(accelerator=SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=SimpleNamespace(
+        zero_stage=3))), is_fsdp_enabled=False)  # fmt: skip
+    fsdp = SimpleNamespace(
+        accelerator=SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=None)), is_fsdp_enabled=True
+    )
+    for trainer in (zero3, fsdp):
+        with pytest.raises(ValueError, match="ZeRO-3 and FSDP shard.*ds_z2_config.json"):
+            open_async_source(trainer, SimpleNamespace(session=None))
 
 
 @pytest.mark.slow

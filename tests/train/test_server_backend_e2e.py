@@ -152,3 +152,28 @@ def test_two_ranks_share_the_server_and_only_rank_0_pushes(tmp_path):
     for group in groups:
         by_step.setdefault(group["global_step"], set()).update(t["weight_version"] for t in group["trajectories"])
     assert by_step == {0: {0}, 1: {1}}, by_step  # every trajectory of step k sampled with version k
+
+
+@pytest.mark.slow
+def test_two_ranks_async_producers_share_the_server_within_the_bound(tmp_path):
+    """`rl_max_staleness: 1` on 2 gloo ranks, validation after every step (the producers pause at one batch boundary):
+    each rank's producer rolls out its groups on the one server; rank 0 pushes each sampled version once while rank 1
+    waits at the producers' own barrier; batch j is sampled with version max(j - 1, 0)."""
+    _, log, out, pushed = _train_on_standin(
+        tmp_path, "two_ranks_async", "max_steps=3", "arpo_rollout_batch_size=2", "rl_max_staleness=1",
+        "eval_strategy=steps", "eval_steps=1",
+        env_extra={"FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2"},
+    )  # fmt: skip
+    steps = [r for r in log if "loss" in r]
+    assert len(steps) == 3 and all(r["rollout/trajectories"] == 8 for r in steps)
+    assert [r["async/staleness_max"] for r in steps] == [0, 1, 1]
+    assert len([r for r in log if "eval_reward" in r]) == 3
+    groups = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    by_step = {}
+    for group in groups:
+        by_step.setdefault(group["global_step"], set()).update(t["weight_version"] for t in group["trajectories"])
+    assert by_step == {0: {0}, 1: {0}, 2: {1}}, by_step
+    # training samples versions 0 and 1 (the producer, once each); validation after step s reads version s (the
+    # trainer's pushes, the producer pushing its own version again before its next batch); never twice in a row
+    versions = [p["version"] for p in pushed]
+    assert {0, 1}.issubset(versions) and all(a != b for a, b in zip(versions, versions[1:])), versions

@@ -43,8 +43,13 @@ batches (`UpdateBatch`) and queues them; the step takes them with `AsyncRolloutS
 
 Engines: the hf engine (its own copy of the module, decoded in the producer thread) and the `vllm_server` engine (the
 producer pushes its copy's weights, version by version, into the server, `rollout/server_engine.py`; the trainer
-pushes nothing after its steps). One process only for now (the producer's rollout does not enter the collectives of a
-multi-rank step).
+pushes nothing after its steps).
+
+Several ranks (torchrun; DDP or ZeRO-1/2, not ZeRO-3 or FSDP, which leave no rank a whole policy to copy): each rank's
+producer rolls out its share of each batch's groups as the lockstep step does and gathers the records on a gloo group
+of the producers' own, so its collectives never interleave with the optimiser's on the trainer's group; before each
+batch the producers agree to start it (`_agree`: the same batch on every rank, no pause asked anywhere), so a pause
+for validation stops all of them at the same boundary.
 """
 
 import contextlib
@@ -62,6 +67,7 @@ from transformers.trainer_callback import TrainerCallback
 
 from ...common.log import get_logger
 from ...rollout.session import RolloutSession
+from ...rollout.weight_sync import collective_group
 
 
 logger = get_logger(__name__)
@@ -113,6 +119,8 @@ class AsyncRolloutSource:
         dataset: The training rows (`feed` indices point into it).
         max_staleness: k (>= 1).
         updates_per_batch: U, optimiser steps per generation batch.
+        group: Several ranks: the gloo process group of the producers' collectives (their record gathers, weight-push
+            barriers and the start of each batch, `_agree`); None on one process.
     """
 
     def __init__(
@@ -124,6 +132,7 @@ class AsyncRolloutSource:
         dataset: Any,
         max_staleness: int,
         updates_per_batch: int,
+        group: Any = None,
     ) -> None:
         r"""See the class docstring; the producer thread starts at the first `take`."""
         from .pipeline import ArpoStep  # the stages of the lockstep step, on the producer's stack
@@ -137,10 +146,15 @@ class AsyncRolloutSource:
             model=lambda: producer_model,
             model_wrapped=lambda: producer_model,
             global_step=lambda: self.producing_version,
+            collective_group=group,
         )
         self.producer = ArpoStep(ctx, producer_session, step.reward_fn, step.loss_config, step.policy, step.logger)
+        self.group = group
         self.cond = threading.Condition()
-        self.busy = threading.Lock()  # held while the producer rolls out (validation pauses it)
+        # pausing (validation, a redone stale batch): the trainer's thread raises `pause_requests` and waits while the
+        # producer is in a batch, or deciding to start one without having seen the request (`_agree`)
+        self.pause_requests = 0
+        self.phase = "idle"  # "idle" | "deciding" (may start a batch) | "batch"
         self.snapshots: dict[int, dict[str, torch.Tensor]] = {}
         self.loaded_version: int | None = None
         self.ready: dict[int, tuple[Any, int]] = {}  # batch j -> (UpdateBatch, version that sampled it)
@@ -204,7 +218,7 @@ class AsyncRolloutSource:
         if now - version > self.k:  # never train a group older than k: roll its prompts out again, now
             dropped = len(update.rows)
             logger.warning(f"generation batch {j} is {now - version} steps old (> rl_max_staleness {self.k}): redone")
-            with self.busy:
+            with self.paused():
                 update = self.step.dynamic_sampling(
                     self.step.roll_out_and_score(self.rows(j), training=True, global_step=now), now
                 )
@@ -228,9 +242,23 @@ class AsyncRolloutSource:
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
-        r"""Hold the producer between two batches (validation uses the shared executor meanwhile)."""
-        with self.busy:
+        r"""Hold the producer between two batches (validation uses the shared executor and server meanwhile).
+
+        Waits for the batch in flight to end; on several ranks, the producers start a batch only when no rank has
+        asked for a pause (`_agree`), so they stop at the same batch boundary and none waits in a gather for a
+        producer that its trainer thread holds.
+        """
+        with self.cond:
+            self.pause_requests += 1
+            self.cond.notify_all()
+            while self.phase != "idle" and self.error is None and self.thread is not None and self.thread.is_alive():
+                self.cond.wait(timeout=1.0)
+        try:
             yield
+        finally:
+            with self.cond:
+                self.pause_requests -= 1
+                self.cond.notify_all()
 
     # ---------------------------------------------------------------------------------------------- producer thread
     def _start(self) -> None:
@@ -241,20 +269,32 @@ class AsyncRolloutSource:
 
     def _run(self) -> None:
         try:
-            while True:
-                t0 = time.perf_counter()
-                with self.cond:
-                    while not self.stopped and not self._can_start(self.next_to_produce):
-                        self.cond.wait(timeout=1.0)
-                    if self.stopped:
-                        return
-                    j = self.next_to_produce
-                    version = self.sampling_version(j)
-                    weights = self.snapshots.get(version)
-                    self.idle += time.perf_counter() - t0
-                with self.busy:
-                    if self.stopped:
-                        return
+            with collective_group(self.group):  # the server's weight-push barrier: the producers' group
+                while True:
+                    t0 = time.perf_counter()
+                    with self.cond:
+                        while not self.stopped and not self._can_start(self.next_to_produce):
+                            self.cond.wait(timeout=1.0)
+                        if self.stopped:
+                            return
+                        j = self.next_to_produce
+                        version = self.sampling_version(j)
+                        weights = self.snapshots.get(version)
+                        go = self.pause_requests == 0
+                        self.phase = "deciding" if go else "idle"
+                        self.idle += time.perf_counter() - t0
+                    go = self._agree(j, go)
+                    with self.cond:
+                        if self.stopped:
+                            self.phase = "idle"
+                            self.cond.notify_all()
+                            return
+                        if not go:  # a pause on some rank: wait, then agree again
+                            self.phase = "idle"
+                            self.cond.notify_all()
+                            self.cond.wait(timeout=1.0 if self.pause_requests else 0.05)
+                            continue
+                        self.phase = "batch"
                     if weights is not None and self.loaded_version != version:
                         load_weights(self.model, weights)
                         self.loaded_version = version
@@ -262,14 +302,33 @@ class AsyncRolloutSource:
                     target = self.train_version(j)  # dynamic sampling draws its extra prompts as at step V(j)
                     batch = self.producer.roll_out_and_score(self.rows(j), training=True)
                     update = self.producer.dynamic_sampling(batch, target)
-                with self.cond:
-                    self.ready[j] = (update, version)
-                    self.next_to_produce = j + 1
-                    self.cond.notify_all()
+                    with self.cond:
+                        self.ready[j] = (update, version)
+                        self.next_to_produce = j + 1
+                        self.phase = "idle"
+                        self.cond.notify_all()
         except BaseException as err:  # handed to the trainer by `take`
             with self.cond:
                 self.error = err
+                self.phase = "idle"
                 self.cond.notify_all()
+
+    def _agree(self, j: int, go: bool) -> bool:
+        r"""Whether every rank's producer starts batch `j` now (no rank asked for a pause); `go` on one process.
+
+        Raises:
+            RuntimeError: the producers are at different batches (their prompt feeds diverged).
+        """
+        if self.group is None:
+            return go
+        import torch.distributed as dist
+
+        votes: list[Any] = [None] * dist.get_world_size(self.group)
+        dist.all_gather_object(votes, (int(j), bool(go)), group=self.group)
+        batches = {b for b, _ in votes}
+        if len(batches) != 1:
+            raise RuntimeError(f"the ranks' rollout producers are at different generation batches: {sorted(batches)}")
+        return all(vote for _, vote in votes)
 
     def plan_steps(self, max_steps: int) -> None:
         r"""The run ends after optimiser step `max_steps`: the producer rolls out no batch that would not be trained."""
@@ -303,8 +362,10 @@ class AsyncRolloutSource:
             self.thread.join(timeout=600)
 
     # ---------------------------------------------------------------------------------------------- checkpoints
-    def save_state(self, directory: str, global_step: int) -> None:
+    def save_state(self, directory: str, global_step: int, write: bool = True) -> None:
         r"""Write `async_rollout_state.json`: batches taken, version, and the produced-but-untrained batches dropped.
+
+        `write`: False on the ranks other than the main one (every rank checks the boundary, one writes the file).
 
         Raises:
             RuntimeError: the checkpoint falls inside a generation batch (some of its updates not done yet).
@@ -326,6 +387,8 @@ class AsyncRolloutSource:
                 # produced ahead but not trained: a resumed run rolls these prompts out again
                 "untrained_batches": [{"batch": j, "prompts": self.feed.batch(j)} for j in pending],
             }
+        if not write:
+            return
         os.makedirs(directory, exist_ok=True)
         with open(os.path.join(directory, STATE_NAME), "w", encoding="utf-8") as f:
             json.dump(state, f, indent=1)
@@ -376,7 +439,7 @@ class AsyncCallback(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         r"""Next to the checkpoint the Trainer just wrote."""
         folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
-        self.source.save_state(folder, state.global_step)
+        self.source.save_state(folder, state.global_step, write=state.is_world_process_zero)
 
     def on_train_end(self, args, state, control, **kwargs):
         r"""Stop the producer."""
@@ -387,20 +450,29 @@ def open_async_source(trainer: Any, step: Any) -> AsyncCallback:
     r"""Build the producer's stack for `trainer` (`rl_max_staleness > 0`), install it as `step.source`.
 
     The producer gets a deep copy of the policy and an engine of the same registered backend built on it
-    (`rollout.build_engine`), and an agent loop over the run's tool executor.
+    (`rollout.build_engine`), and an agent loop over the run's tool executor. On several ranks (torchrun, DDP or
+    ZeRO-1/2) every rank runs a producer for its share of the groups (`g % world_size == rank`, as the lockstep
+    step); the producers gather their records, wait at weight pushes and agree on each batch's start on a gloo group of
+    their own (`torch.distributed.new_group`, created here by every rank), never on the trainer's group.
 
     Returns:
         The `AsyncCallback` to add to the trainer.
 
     Raises:
-        ValueError: more than one process, or an engine that cannot get a weight copy of its own in this process.
+        ValueError: parameters sharded across ranks (ZeRO-3, FSDP: no rank holds the whole policy to copy), or an
+            engine that cannot get a weight copy of its own in this process.
     """
     from ...rollout.agent_loop import AgenticRollout
     from ...rollout.engine import build_engine
 
     session = step.session
-    if trainer.accelerator.num_processes > 1:
-        raise ValueError("rl_max_staleness > 0 runs on one process for now; set rl_max_staleness: 0 for multi-GPU.")
+    plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
+    if getattr(trainer, "is_fsdp_enabled", False) or (plugin is not None and plugin.zero_stage == 3):
+        raise ValueError(
+            "rl_max_staleness > 0 gives the rollout producer a whole copy of the policy on each rank, which ZeRO-3 and "
+            "FSDP shard across ranks: train with DDP or ZeRO-1/2 (deepspeed: recipes/deepspeed/ds_z2_config.json), or "
+            "set rl_max_staleness: 0."
+        )
     caps = session.capabilities
     if not (caps.shares_policy_weights or caps.separate_process):
         raise ValueError(
@@ -427,8 +499,12 @@ def open_async_source(trainer: Any, step: Any) -> AsyncCallback:
     updates = max(a.steps_per_generation * trainer.num_iterations // a.gradient_accumulation_steps, 1)
     sampler = trainer._get_train_sampler(trainer.train_dataset)
     feed = PromptFeed(sampler, a.generation_batch_size // trainer.num_generations, trainer.num_generations)
-    source = AsyncRolloutSource(
-        step, producer_session, producer_model, feed, trainer.train_dataset, step.loss_config.max_staleness, updates
-    )
+    group = None
+    if trainer.accelerator.num_processes > 1:
+        import torch.distributed as dist
+
+        group = dist.new_group(backend="gloo")  # a collective: every rank builds its producer here
+    k = step.loss_config.max_staleness
+    source = AsyncRolloutSource(step, producer_session, producer_model, feed, trainer.train_dataset, k, updates, group)
     step.source = source
     return AsyncCallback(source, trainer.accelerator.unwrap_model)

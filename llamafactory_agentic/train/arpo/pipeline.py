@@ -331,6 +331,22 @@ def score_groups(
 
 
 # ---------------------------------------------------------------------------------------------- sample prompts
+def gather_objects(items: list[Any], group: Any = None) -> list[Any]:
+    r"""Every rank's `items` concatenated in rank order, on every rank (Accelerate's `gather_object` on `group`).
+
+    Args:
+        items: This rank's picklable objects.
+        group: A `torch.distributed` process group; None: the default group (`accelerate.utils.gather_object`).
+    """
+    if group is None:
+        return gather_object(items)
+    import torch.distributed as dist
+
+    parts: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(parts, list(items), group=group)
+    return [item for part in parts for item in part]
+
+
 def sample_prompts(inputs: list[dict[str, Any]], group_size: int, world_size: int) -> list[dict[str, Any]]:
     r"""One row per group of the generation batch, the same list on every rank (TRL's rows of all ranks gathered)."""
     rows = gather_object(list(inputs)) if world_size > 1 else list(inputs)
@@ -524,6 +540,9 @@ class StepContext:
         beta: The KL coefficient (reference log-probs are computed when it is not 0).
         model / model_wrapped / ref_model / global_step: Accessors of the live policy (unwrapped and wrapped), the
             reference model (None) and the optimiser steps done.
+        collective_group: The process group of the step's record gathers; None: the default group (the trainer's
+            thread). An asynchronous producer (`rl_max_staleness > 0`, several ranks) gathers on a gloo group of its
+            own, since its thread runs beside the optimiser's collectives.
     """
 
     accelerator: Any
@@ -542,6 +561,7 @@ class StepContext:
     model_wrapped: Callable[[], Any]
     ref_model: Callable[[], Any]
     global_step: Callable[[], int]
+    collective_group: Any = None
 
 
 def step_context(trainer: Any) -> StepContext:
@@ -756,8 +776,8 @@ class ArpoStep:
         tool_metrics = self.session.pop_metrics()
         local = (len(shard.group_ids), metrics, timing, tool_metrics)
         if self.ctx.accelerator.num_processes > 1:
-            records = gather_object(records)
-            shards = gather_object([local])
+            records = gather_objects(records, self.ctx.collective_group)
+            shards = gather_objects([local], self.ctx.collective_group)
         else:
             shards = [local]
         records.sort(key=lambda r: (r.group, r.member))
