@@ -176,8 +176,9 @@ class ServerWeightPusher:
     def push(self, model: Any, version: int, gather: GatherFn | None = None) -> dict[str, Any]:
         r"""Send `model`'s merged base weights to every server as `version`; every rank calls it (ZeRO-3 gathers).
 
-        Only the main process (rank 0, or no process group) sends; the others walk the same units (the gathers are
-        collectives) and wait at a barrier (on `weight_sync.current_group()`: an asynchronous producer's own group), so
+        Only the main process (rank 0, or no process group) sends; the others walk the same units when the parameters
+        are partitioned (ZeRO-3: the gathers are collectives; otherwise they leave the module untouched) and wait at a
+        barrier (on `weight_sync.current_group()`: an asynchronous producer's own group), so
         no rank generates before the servers hold the new weights.
 
         Returns:
@@ -194,7 +195,8 @@ class ServerWeightPusher:
         start = time.perf_counter()
         sent = {"tensors": 0, "bytes": 0}
         if not main:
-            push_weights(model, lambda tensors: None, gather=gather)
+            if any(hasattr(p, "ds_id") for p in model.parameters()):  # ZeRO-3: the gathers are collectives
+                push_weights(model, lambda tensors: None, gather=gather)
         elif self.transport == "disk":
             self._push_disk(model, version, gather, sent)
         else:

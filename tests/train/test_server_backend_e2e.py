@@ -158,8 +158,9 @@ def test_two_ranks_share_the_server_and_only_rank_0_pushes(tmp_path):
 def test_two_ranks_async_producers_share_the_server_within_the_bound(tmp_path):
     """`rl_max_staleness: 1` on 2 gloo ranks, validation after every step (the producers pause at one batch boundary):
     each rank's producer rolls out its groups on the one server; rank 0 pushes each sampled version once while rank 1
-    waits at the producers' own barrier; batch j is sampled with version max(j - 1, 0)."""
-    _, log, out, pushed = _train_on_standin(
+    waits at the producers' own barrier; batch j is sampled with version max(j - 1, 0). Rank 1 keeps no copy of the
+    policy (it neither decodes nor sends)."""
+    output, log, out, pushed = _train_on_standin(
         tmp_path, "two_ranks_async", "max_steps=3", "arpo_rollout_batch_size=2", "rl_max_staleness=1",
         "eval_strategy=steps", "eval_steps=1",
         env_extra={"FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2"},
@@ -173,6 +174,8 @@ def test_two_ranks_async_producers_share_the_server_within_the_bound(tmp_path):
     for group in groups:
         by_step.setdefault(group["global_step"], set()).update(t["weight_version"] for t in group["trajectories"])
     assert by_step == {0: {0}, 1: {0}, 2: {1}}, by_step
+    assert "rl_max_staleness 1) on rank 0: a copy of the policy" in output
+    assert "rl_max_staleness 1) on rank 1: no copy of the policy" in output
     # training samples versions 0 and 1 (the producer, once each); validation after step s reads version s (the
     # trainer's pushes, the producer pushing its own version again before its next batch); never twice in a row
     versions = [p["version"] for p in pushed]

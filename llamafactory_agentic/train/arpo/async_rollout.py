@@ -121,6 +121,8 @@ class AsyncRolloutSource:
         updates_per_batch: U, optimiser steps per generation batch.
         group: Several ranks: the gloo process group of the producers' collectives (their record gathers, weight-push
             barriers and the start of each batch, `_agree`); None on one process.
+        copy_weights: False where the producer neither decodes nor sends weights (a `vllm_server` rank other than
+            0): `publish` then records each version without copying, and `producer_model` is never written.
     """
 
     def __init__(
@@ -133,6 +135,7 @@ class AsyncRolloutSource:
         max_staleness: int,
         updates_per_batch: int,
         group: Any = None,
+        copy_weights: bool = True,
     ) -> None:
         r"""See the class docstring; the producer thread starts at the first `take`."""
         from .pipeline import ArpoStep  # the stages of the lockstep step, on the producer's stack
@@ -149,7 +152,7 @@ class AsyncRolloutSource:
             collective_group=group,
         )
         self.producer = ArpoStep(ctx, producer_session, step.reward_fn, step.loss_config, step.policy, step.logger)
-        self.group = group
+        self.group, self.copy_weights = group, copy_weights
         self.cond = threading.Condition()
         # pausing (validation, a redone stale batch): the trainer's thread raises `pause_requests` and waits while the
         # producer is in a batch, or deciding to start one without having seen the request (`_agree`)
@@ -184,9 +187,11 @@ class AsyncRolloutSource:
             self.version_now = int(version)
             wanted = {self.sampling_version(j) for j in range(self.next_to_produce, self.taken + self.k + 2)}
             if version in wanted or not self.snapshots:
-                self.snapshots[int(version)] = {
-                    name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters()
-                }
+                self.snapshots[int(version)] = (
+                    {name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters()}
+                    if self.copy_weights
+                    else None  # published, nothing to load (a server rank other than 0)
+                )
             for v in [v for v in self.snapshots if v < min(wanted | {version})]:
                 del self.snapshots[v]
             self.cond.notify_all()
@@ -482,9 +487,14 @@ def open_async_source(trainer: Any, step: Any) -> AsyncCallback:
         )
     agent = session.agent
     model = trainer.accelerator.unwrap_model(trainer.model)
-    producer_model = copy.deepcopy(model).eval()
-    for param in producer_model.parameters():
-        param.requires_grad_(False)
+    # a server rank other than 0 neither decodes nor sends (rank 0 pushes): no copy of the policy, no snapshots; its
+    # producer only passes the trainer's module, untouched, to the push's barrier
+    copy_weights = not caps.separate_process or trainer.accelerator.is_main_process
+    producer_model = model
+    if copy_weights:
+        producer_model = copy.deepcopy(model).eval()
+        for param in producer_model.parameters():
+            param.requires_grad_(False)
     if caps.separate_process:
         # the server holds one set of weights: the producer pushes its copy's version before each batch (the
         # trainer pushes only for validation or a redone stale batch, and the producer pushes again afterwards)
@@ -505,6 +515,12 @@ def open_async_source(trainer: Any, step: Any) -> AsyncCallback:
 
         group = dist.new_group(backend="gloo")  # a collective: every rank builds its producer here
     k = step.loss_config.max_staleness
-    source = AsyncRolloutSource(step, producer_session, producer_model, feed, trainer.train_dataset, k, updates, group)
+    source = AsyncRolloutSource(
+        step, producer_session, producer_model, feed, trainer.train_dataset, k, updates, group, copy_weights
+    )
+    logger.info(
+        "[agentic] rollout producer (rl_max_staleness %d) on rank %d: %s", k, trainer.accelerator.process_index,
+        "a copy of the policy" if copy_weights else "no copy of the policy (rank 0 pushes the server's weights)",
+    )  # fmt: skip
     step.source = source
     return AsyncCallback(source, trainer.accelerator.unwrap_model)
