@@ -146,7 +146,15 @@ _REPORTED_KEYS = (
 
 
 # Keys that act only while another key (their switch) has a given value: (keys, switch, value that makes them act).
-# Source: where the trainer and the rollout read them (`train/arpo/pipeline.py` `micro_batch_loss`, `rollout/agent_loop.py`).
+# Source: where the trainer and the rollout read them (`train/arpo/pipeline.py` `micro_batch_loss`, `rollout/agent_loop.py`,
+# `algorithms/off_policy.py`, `rollout/server_engine.py`).
+_SERVER_KEYS = (
+    "arpo_server_urls",
+    "arpo_server_api_key",
+    "arpo_server_timeout",
+    "arpo_server_weight_transfer",
+    "arpo_server_weight_dir",
+)
 _INERT_UNLESS: tuple[tuple[tuple[str, ...], str, Any], ...] = (
     (("aepo_premonitor_beta", "aepo_premonitor_tokens", "aepo_premonitor_rounds"), "aepo_dynamic_rollouts", True),
     (("aepo_balanced_clip_scope",), "aepo_balanced_clip", True),
@@ -154,6 +162,10 @@ _INERT_UNLESS: tuple[tuple[tuple[str, ...], str, Any], ...] = (
     (("aepo_entropy_advantage_coef",), "aepo_entropy_advantage", True),
     (("aepo_branch_penalty_scope",), "aepo_branch_penalty", "> 0"),
     (("arpo_branch_alpha",), "arpo_branch_rule", "deterministic"),
+    # the off-policy correction weighs only tokens sampled by older weights, which the lockstep step never has
+    (("rl_off_policy_correction", "rl_off_policy_cap"), "rl_max_staleness", "> 0"),
+    (("rl_off_policy_cap",), "rl_off_policy_correction", "tis"),
+    (_SERVER_KEYS, "arpo_rollout_backend", "vllm_server"),
 )
 
 
@@ -214,12 +226,19 @@ def inert_key_warnings(finetuning_args: Any, explicit: list[str] | tuple[str, ..
             f"`aepo_variant: {finetuning_args.aepo_variant}` has no effect under `stage: arpo` (it selects the preset "
             "of `stage: aepo`); use `stage: aepo` or remove it."
         )
+    warned: set[str] = set()  # a key inert for two reasons is named once, for the first (the outer switch)
     for keys, switch, wanted in _INERT_UNLESS:
         value = getattr(finetuning_args, switch)
-        unused = [key for key in keys if is_set(key)]
+        unused = [key for key in keys if is_set(key) and key not in warned]
         if not unused or _acts(value, wanted):
             continue
-        origin = "explicit" if switch in explicit else f"the `{name}` preset's value"
+        warned.update(unused)
+        if switch in explicit:
+            origin = "explicit"
+        elif switch in PRESETS[name]:
+            origin = f"the `{name}` preset's value"
+        else:
+            origin = "explicit" if getattr(finetuning_args, switch) != agentic_default(switch) else "the default"
         need = f"`{switch}` {wanted}" if wanted == "> 0" else f"`{switch}: {_yaml(wanted)}`"
         aepo_only = switch.startswith("aepo_") and stage == "arpo"
         where = " (the AEPO mechanisms are on only under `stage: aepo` unless switched on here)" if aepo_only else ""

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from ..common.stages import STAGES
 from ..hparams import AgenticArguments, agentic_default
-from ..train.presets import PRESETS, agentic_namespace, preset_name, resolve_presets
+from ..train.presets import PRESETS, agentic_namespace, inert_keys, preset_name, resolve_presets
 
 
 RL_STAGES: tuple[str, ...] = tuple(name for name, spec in STAGES.items() if spec.dataset_kind == "rl")
@@ -88,6 +88,18 @@ GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
             "agentic_max_tool_calls",
             "agentic_python_timeout",
             "agentic_tool_workers",
+        ),
+    ),
+    (
+        "async",
+        RL_STAGES,
+        (
+            "rl_max_staleness",
+            "rl_off_policy_correction",
+            "rl_off_policy_cap",
+            "arpo_server_urls",
+            "arpo_server_weight_transfer",
+            "arpo_server_timeout",
         ),
     ),
     ("reward", RL_STAGES, ("agentic_reward", "agentic_reward_math", "agentic_reward_tool_bonus")),
@@ -394,7 +406,7 @@ def effective_values(stage: str, args: dict[str, Any]) -> dict[str, Any]:
     if stage in RL_STAGES:
         result = resolve_presets(namespace, verbose=False)
         preset, from_preset, reported = result["preset"], set(result["from_preset"]), result["values"]
-        inert = set(result["inert"])
+        inert = inert_keys(namespace)  # every key, not only the reported ones (the panel's server keys, say)
         from_preset.update(result["derived"])  # rl_epsilon_high left unset: shown as "rl_epsilon" below
 
     keys = [f.key for f in panel_fields() if stage in f.stages]

@@ -47,6 +47,12 @@ FIELD_LABELS: dict[str, tuple[str, str]] = {  # element name: (English, Chinese)
     "rollout_top_k": ("Sampling top-k", "采样 Top-k"),
     "arpo_rollout_log_ratio": ("Groups written to rollouts.jsonl", "写入 rollouts.jsonl 的组比例"),
     "arpo_val_max_samples": ("Validation prompts", "验证提示数"),
+    "rl_max_staleness": ("Max staleness k (asynchronous rollout)", "最大陈旧步数 k（异步展开）"),
+    "rl_off_policy_correction": ("Off-policy correction", "离策略校正"),
+    "rl_off_policy_cap": ("Importance weight cap", "重要性权重上限"),
+    "arpo_server_urls": ("vLLM server URLs", "vLLM 服务地址"),
+    "arpo_server_weight_transfer": ("Weight transfer to the server", "向服务传输权重的方式"),
+    "arpo_server_timeout": ("Server request deadline (s)", "服务请求时限（秒）"),
     "agentic_tool_config": ("Tool config file", "工具配置文件"),
     "agentic_search_backend": ("Search backend", "搜索后端"),
     "agentic_search_index": ("Local search index", "本地搜索索引"),
@@ -100,13 +106,36 @@ FIELD_HELP_ZH: dict[str, str] = {
         "所有进程合计，每次展开的提示数。每次优化器更新使用 per_device_train_batch_size × gradient_accumulation_steps × "
         "进程数 个提示（每个提示 M 条轨迹），所以一次展开供多次更新使用（参考设置：128 个提示，8 次更新）。"
     ),
-    "arpo_rollout_backend": "展开所用的生成后端：hf（transformers，CPU 和 GPU 均可）或 vllm（需额外安装）。",
+    "arpo_rollout_backend": (
+        "展开所用的生成后端：hf（transformers，CPU 和 GPU 均可）、vllm（需额外安装，与训练共用 GPU）或 vllm_server"
+        "（vLLM 自己的服务，地址见 arpo_server_urls；每次被展开用到的优化器更新之后推送权重）。"
+    ),
     "arpo_hf_generation_batch_size": "hf 后端：一个批次中一起解码的轨迹数。",
     "rollout_temperature": "采样温度：调节下一个 token 的概率分布。",
     "rollout_top_p": "只保留累计概率达到 top_p 的最可能 token（核采样）。",
     "rollout_top_k": "top-k 过滤时保留的最高概率 token 数（0 表示不过滤）。",
     "arpo_rollout_log_ratio": "连同分支树一起写入输出目录 rollouts.jsonl 的组所占比例（0 表示不写该文件）。",
     "arpo_val_max_samples": "每次验证使用的提示数（贪心解码，每个提示一条轨迹，不分支）。留空表示全部。",
+    "rl_max_staleness": (
+        "异步展开：生产者用自己的一份权重，最多领先训练 k 个优化器步进行展开，使展开与更新重叠；超过 k 步的组被丢弃并"
+        "计入 async/groups_dropped_stale。0 表示同步（逐步）展开。支持 hf 和 vllm_server 后端；单进程或 DDP/ZeRO-1/2 "
+        "多进程（不支持 ZeRO-3 和 FSDP）。"
+    ),
+    "rl_off_policy_correction": (
+        "由旧权重采样的 token 的校正方式（rl_max_staleness > 0 时）：tis（截断重要性采样，权重 "
+        "min(pi_prox/pi_behav, rl_off_policy_cap)）、decoupled（解耦 PPO，权重不截断）或 none。对当前权重采样的 "
+        "token 不起作用。"
+    ),
+    "rl_off_policy_cap": "tis 重要性权重 pi_prox/pi_behav 的上限（> 0）。",
+    "arpo_server_urls": (
+        "vllm_server 后端：展开服务的地址，多个用逗号分隔（如 http://127.0.0.1:8000/v1；因为在此明确写出，"
+        "回环或内网地址也可访问）。"
+    ),
+    "arpo_server_weight_transfer": (
+        "vllm_server 后端：权重如何到达服务。auto：取服务的 --weight-transfer-config 后端（nccl：服务有自己的 GPU；"
+        "ipc：与训练共用 GPU），没有时用 disk（safetensors 写入 arpo_server_weight_dir，由 vLLM 的 reload_weights 加载）。"
+    ),
+    "arpo_server_timeout": "vllm_server 后端：一次生成请求或一次权重更新调用的总时限（秒）。",
     "agentic_tool_config": "列出工具的 YAML 文件（名称或类、参数、超时、重试次数、调用上限）。",
     "agentic_search_backend": "搜索后端：local（本地 BM25 索引）、replay（只用缓存）、web、retriever。",
     "agentic_search_index": (
@@ -164,6 +193,7 @@ OTHER_LABELS: dict[str, dict[str, tuple[str, str]]] = {  # element name: {proper
     },
     "agentic_rollout_tab": {"label": ("Rollout", "展开 (Rollout)")},
     "agentic_tools_tab": {"label": ("Tools", "工具")},
+    "agentic_async_tab": {"label": ("Asynchronous rollout and vLLM server", "异步展开与 vLLM 服务")},
     "agentic_reward_tab": {"label": ("Reward", "奖励")},
     "agentic_optim_tab": {"label": ("Optimisation", "优化")},
     "agentic_aepo_tab": {"label": ("AEPO", "AEPO")},

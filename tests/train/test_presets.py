@@ -168,6 +168,28 @@ def test_keys_set_without_effect_are_warned_about(plugin_caplog):
         assert resolve_presets(agentic_args(stage), verbose=False)["warnings"] == []
 
 
+def test_async_and_server_keys_without_their_switch_are_warned_about():
+    """The off-policy correction acts only on stale tokens (rl_max_staleness > 0), its cap only with tis, the server
+    keys only with arpo_rollout_backend: vllm_server; a switch left at its default is named as the default."""
+    warnings = resolve_presets(
+        agentic_args("arpo", rl_off_policy_cap=3.0, arpo_server_urls="http://127.0.0.1:8000/v1"), verbose=False
+    )["warnings"]
+    assert warnings == [
+        "`rl_off_policy_cap` has no effect in this run: it acts only with `rl_max_staleness` > 0, and this run has "
+        "`rl_max_staleness: 0` (the default). Remove it or set `rl_max_staleness` > 0.",
+        "`arpo_server_urls` has no effect in this run: it acts only with `arpo_rollout_backend: vllm_server`, and this "
+        "run has `arpo_rollout_backend: hf` (the default). Remove it or set `arpo_rollout_backend: vllm_server`.",
+    ], warnings
+    (decoupled,) = resolve_presets(
+        agentic_args("aepo", rl_max_staleness=1, rl_off_policy_correction="decoupled", rl_off_policy_cap=3.0),
+        verbose=False,
+    )["warnings"]
+    assert "it acts only with `rl_off_policy_correction: tis`" in decoupled and "decoupled` (explicit)" in decoupled
+    on = agentic_args("arpo", rl_max_staleness=1, rl_off_policy_cap=3.0, arpo_rollout_backend="vllm_server",
+                      arpo_server_urls="http://127.0.0.1:8000/v1")  # fmt: skip
+    assert resolve_presets(on, verbose=False)["warnings"] == []
+
+
 def test_llamaboard_checks_show_the_same_warnings():
     from llamafactory_agentic.webui.checks import check_values
 

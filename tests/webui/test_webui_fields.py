@@ -47,6 +47,9 @@ def test_issue_groups_and_stages():
                  "agentic_cache_mode", "agentic_max_tool_calls", "agentic_python_timeout"):  # fmt: skip
         assert groups[name] == "tools"
     assert groups["agentic_reward"] == groups["agentic_reward_math"] == "reward"
+    for name in ("rl_max_staleness", "rl_off_policy_correction", "rl_off_policy_cap", "arpo_server_urls",
+                 "arpo_server_weight_transfer", "arpo_server_timeout"):  # fmt: skip
+        assert groups[name] == "async" and F.field_by_name(name).stages == F.RL_STAGES
     assert groups["aepo_variant"] == "aepo" and groups["agentic_sft_mask_results"] == "sft"
     assert F.field_by_name("aepo_variant").stages == ("aepo",)
     assert F.field_by_name("agentic_sft_mask_results").stages == ("agentic_sft",)
@@ -169,6 +172,22 @@ def test_arpo_effective_values_list_only_the_keys_that_act():
     rows = {key for key, _, _ in F.effective_values("aepo", {})["rows"]}
     assert {"aepo_dynamic_rollouts", "aepo_balanced_clip", "aepo_branch_penalty"} <= rows
     assert not rows & {"aepo_premonitor_beta", "aepo_premonitor_tokens", "aepo_entropy_advantage_coef"}
+
+
+def test_async_keys_are_previewed_only_where_they_act():
+    # a lockstep run on the hf engine: the correction and the server keys do nothing, so the preview leaves them out
+    rows = {key: origin for key, _, origin in F.effective_values("arpo", {})["rows"]}
+    assert rows["rl_max_staleness"] == "default" and rows["arpo_rollout_backend"] == "default"
+    assert not {"rl_off_policy_correction", "rl_off_policy_cap", "arpo_server_urls", "arpo_server_timeout"} & set(rows)
+    args = {
+        "rl_max_staleness": 1,
+        "arpo_rollout_backend": "vllm_server",
+        "arpo_server_urls": "http://10.0.0.2:8000/v1",
+    }
+    rows = {key: origin for key, _, origin in F.effective_values("arpo", args)["rows"]}
+    assert rows["rl_off_policy_correction"] == rows["rl_off_policy_cap"] == "default"
+    assert rows["arpo_server_urls"] == "explicit" and rows["arpo_server_weight_transfer"] == "default"
+    assert F.panel_args("arpo", {"rl_max_staleness": 1}) == {"rl_max_staleness": 1}
 
 
 def test_help_texts_in_plain_words():
