@@ -127,7 +127,8 @@ def test_a_checkpoint_inside_a_generation_batch_is_refused(tmp_path):
 
 
 def test_producer_weights_follow_every_publish_including_lora_adapters(tiny_model):
-    """The producer's copy gets every parameter after each optimiser step (LoRA adapters included)."""
+    """The producer's copy follows every publish: all parameters once, then the trainable ones (LoRA: the adapters,
+    never a stale adapter; the frozen base is not copied again at each step)."""
     import copy
 
     from peft import LoraConfig, get_peft_model
@@ -136,15 +137,26 @@ def test_producer_weights_follow_every_publish_including_lora_adapters(tiny_mode
 
     policy = get_peft_model(tiny_model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
     producer = copy.deepcopy(policy)
+    with torch.no_grad():
+        for p in producer.parameters():
+            p.zero_()  # the producer's copy knows nothing yet: only what is published reaches it
     source, _ = _source(now=0, k=1)
+    source.publish(policy, 0)
     with torch.no_grad():
         for name, p in policy.named_parameters():
             if "lora_B" in name:
                 p.add_(0.5)  # an optimiser step moved the adapter
     source.publish(policy, 1)
-    load_weights(producer, source.snapshots[1])
+    trainable = {name for name, p in policy.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in name for name in trainable)
+    assert set(source.snapshots[0]) == {name for name, _ in policy.named_parameters()}  # the first: everything
+    assert set(source.snapshots[1]) == trainable  # later ones: the adapters, not the frozen base
+    for version in (0, 1):
+        load_weights(producer, source.snapshots[version])
     for (name, a), (_, b) in zip(policy.named_parameters(), producer.named_parameters()):
         assert torch.equal(a, b), name
+    with pytest.raises(KeyError):
+        load_weights(producer, {"no.such.parameter": torch.zeros(1)})
 
 
 # ---------------------------------------------------------------------------------------------- end to end
@@ -239,6 +251,24 @@ def test_producers_of_two_ranks_pause_at_one_boundary(tmp_path, seed):
             p.kill()
     for p, (stdout, stderr) in zip(procs, outputs):
         assert p.returncode == 0 and stdout.strip() == "ok 40 20", stdout + stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_lora_run_trains_asynchronously(tmp_path):
+    """LoRA with k = 1 through `llamafactory-cli train`: the producer's copy gets the base once and the adapters after
+    every step (`publish`); batch j is sampled with version max(j - 1, 0) and the run ends."""
+    env_paths = _prepare(tmp_path)
+    out = tmp_path / "lora"
+    cmd = _cmd(env_paths, out, "finetuning_type=lora", "lora_target=all", "max_samples=3", "save_strategy='no'")
+    proc = subprocess.run(cmd, cwd=REPO, env=_env(tmp_path), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    assert "rl_max_staleness 1) on rank 0: a copy of the policy" in proc.stdout + proc.stderr
+    _, groups = _trained_prompts(out)
+    assert [sorted({t["weight_version"] for t in g["trajectories"]}) for g in groups] == [[0], [0], [1]]
+    train = [
+        r for r in (json.loads(line) for line in (out / "trainer_log.jsonl").read_text().splitlines()) if "loss" in r
+    ]
+    assert [r["async/staleness_max"] for r in train] == [0, 1, 1]
 
 
 def test_async_refuses_parameters_sharded_across_ranks():

@@ -22,8 +22,9 @@ batches (`UpdateBatch`) and queues them; the step takes them with `AsyncRolloutS
 * **Prompt order.** The producer owns it: generation batch j holds the prompts of the j-th block of TRL's own
   `RepeatSampler` (same seed, same permutation per epoch as a lockstep run), so it can roll out batches the Trainer
   has not asked for yet; the Trainer's generation batch only paces the steps.
-* **Weights and versions.** After every optimiser step the trainer publishes a copy of every parameter (LoRA
-  adapters included, so the producer never decodes with a stale adapter) with its version (`global_step`). Batch j
+* **Weights and versions.** After every optimiser step the trainer publishes a CPU copy of the weights with its
+  version (`global_step`): every parameter once, then the trainable ones (LoRA adapters included, so the producer
+  never decodes with a stale adapter; the frozen base is not copied again). Batch j
   is first trained at version `V(j) = V0 + (j - j0) * U` (U: optimiser steps per generation batch); the producer
   rolls it out with exactly version `max(V(j) - k, V0)`, waiting for it, so staleness is at most k and the run is
   as deterministic as the lockstep one. Weights change only between batches: a trajectory in flight always
@@ -160,6 +161,7 @@ class AsyncRolloutSource:
         self.phase = "idle"  # "idle" | "deciding" (may start a batch) | "batch"
         self.snapshots: dict[int, dict[str, torch.Tensor]] = {}
         self.loaded_version: int | None = None
+        self.full_snapshot_taken = False  # `publish` copies every parameter once, then the trainable ones
         self.ready: dict[int, tuple[Any, int]] = {}  # batch j -> (UpdateBatch, version that sampled it)
         self.base_batch = 0  # j0: first batch of this process (0, or the resumed position)
         self.base_version = 0  # V0
@@ -182,16 +184,25 @@ class AsyncRolloutSource:
         return max(self.train_version(j) - self.k, self.base_version)
 
     def publish(self, model: Any, version: int) -> None:
-        r"""Hand the producer a copy of every parameter after optimiser step `version` (called by the callback)."""
+        r"""Hand the producer a CPU copy of the weights after optimiser step `version` (called by the callback).
+
+        The first copy holds every parameter; later ones only the trainable ones (`requires_grad`: with LoRA the
+        adapters, not the frozen base), which the producer loads on top of the first, in version order.
+        """
         with self.cond:
             self.version_now = int(version)
             wanted = {self.sampling_version(j) for j in range(self.next_to_produce, self.taken + self.k + 2)}
             if version in wanted or not self.snapshots:
-                self.snapshots[int(version)] = (
-                    {name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters()}
-                    if self.copy_weights
-                    else None  # published, nothing to load (a server rank other than 0)
-                )
+                snapshot = None  # a server rank other than 0: published, nothing to load
+                if self.copy_weights:
+                    everything = not self.full_snapshot_taken
+                    snapshot = {
+                        name: p.detach().to("cpu", copy=True)
+                        for name, p in model.named_parameters()
+                        if everything or p.requires_grad
+                    }
+                    self.full_snapshot_taken = True
+                self.snapshots[int(version)] = snapshot
             for v in [v for v in self.snapshots if v < min(wanted | {version})]:
                 del self.snapshots[v]
             self.cond.notify_all()
@@ -415,12 +426,16 @@ class AsyncRolloutSource:
 def load_weights(model: Any, weights: dict[str, torch.Tensor]) -> None:
     r"""Copy `weights` (name -> tensor, from `AsyncRolloutSource.publish`) into `model`'s parameters in place.
 
+    `weights` may hold a subset of the parameters (the trainable ones); the others keep their values.
+
     Raises:
-        KeyError: a parameter of `model` has no published value.
+        KeyError: a published name that `model` has no parameter of.
     """
+    params = dict(model.named_parameters())
     with torch.no_grad():
-        for name, param in model.named_parameters():
-            param.copy_(weights[name].to(param.device, param.dtype))
+        for name, value in weights.items():
+            param = params[name]
+            param.copy_(value.to(param.device, param.dtype))
 
 
 class AsyncCallback(TrainerCallback):
@@ -493,6 +508,9 @@ def open_async_source(trainer: Any, step: Any) -> AsyncCallback:
     producer_model = model
     if copy_weights:
         producer_model = copy.deepcopy(model).eval()
+        device = torch.device(trainer.accelerator.device)
+        if any(p.device != device for p in producer_model.parameters()):
+            producer_model.to(device)  # under DeepSpeed the trainer's module reaches its GPU only in `train()`
         for param in producer_model.parameters():
             param.requires_grad_(False)
     if caps.separate_process:
