@@ -195,7 +195,8 @@ def test_two_ranks_train_asynchronously_on_the_lockstep_prompts(tmp_path):
     rolls out its groups with its own policy copy and gathers them on the producers' gloo group. The run ends, every
     step trains the prompts the lockstep run (k = 0) trains at that step, each once, at most 1 step stale; the
     validations (a pause of both producers at the same boundary) all run. Resumed from its checkpoint-2 (one state
-    file, written by rank 0, read by both), the run trains the last two steps' prompts, as the lockstep run did."""
+    file, written by rank 0, read by both), the run trains the last two steps' prompts, as the lockstep run did. With
+    dynamic sampling the producers roll out the extra batches together."""
     env_paths = _prepare(tmp_path)
     env = dict(_env(tmp_path), FORCE_TORCHRUN="1", NPROC_PER_NODE="2")
     runs = {}
@@ -205,6 +206,17 @@ def test_two_ranks_train_asynchronously_on_the_lockstep_prompts(tmp_path):
         ("k0", ("save_strategy='no'", "rl_max_staleness=0")),
         ("k1", ("save_steps=2", "rl_max_staleness=1")),
         ("resumed", ("save_strategy='no'", "rl_max_staleness=1", f"resume_from_checkpoint={checkpoint}")),
+        # exact match: the tiny policy's groups all score 0, so dynamic sampling rolls out two extra batches per step
+        (
+            "dynamic",
+            (
+                "save_strategy='no'",
+                "rl_max_staleness=1",
+                "rl_dynamic_sampling=true",
+                "rl_dynamic_sampling_max_batches=3",
+                "agentic_reward=em",
+            ),
+        ),  # fmt: skip
     ):
         out = tmp_path / name
         if name == "resumed":
@@ -223,6 +235,9 @@ def test_two_ranks_train_asynchronously_on_the_lockstep_prompts(tmp_path):
     state = json.loads((checkpoint / "async_rollout_state.json").read_text())
     assert state["batches_taken"] == 2 and state["global_step"] == 2
     assert runs["resumed"][0] == runs[0][0][4:]  # steps 2 and 3: the lockstep run's prompts, each once
+    dynamic = [r for r in runs["dynamic"][2] if "loss" in r]  # the producers' extra rollouts, gathered on their group
+    assert [r["dynamic_sampling/generation_batches"] for r in dynamic] == [3, 3, 3, 3]
+    assert [r["async/staleness_max"] for r in dynamic] == [0, 1, 1, 1]
     train = [r for r in runs[1][2] if "loss" in r]
     assert [r["async/staleness_max"] for r in train] == [0, 1, 1, 1]
     assert all(r["rollout/trajectories"] == 8 and r["async/groups_dropped_stale"] == 0 for r in train)
