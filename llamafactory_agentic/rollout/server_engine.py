@@ -178,8 +178,8 @@ class ServerWeightPusher:
 
         Only the main process (rank 0, or no process group) sends; the others walk the same units when the parameters
         are partitioned (ZeRO-3: the gathers are collectives; otherwise they leave the module untouched) and wait at a
-        barrier (on `weight_sync.current_group()`: an asynchronous producer's own group), so
-        no rank generates before the servers hold the new weights.
+        barrier (on `weight_sync.current_group()`: an asynchronous producer's own group), so no rank generates before
+        the servers hold the new weights.
 
         Returns:
             `{"version", "tensors", "bytes", "seconds", "transport"}` of this push (main process; zeros elsewhere).
