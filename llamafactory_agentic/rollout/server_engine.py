@@ -71,7 +71,7 @@ import httpx
 from ..common.log import get_logger
 from .endpoint import EndpointError, OpenAICompletionsEngine
 from .engine import VLLM_SERVER_CAPABILITIES, GenerationRequest, GenerationResult, SamplingSettings
-from .weight_sync import GatherFn, current_group, push_weights, weight_units
+from .weight_sync import GatherFn, current_group, push_weights, weight_units, zero3_partitioned
 
 
 logger = get_logger(__name__)
@@ -176,8 +176,8 @@ class ServerWeightPusher:
     def push(self, model: Any, version: int, gather: GatherFn | None = None) -> dict[str, Any]:
         r"""Send `model`'s merged base weights to every server as `version`; every rank calls it (ZeRO-3 gathers).
 
-        Only the main process (rank 0, or no process group) sends; the others walk the same units when the parameters
-        are partitioned (ZeRO-3: the gathers are collectives; otherwise they leave the module untouched) and wait at a
+        Only the main process (rank 0, or no process group) sends; the others walk the same units when the gathers are
+        collectives (ZeRO-3, or a `gather` of the caller's; otherwise they leave the module untouched) and wait at a
         barrier (on `weight_sync.current_group()`: an asynchronous producer's own group), so no rank generates before
         the servers hold the new weights.
 
@@ -195,7 +195,8 @@ class ServerWeightPusher:
         start = time.perf_counter()
         sent = {"tensors": 0, "bytes": 0}
         if not main:
-            if any(hasattr(p, "ds_id") for p in model.parameters()):  # ZeRO-3: the gathers are collectives
+            # the default gather is a collective only under ZeRO-3; a caller's own gather may always be one
+            if gather is not None or zero3_partitioned(model.parameters()):
                 push_weights(model, lambda tensors: None, gather=gather)
         elif self.transport == "disk":
             self._push_disk(model, version, gather, sent)

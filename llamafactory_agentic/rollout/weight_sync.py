@@ -168,6 +168,11 @@ def weight_units(model: torch.nn.Module) -> list[WeightUnit]:
     return units
 
 
+def zero3_partitioned(params: Iterator[torch.nn.Parameter] | list[torch.nn.Parameter]) -> bool:
+    r"""Whether any of `params` is managed by DeepSpeed ZeRO-3 (gathered or not right now)."""
+    return any(hasattr(p, "ds_id") for p in params)
+
+
 def zero3_gather(params: list[torch.nn.Parameter]) -> AbstractContextManager:
     r"""`deepspeed.zero.GatheredParameters` over those of `params` that are ZeRO-3 partitioned right now, else a no-op.
 

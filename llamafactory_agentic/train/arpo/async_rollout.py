@@ -143,7 +143,6 @@ class AsyncRolloutSource:
 
         self.step, self.model, self.feed, self.dataset = step, producer_model, feed, dataset
         self.k, self.updates = int(max_staleness), max(int(updates_per_batch), 1)
-        self.version_now = 0  # trainer's optimiser steps done (published)
         self.producing_version = 0  # the version the producer's engine decodes with (stamped on every token)
         ctx = replace(
             step.ctx,
@@ -189,23 +188,29 @@ class AsyncRolloutSource:
         The first copy holds every parameter; later ones only the trainable ones (`requires_grad`: with LoRA the
         adapters, not the frozen base), which the producer loads on top of the first, in version order.
         """
+        version = int(version)
         with self.cond:
-            self.version_now = int(version)
-            wanted = {self.sampling_version(j) for j in range(self.next_to_produce, self.taken + self.k + 2)}
-            if version in wanted or not self.snapshots:
-                snapshot = None  # a server rank other than 0: published, nothing to load
-                if self.copy_weights:
-                    everything = not self.full_snapshot_taken
-                    snapshot = {
-                        name: p.detach().to("cpu", copy=True)
-                        for name, p in model.named_parameters()
-                        if everything or p.requires_grad
-                    }
-                    self.full_snapshot_taken = True
-                self.snapshots[int(version)] = snapshot
+            keep = version in self._wanted() or not self.snapshots
+        snapshot = None  # a server rank other than 0: published, nothing to load
+        if keep and self.copy_weights:  # copied outside the lock: the producer's bookkeeping does not wait for it
+            everything = not self.full_snapshot_taken
+            snapshot = {
+                name: p.detach().to("cpu", copy=True)
+                for name, p in model.named_parameters()
+                if everything or p.requires_grad
+            }
+            self.full_snapshot_taken = True
+        with self.cond:
+            if keep:
+                self.snapshots[version] = snapshot
+            wanted = self._wanted()
             for v in [v for v in self.snapshots if v < min(wanted | {version})]:
                 del self.snapshots[v]
             self.cond.notify_all()
+
+    def _wanted(self) -> set[int]:
+        # the versions of the batches not rolled out yet, up to the farthest the producer may go (`_can_start`)
+        return {self.sampling_version(j) for j in range(self.next_to_produce, self.taken + self.k + 2)}
 
     def take(self, group_rows: list[dict[str, Any]]) -> Any:
         r"""The `UpdateBatch` of the next generation batch, produced ahead, at most k optimiser steps old.
@@ -418,7 +423,7 @@ class AsyncRolloutSource:
             state = json.load(f)
         with self.cond:
             self.taken = self.base_batch = self.next_to_produce = int(state["batches_taken"])
-            self.base_version = self.version_now = int(global_step)
+            self.base_version = int(global_step)
             self.dropped_at_checkpoint = [int(b["batch"]) for b in state.get("untrained_batches", [])]
         return True
 
@@ -448,7 +453,7 @@ class AsyncCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         r"""Publish the starting weights (version `global_step`, 0 or the resumed step)."""
         if self.source.taken == 0 and state.global_step:
-            self.source.base_version = self.source.version_now = state.global_step
+            self.source.base_version = state.global_step
         self.source.plan_steps(state.max_steps)
         self.source.publish(self.unwrap(model), state.global_step)
 

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from ...algorithms.logprobs import linear_log_probs, module_log_probs
-from ...rollout.weight_sync import zero3_gather
+from ...rollout.weight_sync import zero3_gather, zero3_partitioned
 
 
 _LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier_scale")
@@ -82,7 +82,7 @@ def _plain_linear(head: torch.nn.Module) -> bool:
     r"""A bare `nn.Linear` whose weight the closed form may read directly (no hooks, no ZeRO-3 partitioning)."""
     if type(head) is not torch.nn.Linear or head._forward_hooks or head._forward_pre_hooks:
         return False
-    if hasattr(head, "_hf_hook") or hasattr(head.weight, "ds_id"):  # accelerate offload / DeepSpeed ZeRO-3
+    if hasattr(head, "_hf_hook") or zero3_partitioned([head.weight]):  # accelerate offload / DeepSpeed ZeRO-3
         return False
     return True
 
@@ -92,7 +92,7 @@ def _zero3_frozen_linear(head: torch.nn.Module) -> bool:
     params = [p for p in (getattr(head, "weight", None), getattr(head, "bias", None)) if p is not None]
     return (
         isinstance(head, torch.nn.Linear)
-        and hasattr(head.weight, "ds_id")
+        and zero3_partitioned([head.weight])
         and not any(p.requires_grad for p in params)
     )
 

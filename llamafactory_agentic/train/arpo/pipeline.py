@@ -235,10 +235,11 @@ class ServerWeightPush(TrainerCallback):
 
     For engines in another process (`EngineCapabilities.separate_process`, the `vllm_server` backend) in lockstep
     (`rl_max_staleness: 0`): version s goes to the server as soon as step s ends when the next step starts a
-    generation batch (`rollout_due`, the rule `ArpoTrainer._prepare_inputs` rolls out by), when a validation follows (`control.should_evaluate`) or when training stops (the server ends
-    with the final weights). The later updates of a generation batch push nothing: no rollout reads those versions
-    (H100, Qwen2.5-0.5B over CUDA IPC: 1.4 s of a 1.9 s update, benchmarks/results/server_h100). Any rollout still
-    finds its version there: `PolicyGeneration.push` sends it first when the engine holds another one. Added before
+    generation batch (`rollout_due`, the rule `ArpoTrainer._prepare_inputs` rolls out by), when a validation follows
+    (`control.should_evaluate`) or when training stops (the server ends with the final weights). The later updates
+    of a generation batch push nothing: no rollout reads those versions (H100, Qwen2.5-0.5B over CUDA IPC: 1.4 s of
+    a 1.9 s update, benchmarks/results/server_h100). Any rollout still finds its version there:
+    `PolicyGeneration.push` sends it first when the engine holds another one. Added before
     `StepClock`: the push is part of `time/step`, and its seconds are logged as `time/weight_push`. With
     `rl_max_staleness > 0` the producer pushes the versions it samples with instead.
 
