@@ -375,12 +375,21 @@ class AsyncRolloutSource:
         return self.sampling_version(j) in self.snapshots
 
     def close(self) -> None:
-        r"""Stop the producer thread (it finishes the batch it is rolling out, which is dropped)."""
+        r"""Stop the producer thread (it finishes the batch it is rolling out, which is dropped).
+
+        On several ranks the producers' gloo group is then shut down here, while every rank is still running (the
+        trainer's collectives after training follow), instead of with the default group at the process's end.
+        """
         with self.cond:
             self.stopped = True
             self.cond.notify_all()
         if self.thread is not None:
             self.thread.join(timeout=600)
+        if self.group is not None and not (self.thread is not None and self.thread.is_alive()):
+            import torch.distributed as dist
+
+            dist.destroy_process_group(self.group)
+            self.group = None
 
     # ---------------------------------------------------------------------------------------------- checkpoints
     def save_state(self, directory: str, global_step: int, write: bool = True) -> None:
